@@ -1,0 +1,35 @@
+"""The project's exceptions: every error raised on purpose derives from one class."""
+
+from __future__ import annotations
+
+__all__ = ["StreamPerceptronError", "LabelError", "StateError", "RecordError"]
+
+
+class StreamPerceptronError(Exception):
+    """Base class of every error raised by stream-perceptron."""
+
+
+class LabelError(StreamPerceptronError, ValueError):
+    """A label does not fit the label encoding the learner has seen so far."""
+
+
+class StateError(StreamPerceptronError, ValueError):
+    """A saved model state (checkpoint) is missing, unreadable or of another version."""
+
+
+class RecordError(StreamPerceptronError, ValueError):
+    """An input record cannot be turned into an example.
+
+    Parameters
+    ----------
+    reason
+        A short machine-readable reason, used as a metric label and in dead letters.
+    detail
+        A human-readable explanation.
+
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail

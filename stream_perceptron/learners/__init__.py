@@ -1,0 +1,20 @@
+"""Learners: River-compatible online classifiers."""
+
+from __future__ import annotations
+
+from stream_perceptron.learners._base import StreamClassifier
+from stream_perceptron.learners.centroid import CentroidClassifier
+from stream_perceptron.learners.multiclass import MulticlassPerceptron
+from stream_perceptron.learners.perceptron import Perceptron
+
+__all__ = [
+    "Perceptron",
+    "MulticlassPerceptron",
+    "CentroidClassifier",
+    "StreamClassifier",
+    "LEARNERS",
+]
+
+LEARNERS: dict[str, type[StreamClassifier]] = {
+    cls.__name__: cls for cls in (Perceptron, MulticlassPerceptron, CentroidClassifier)
+}

@@ -1,0 +1,198 @@
+"""What every stream-perceptron learner shares: mini-batches as row loops, state, sparse maths."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+from river import base
+
+from stream_perceptron.errors import StateError
+
+__all__ = ["StreamClassifier", "SCHEMA_VERSION", "BIAS_MODES", "sigmoid", "softmax"]
+
+SCHEMA_VERSION = 1
+BIAS_MODES = ("learned", "r2", "none")
+
+
+def sigmoid(s: float) -> float:
+    """Logistic function, clamped like River's so that large scores give exactly 0 or 1."""
+    if s < -30:
+        return 0.0
+    if s > 30:
+        return 1.0
+    return 1.0 / (1.0 + math.exp(-s))
+
+
+def softmax(scores: dict[Any, float]) -> dict[Any, float]:
+    """Softmax of a dict of scores (numerically stable)."""
+    if not scores:
+        return {}
+    top = max(scores.values())
+    exps = {k: math.exp(s - top) for k, s in scores.items()}
+    total = sum(exps.values())
+    return {k: e / total for k, e in exps.items()}
+
+
+def norm(v: Iterable[float]) -> float:
+    """Euclidean norm of the values."""
+    return math.sqrt(math.fsum(value * value for value in v))
+
+
+def to_json_key(k: Any) -> Any:
+    """A feature name or label as a JSON scalar (numpy scalars become Python ones)."""
+    if isinstance(k, np.generic):
+        k = k.item()
+    if k is None or isinstance(k, (str, int, float, bool)):
+        return k
+    raise StateError(f"cannot save the key {k!r} of type {type(k).__name__} as JSON")
+
+
+def pairs(d: dict) -> list[list[Any]]:
+    """A dict as a JSON list of ``[key, value]`` pairs, keeping non-string keys' types."""
+    return [[to_json_key(k), v] for k, v in d.items()]
+
+
+class StreamClassifier(base.MiniBatchClassifier):
+    """Base of the learners: River's mini-batch classifier contract, implemented exactly.
+
+    ``learn_many`` is a ``learn_one`` loop in row order, so a mini-batch never changes what the
+    model learns. Subclasses implement ``learn_one``, ``predict_proba_one``, ``_state_payload``
+    and ``_load_payload``.
+    """
+
+    _n_seen: int
+    _n_mistakes: int
+    _max_norm: float
+    _bias_mode: str
+
+    # The ``bias`` hyperparameter is kept as ``_bias_mode``: ``bias`` is the learned bias.
+    _param_attributes: dict[str, str] = {"bias": "_bias_mode"}
+
+    def _get_params(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, self._param_attributes.get(name, name))
+            for name in inspect.signature(type(self).__init__).parameters
+            if name != "self"
+        }
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    @property
+    def bias_mode(self) -> str:
+        """The ``bias`` hyperparameter: ``"learned"``, ``"r2"`` or ``"none"``."""
+        return self._bias_mode
+
+    # -- counters shared by every learner ------------------------------------------------------
+    @property
+    def n_seen(self) -> int:
+        """Number of labelled examples learned from."""
+        return self._n_seen
+
+    @property
+    def n_mistakes(self) -> int:
+        """Number of mistakes made while learning (the number of updates for perceptrons)."""
+        return self._n_mistakes
+
+    @property
+    def max_norm(self) -> float:
+        """R, the largest input norm seen so far."""
+        return self._max_norm
+
+    # -- mini-batches --------------------------------------------------------------------------
+    def learn_many(self, X: Any, y: Any, **kwargs: Any) -> None:
+        """Learn from the rows of ``X`` in order: exactly a ``learn_one`` loop."""
+        for x, label in zip(_rows(X), _labels(y), strict=True):
+            self.learn_one(x, label)
+
+    def predict_many(self, X: Any) -> Any:
+        """``predict_one`` for each row (a pandas Series when ``X`` is a DataFrame)."""
+        predictions = [self.predict_one(x) for x in _rows(X)]
+        if _is_dataframe(X):
+            import pandas as pd
+
+            return pd.Series(predictions, index=X.index, dtype=object)
+        return predictions
+
+    def predict_proba_many(self, X: Any) -> Any:
+        """``predict_proba_one`` for each row (a pandas DataFrame when ``X`` is one)."""
+        probas = [self.predict_proba_one(x) for x in _rows(X)]
+        if _is_dataframe(X):
+            import pandas as pd
+
+            return pd.DataFrame(probas, index=X.index).fillna(0.0)
+        return probas
+
+    # -- state ---------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """The whole learner as a JSON-serialisable dict (see :func:`from_state`)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "learner": type(self).__name__,
+            "params": self._get_params(),
+            "n_seen": self._n_seen,
+            "n_mistakes": self._n_mistakes,
+            "max_norm": self._max_norm,
+            **self._state_payload(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> StreamClassifier:
+        """Rebuild a learner from :meth:`get_state`; it then predicts and learns identically."""
+        from stream_perceptron.learners import LEARNERS
+
+        if not isinstance(state, dict):
+            raise StateError("a learner state must be a JSON object")
+        version = state.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise StateError(
+                f"unsupported state schema_version {version!r}"
+                f" (this release reads {SCHEMA_VERSION})"
+            )
+        name = state.get("learner")
+        klass = LEARNERS.get(name)
+        if klass is None or (cls is not StreamClassifier and klass is not cls):
+            raise StateError(f"the state holds a {name!r}, not a {cls.__name__}")
+        try:
+            model = klass(**state["params"])
+            model._n_seen = int(state["n_seen"])
+            model._n_mistakes = int(state["n_mistakes"])
+            model._max_norm = float(state["max_norm"])
+            model._load_payload(state)
+        except (KeyError, TypeError, ValueError) as e:
+            raise StateError(f"corrupt {name} state: {e!r}") from e
+        return model
+
+    def _state_payload(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def _is_dataframe(X: Any) -> bool:
+    return hasattr(X, "columns") and hasattr(X, "itertuples")
+
+
+def _rows(X: Any) -> Iterator[dict]:
+    """Rows of a DataFrame, 2-D array or iterable of dicts, as sparse dicts (NaN = missing)."""
+    if _is_dataframe(X):
+        columns = list(X.columns)
+        for row in X.itertuples(index=False, name=None):
+            yield {c: v for c, v in zip(columns, row) if v == v and v is not None}
+    elif isinstance(X, np.ndarray):
+        for row in X:
+            yield {j: float(v) for j, v in enumerate(row) if v == v}
+    else:
+        yield from X
+
+
+def _labels(y: Any) -> Iterable[Any]:
+    if hasattr(y, "tolist"):
+        return y.tolist()
+    return y

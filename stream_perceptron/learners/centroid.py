@@ -1,0 +1,172 @@
+"""The centroid method: a running mean per class, predict the nearest mean."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stream_perceptron.learners._base import StreamClassifier, norm, pairs, softmax, to_json_key
+
+__all__ = ["CentroidClassifier"]
+
+
+class CentroidClassifier(StreamClassifier):
+    """Streaming nearest-centroid classifier, the lecture notes' baseline.
+
+    Keeps, per class, the sum and count of its examples, so the mean ``mu_k`` costs O(non-zero
+    features) per example. Predicts the class of the nearest mean, which is the linear rule
+    ``argmax_k mu_k.x - ||mu_k||^2 / 2``. For two classes C and X it is the midpoint rule
+    ``(mu_C - mu_X).(x - (mu_C + mu_X)/2) > 0``, whose bias is ``-(||mu_C||^2 - ||mu_X||^2)/2``;
+    the notes' bias ``-||mu_C - mu_X||^2 / 2`` equals it only in special cases (e.g.
+    ``mu_X = 0``). Ties go to the class seen first.
+
+    Attributes
+    ----------
+    means
+        Class -> mean vector.
+    weights
+        Class -> weight vector of the equivalent linear rule (the mean).
+    bias
+        Class -> bias of the equivalent linear rule (``-||mu||^2 / 2``).
+    n_mistakes
+        Prequential mistakes: examples whose prediction before learning was wrong.
+
+    Examples
+    --------
+    >>> from stream_perceptron import CentroidClassifier
+    >>> model = CentroidClassifier()
+    >>> for x, y in [({"a": 0.0}, "low"), ({"a": 2.0}, "low"), ({"a": 10.0}, "high")]:
+    ...     model.learn_one(x, y)
+    >>> model.means
+    {'low': {'a': 1.0}, 'high': {'a': 10.0}}
+    >>> model.predict_one({"a": 5.4}), model.predict_one({"a": 5.6})
+    ('low', 'high')
+
+    """
+
+    _bias_mode = "midpoint"
+
+    def __init__(self) -> None:
+        self._sums: dict[Any, dict[Any, float]] = {}
+        self._counts: dict[Any, int] = {}
+        self._sq_norms: dict[Any, float] = {}  # ||sum_k||^2, kept incrementally
+        self._n_seen = 0
+        self._n_mistakes = 0
+        self._max_norm = 0.0
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    def learn_one(self, x: dict, y: Any) -> None:  # type: ignore[override]
+        self.predict_learn_one(x, y)
+
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x``, learn ``(x, y)``, return the prediction made before learning."""
+        y_hat = self.predict_one(x)
+        self._n_seen += 1
+        if y_hat != y:
+            self._n_mistakes += 1
+        sq = math.fsum(v * v for v in x.values())
+        r = math.sqrt(sq)
+        if r > self._max_norm:
+            self._max_norm = r
+        s = self._sums.get(y)
+        if s is None:
+            s = self._sums[y] = {}
+            self._counts[y] = 0
+            self._sq_norms[y] = 0.0
+        cross = 0.0
+        for k, v in x.items():
+            old = s.get(k, 0.0)
+            cross += old * v
+            s[k] = old + v
+        self._counts[y] += 1
+        self._sq_norms[y] += 2.0 * cross + sq
+        return y_hat
+
+    def _scores(self, x: dict) -> dict[Any, float]:
+        scores = {}
+        for c, s in self._sums.items():
+            n = self._counts[c]
+            dot = 0.0
+            for k, v in x.items():
+                sk = s.get(k)
+                if sk is not None:
+                    dot += sk * v
+            scores[c] = dot / n - self._sq_norms[c] / (2.0 * n * n)
+        return scores
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        best, best_score = None, -math.inf
+        for c, score in self._scores(x).items():
+            if best is None or score > best_score:
+                best, best_score = c, score
+        return best
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        return softmax(self._scores(x))
+
+    @property
+    def classes(self) -> list[Any]:
+        """Classes in the order first seen."""
+        return list(self._sums)
+
+    @property
+    def means(self) -> dict[Any, dict[Any, float]]:
+        """Class -> mean vector."""
+        return {c: {k: v / self._counts[c] for k, v in s.items()} for c, s in self._sums.items()}
+
+    @property
+    def weights(self) -> dict[Any, dict[Any, float]]:
+        """Class -> weights of the equivalent linear rule (the class mean)."""
+        return self.means
+
+    @property
+    def bias(self) -> dict[Any, float]:
+        """Class -> bias of the equivalent linear rule, ``-||mu||^2 / 2``."""
+        return {c: -self._sq_norms[c] / (2.0 * n * n) for c, n in self._counts.items()}
+
+    @property
+    def weight_norm(self) -> dict[Any, float]:
+        """Class -> ||mu_class||."""
+        return {c: norm(m.values()) for c, m in self.means.items()}
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Score of ``y`` minus the best other score."""
+        scores = self._scores(x)
+        if y not in scores:
+            return -math.inf
+        others = [s for c, s in scores.items() if c != y]
+        return scores[y] - max(others) if others else math.inf
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Distance of ``x`` to the perpendicular bisector between ``y``'s mean and its rival's."""
+        scores = self._scores(x)
+        if y not in scores or len(scores) < 2:
+            return self.margin(x, y)
+        rival = max((c for c in scores if c != y), key=scores.__getitem__)
+        means = self.means
+        my, mr = means[y], means[rival]
+        diff = norm(my.get(k, 0.0) - mr.get(k, 0.0) for k in my.keys() | mr.keys())
+        return (scores[y] - scores[rival]) / diff if diff else 0.0
+
+    def _state_payload(self) -> dict[str, Any]:
+        return {
+            "classes": [
+                {
+                    "label": to_json_key(c),
+                    "sums": pairs(s),
+                    "count": self._counts[c],
+                    "sum_sq_norm": self._sq_norms[c],
+                }
+                for c, s in self._sums.items()
+            ]
+        }
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        for entry in state["classes"]:
+            c = entry["label"]
+            self._sums[c] = {k: float(v) for k, v in entry["sums"]}
+            self._counts[c] = int(entry["count"])
+            self._sq_norms[c] = float(entry["sum_sq_norm"])

@@ -1,0 +1,116 @@
+"""The label encodings a binary learner accepts: bool, {0, 1} or {-1, +1}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron.errors import LabelError
+
+__all__ = ["BinaryLabels"]
+
+_ENCODINGS: dict[str, tuple[Any, Any]] = {
+    "bool": (False, True),
+    "0/1": (0, 1),
+    "-1/+1": (-1, 1),
+}
+
+
+class BinaryLabels:
+    """Maps a caller's binary labels to -1/+1 and back, remembering the encoding given.
+
+    Until a label is seen the encoding is ``bool``. A first label of ``1`` alone does not tell
+    {0, 1} from {-1, +1}: predictions use {0, 1} until a ``0`` or ``-1`` settles it.
+
+    Examples
+    --------
+    >>> labels = BinaryLabels()
+    >>> labels.encode(-1), labels.encode(1), labels.encoding
+    (-1, 1, '-1/+1')
+    >>> labels.decode(-1)
+    -1
+    >>> labels.encode(0)
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.LabelError: label 0 is outside the binary encoding -1/+1 (labels -1, 1)
+
+    """
+
+    __slots__ = ("encoding", "settled", "_codes", "negative", "positive")
+
+    def __init__(self, encoding: str = "bool", settled: bool = False) -> None:
+        self._set(encoding, settled)
+
+    def _set(self, encoding: str, settled: bool) -> None:
+        self.encoding = encoding
+        self.settled = settled
+        self.negative, self.positive = _ENCODINGS[encoding]
+        self._codes: dict[Any, int] = (
+            {self.negative: -1, self.positive: 1}
+            if settled
+            else ({1: 1} if encoding == "0/1" else {})
+        )
+
+    def encode(self, y: Any) -> int:
+        """Return -1 or +1 for label ``y``; the first labels fix the encoding."""
+        code = self._codes.get(y)
+        if code is not None:
+            return code
+        return self._learn_encoding(y)
+
+    def _learn_encoding(self, y: Any) -> int:
+        if not self.settled:
+            is_bool = isinstance(y, (bool, np.bool_))
+            nothing_seen = not self._codes
+            if nothing_seen and is_bool:
+                self._set("bool", True)
+                return self._codes[y]
+            if not is_bool and _is_number(y):
+                if y == -1:
+                    self._set("-1/+1", True)
+                    return -1
+                if y == 0:
+                    self._set("0/1", True)
+                    return -1
+                if y == 1 and nothing_seen:
+                    self._set("0/1", False)
+                    return 1
+        labels = ", ".join(repr(v) for v in (self.negative, self.positive))
+        raise LabelError(
+            f"label {y!r} is outside the binary encoding {self.encoding} (labels {labels})"
+        )
+
+    def encode_known(self, y: Any) -> int:
+        """Like :meth:`encode`, but never changes the encoding (for read-only uses)."""
+        code = self._codes.get(y)
+        if code is not None:
+            return code
+        if not self.settled and (isinstance(y, (bool, np.bool_)) or _is_number(y)):
+            if y == 1:
+                return 1
+            if y in (0, -1):
+                return -1
+        raise LabelError(f"label {y!r} is outside the binary encoding {self.encoding}")
+
+    def decode(self, sign: int) -> Any:
+        """The caller's label for sign -1 or +1."""
+        return self.positive if sign > 0 else self.negative
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-serialisable state."""
+        return {"encoding": self.encoding, "settled": self.settled}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> BinaryLabels:
+        """Rebuild from :meth:`get_state`."""
+        return cls(state["encoding"], state["settled"])
+
+
+def _is_number(y: Any) -> bool:
+    if isinstance(y, (bool, np.bool_)):
+        return False
+    try:
+        return float(y) == y
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,279 @@
+"""The native multi-class perceptron: one weight vector per class, argmax prediction."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stream_perceptron.learners._base import (
+    BIAS_MODES,
+    StreamClassifier,
+    norm,
+    pairs,
+    softmax,
+    to_json_key,
+)
+from stream_perceptron.learners._init_weights import WeightInitializer, new_features
+
+__all__ = ["MulticlassPerceptron"]
+
+
+class MulticlassPerceptron(StreamClassifier):
+    """Multi-class perceptron (not one-vs-rest): ``argmax_k w_k.x + b_k``, updated on mistakes.
+
+    Learning ``(x, y)`` first predicts ``y_hat`` with the classes known so far; when
+    ``y_hat != y`` (always so for a class seen for the first time), ``w_y += lr*x``,
+    ``b_y += lr``, ``w_y_hat -= lr*x`` and ``b_y_hat -= lr``. So every prequential mistake is
+    exactly one update. ``bias="r2"`` moves the biases by ``R**2`` instead of ``lr``;
+    ``bias="none"`` keeps them at 0. Ties go to the class seen first.
+
+    Parameters
+    ----------
+    lr
+        Learning rate.
+    bias
+        ``"learned"``, ``"r2"`` or ``"none"``.
+    init
+        ``"zeros"`` or ``"random"`` (each class's weight for a feature starts from a small
+        normal value the first time that class learns from that feature).
+    seed
+        Seed of the generator for ``init="random"``.
+    averaged
+        Predict with the averaged weights (lazy averaging, O(non-zero features) per update).
+
+    Attributes
+    ----------
+    weights
+        Class -> (feature -> weight).
+    bias
+        Class -> bias.
+    classes
+        The classes in the order they were first seen.
+
+    Examples
+    --------
+    >>> from stream_perceptron import MulticlassPerceptron
+    >>> model = MulticlassPerceptron()
+    >>> model.predict_one({"a": 1.0}) is None
+    True
+    >>> for x, y in [({"a": 1.0}, "red"), ({"b": 1.0}, "blue"), ({"a": 2.0}, "red")]:
+    ...     model.learn_one(x, y)
+    >>> model.weights
+    {'red': {'a': 1.0, 'b': -1.0}, 'blue': {'b': 1.0}}
+    >>> model.bias, model.n_mistakes
+    ({'red': 0.0, 'blue': 0.0}, 2)
+    >>> model.predict_one({"a": 1.0}), model.predict_one({"b": 1.0})
+    ('red', 'blue')
+
+    """
+
+    def __init__(
+        self,
+        lr: float = 1.0,
+        bias: str = "learned",
+        init: str = "zeros",
+        seed: int | None = None,
+        averaged: bool = False,
+    ) -> None:
+        if bias not in BIAS_MODES:
+            raise ValueError(f"bias must be one of {BIAS_MODES}, got {bias!r}")
+        if not lr > 0:
+            raise ValueError(f"lr must be positive, got {lr!r}")
+        self.lr = lr
+        self._bias_mode = bias
+        self.init = init
+        self.seed = seed
+        self.averaged = averaged
+        self._init = WeightInitializer(init, seed)
+        self._w: dict[Any, dict[Any, float]] = {}
+        self._b: dict[Any, float] = {}
+        self._u: dict[Any, dict[Any, float]] = {}
+        self._ub: dict[Any, float] = {}
+        self._n_seen = 0
+        self._n_mistakes = 0
+        self._max_norm = 0.0
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    # -- learning ------------------------------------------------------------------------------
+    def learn_one(self, x: dict, y: Any) -> None:  # type: ignore[override]
+        self._learn(x, y)
+
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
+        if self.averaged:
+            prediction = self.predict_one(x)
+            self._learn(x, y)
+            return prediction
+        return self._learn(x, y)
+
+    def _add_class(self, c: Any) -> None:
+        self._w[c] = {}
+        self._b[c] = 0.0
+        self._u[c] = {}
+        self._ub[c] = 0.0
+
+    def _init_entries(self, c: Any, x: dict, t: int) -> None:
+        wc = self._w[c]
+        fresh = new_features(x, wc)
+        if fresh:
+            uc = self._u[c]
+            for k, v in zip(fresh, self._init.draw(len(fresh))):
+                wc[k] = v
+                if self.averaged:
+                    uc[k] = uc.get(k, 0.0) + (t - 1) * v
+
+    def _learn(self, x: dict, y: Any) -> Any:
+        """Learn ``(x, y)``; return the plain-weight prediction made before learning."""
+        t = self._n_seen = self._n_seen + 1
+        r = math.sqrt(sum(v * v for v in x.values()))
+        if r > self._max_norm:
+            self._max_norm = r
+        if self._init.random:
+            for c in self._w:
+                self._init_entries(c, x, t)
+        y_hat = _argmax(self._scores(x, self._w, self._b))
+        if y_hat == y and y_hat is not None and y in self._w:
+            return y_hat
+        if y not in self._w:
+            self._add_class(y)
+            if self._init.random:
+                self._init_entries(y, x, t)
+        self._n_mistakes += 1
+        if self._bias_mode == "learned":
+            db = self.lr
+        elif self._bias_mode == "r2":
+            db = self._max_norm * self._max_norm
+        else:
+            db = 0.0
+        self._step(y, x, self.lr, db, t)
+        if y_hat is not None:
+            self._step(y_hat, x, -self.lr, -db, t)
+        return y_hat
+
+    def _step(self, c: Any, x: dict, step: float, db: float, t: int) -> None:
+        wc = self._w[c]
+        for k, v in x.items():
+            wc[k] = wc.get(k, 0.0) + step * v
+        self._b[c] += db
+        if self.averaged and t > 1:
+            uc = self._u[c]
+            a = (t - 1) * step
+            for k, v in x.items():
+                uc[k] = uc.get(k, 0.0) + a * v
+            self._ub[c] += (t - 1) * db
+
+    # -- prediction ----------------------------------------------------------------------------
+    @staticmethod
+    def _scores(x: dict, w: dict, b: dict) -> dict[Any, float]:
+        scores = {}
+        for c, wc in w.items():
+            dot = 0.0
+            for k, v in x.items():
+                wk = wc.get(k)
+                if wk is not None:
+                    dot += wk * v
+            scores[c] = dot + b[c]
+        return scores
+
+    def _predict_scores(self, x: dict) -> dict[Any, float]:
+        if self.averaged and self._n_seen:
+            return self._scores(x, self.average_weights, self.average_bias)
+        return self._scores(x, self._w, self._b)
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        return _argmax(self._predict_scores(x))
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        return softmax(self._predict_scores(x))
+
+    # -- the model as numbers ------------------------------------------------------------------
+    @property
+    def classes(self) -> list[Any]:
+        """Classes in the order first seen."""
+        return list(self._w)
+
+    @property
+    def weights(self) -> dict[Any, dict[Any, float]]:
+        """Class -> (feature -> weight) (a copy)."""
+        return {c: dict(wc) for c, wc in self._w.items()}
+
+    @property
+    def bias(self) -> dict[Any, float]:
+        """Class -> bias (a copy)."""
+        return dict(self._b)
+
+    @property
+    def average_weights(self) -> dict[Any, dict[Any, float]]:
+        """The averaged weights used by predictions when ``averaged=True``."""
+        t = self._n_seen or 1
+        return {
+            c: {k: wk - self._u[c].get(k, 0.0) / t for k, wk in wc.items()}
+            for c, wc in self._w.items()
+        }
+
+    @property
+    def average_bias(self) -> dict[Any, float]:
+        """The averaged biases used by predictions when ``averaged=True``."""
+        t = self._n_seen or 1
+        return {c: bc - self._ub[c] / t for c, bc in self._b.items()}
+
+    @property
+    def weight_norm(self) -> dict[Any, float]:
+        """Class -> ||w_class||."""
+        return {c: norm(wc.values()) for c, wc in self._w.items()}
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
+        scores = self._scores(x, self._w, self._b)
+        if y not in scores:
+            return -math.inf
+        others = [s for c, s in scores.items() if c != y]
+        return scores[y] - max(others) if others else math.inf
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
+        scores = self._scores(x, self._w, self._b)
+        if y not in scores or len(scores) < 2:
+            return self.margin(x, y)
+        rival = max((c for c in scores if c != y), key=scores.__getitem__)
+        wy, wr = self._w[y], self._w[rival]
+        diff = norm(wy.get(k, 0.0) - wr.get(k, 0.0) for k in wy.keys() | wr.keys())
+        m = scores[y] - scores[rival]
+        return m / diff if diff else 0.0
+
+    # -- state ---------------------------------------------------------------------------------
+    def _state_payload(self) -> dict[str, Any]:
+        return {
+            "classes": [
+                {
+                    "label": to_json_key(c),
+                    "weights": pairs(self._w[c]),
+                    "bias": self._b[c],
+                    "avg_weights_acc": pairs(self._u[c]),
+                    "avg_bias_acc": self._ub[c],
+                }
+                for c in self._w
+            ],
+            "rng": self._init.get_state(),
+        }
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        for entry in state["classes"]:
+            c = entry["label"]
+            self._add_class(c)
+            self._w[c] = {k: float(v) for k, v in entry["weights"]}
+            self._b[c] = float(entry["bias"])
+            self._u[c] = {k: float(v) for k, v in entry["avg_weights_acc"]}
+            self._ub[c] = float(entry["avg_bias_acc"])
+        self._init.set_state(state["rng"])
+
+
+def _argmax(scores: dict[Any, float]) -> Any:
+    best, best_score = None, -math.inf
+    for c, s in scores.items():
+        if best is None or s > best_score:
+            best, best_score = c, s
+    return best

@@ -1,0 +1,243 @@
+"""Rosenblatt's binary perceptron: mistake-driven, with learned, R^2-scaled or no bias."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stream_perceptron.learners._base import BIAS_MODES, StreamClassifier, norm, pairs, sigmoid
+from stream_perceptron.learners._init_weights import WeightInitializer, new_features
+from stream_perceptron.learners.labels import BinaryLabels
+
+__all__ = ["Perceptron"]
+
+
+class Perceptron(StreamClassifier):
+    """Binary perceptron, learning one example at a time and only from its mistakes.
+
+    The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
+    ``y*s <= 0`` (a tie counts, as in River's ``learn_one``); only then does the model change:
+    ``w += lr*y*x`` and, by bias mode, ``b += lr*y`` (``"learned"``), ``b += y*R**2``
+    (``"r2"``, R the largest input norm so far, updated before the check) or nothing
+    (``"none"``). A score of exactly 0 predicts the negative class.
+
+    Parameters
+    ----------
+    lr
+        Learning rate: the step of each update.
+    bias
+        ``"learned"``, ``"r2"`` or ``"none"``.
+    init
+        ``"zeros"``, or ``"random"``: a feature's weight starts from a small normal value drawn
+        (reproducibly, from a generator seeded by ``seed``) the first time it is learned from.
+    seed
+        Seed of the generator for ``init="random"``.
+    averaged
+        Predict with the average of the weight vectors after every example (Freund and
+        Schapire's averaged perceptron), kept lazily: an update costs O(non-zero features).
+
+    Attributes
+    ----------
+    weights
+        Feature -> weight.
+    bias
+        The bias b.
+    n_seen
+        Examples learned from.
+    n_mistakes
+        Mistakes made while learning (= updates).
+    max_norm
+        R, the largest input norm seen.
+
+    Examples
+    --------
+    >>> from stream_perceptron import Perceptron
+    >>> model = Perceptron()
+    >>> for x, y in [({"a": 1.0}, True), ({"a": -1.0}, False), ({"a": 2.0}, True)]:
+    ...     model.learn_one(x, y)
+    >>> model.weights, model.bias, model.n_mistakes
+    ({'a': 1.0}, 1.0, 1)
+    >>> model.predict_one({"a": 0.5}), model.predict_one({"a": -3.0})
+    (True, False)
+
+    References
+    ----------
+    F. Rosenblatt, "The perceptron: a probabilistic model for information storage and
+    organization in the brain", Psychological Review, 1958.
+    Y. Freund and R. Schapire, "Large margin classification using the perceptron algorithm",
+    Machine Learning, 1999.
+
+    """
+
+    def __init__(
+        self,
+        lr: float = 1.0,
+        bias: str = "learned",
+        init: str = "zeros",
+        seed: int | None = None,
+        averaged: bool = False,
+    ) -> None:
+        if bias not in BIAS_MODES:
+            raise ValueError(f"bias must be one of {BIAS_MODES}, got {bias!r}")
+        if not lr > 0:
+            raise ValueError(f"lr must be positive, got {lr!r}")
+        self.lr = lr
+        self._bias_mode = bias
+        self.init = init
+        self.seed = seed
+        self.averaged = averaged
+        self._init = WeightInitializer(init, seed)
+        self._labels = BinaryLabels()
+        self._w: dict[Any, float] = {}
+        self._b = 0.0
+        # Lazy averaging: u holds sum over updates of (t - 1) * delta; average = w - u / t.
+        self._u: dict[Any, float] = {}
+        self._ub = 0.0
+        self._n_seen = 0
+        self._n_mistakes = 0
+        self._max_norm = 0.0
+
+    # -- learning ------------------------------------------------------------------------------
+    def learn_one(self, x: dict, y: Any) -> None:  # type: ignore[override]
+        self._learn(x, self._labels.encode(y))
+
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction.
+
+        One pass over ``x`` instead of two when the model is not averaged.
+        """
+        sign = self._labels.encode(y)
+        if self.averaged:
+            prediction = self.predict_one(x)
+            self._learn(x, sign)
+            return prediction
+        score = self._learn(x, sign)
+        return self._labels.decode(1 if score > 0 else -1)
+
+    def _learn(self, x: dict, y: int) -> float:
+        """Learn from ``x`` with sign ``y``; return the score before learning."""
+        t = self._n_seen = self._n_seen + 1
+        w = self._w
+        if self._init.random:
+            fresh = new_features(x, w)
+            if fresh:
+                for k, v in zip(fresh, self._init.draw(len(fresh))):
+                    w[k] = v
+                    if self.averaged:
+                        self._u[k] = self._u.get(k, 0.0) + (t - 1) * v
+        dot = 0.0
+        sq = 0.0
+        for k, v in x.items():
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+            sq += v * v
+        r = math.sqrt(sq)
+        if r > self._max_norm:
+            self._max_norm = r
+        score = dot + self._b
+        if y * score <= 0:
+            self._n_mistakes += 1
+            step = self.lr * y
+            for k, v in x.items():
+                w[k] = w.get(k, 0.0) + step * v
+            if self._bias_mode == "learned":
+                db = step
+            elif self._bias_mode == "r2":
+                db = y * self._max_norm * self._max_norm
+            else:
+                db = 0.0
+            self._b += db
+            if self.averaged and t > 1:
+                u = self._u
+                c = (t - 1) * step
+                for k, v in x.items():
+                    u[k] = u.get(k, 0.0) + c * v
+                self._ub += (t - 1) * db
+        return score
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _score(self, x: dict) -> float:
+        w = self._w
+        if self.averaged and self._n_seen:
+            t = self._n_seen
+            u = self._u
+            dot = 0.0
+            for k, v in x.items():
+                wk = w.get(k)
+                if wk is not None:
+                    dot += (wk - u.get(k, 0.0) / t) * v
+            return dot + (self._b - self._ub / t)
+        dot = 0.0
+        for k, v in x.items():
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+        return dot + self._b
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        return self._labels.decode(1 if self._score(x) > 0 else -1)
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        p = sigmoid(self._score(x))
+        return {self._labels.negative: 1.0 - p, self._labels.positive: p}
+
+    # -- the model as numbers ------------------------------------------------------------------
+    @property
+    def weights(self) -> dict[Any, float]:
+        """Feature -> weight (a copy)."""
+        return dict(self._w)
+
+    @property
+    def bias(self) -> float:
+        """The learned bias b (the ``bias`` hyperparameter is :attr:`bias_mode`)."""
+        return self._b
+
+    @property
+    def average_weights(self) -> dict[Any, float]:
+        """The averaged weights predictions use when ``averaged=True``."""
+        t = self._n_seen or 1
+        return {k: wk - self._u.get(k, 0.0) / t for k, wk in self._w.items()}
+
+    @property
+    def average_bias(self) -> float:
+        """The averaged bias predictions use when ``averaged=True``."""
+        return self._b - self._ub / (self._n_seen or 1)
+
+    @property
+    def weight_norm(self) -> float:
+        """||w||, the bias excluded."""
+        return norm(self._w.values())
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Functional margin ``y * (w.x + b)`` of ``(x, y)`` under the current weights."""
+        sign = self._labels.encode_known(y)
+        return sign * (self._plain_score(x))
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Signed distance of ``x`` to the hyperplane, positive when on ``y``'s side."""
+        n = self.weight_norm
+        return self.margin(x, y) / n if n else 0.0
+
+    def _plain_score(self, x: dict) -> float:
+        w = self._w
+        return sum(w[k] * v for k, v in x.items() if k in w) + self._b
+
+    # -- state ---------------------------------------------------------------------------------
+    def _state_payload(self) -> dict[str, Any]:
+        return {
+            "labels": self._labels.get_state(),
+            "weights": pairs(self._w),
+            "bias": self._b,
+            "avg_weights_acc": pairs(self._u),
+            "avg_bias_acc": self._ub,
+            "rng": self._init.get_state(),
+        }
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        self._labels = BinaryLabels.from_state(state["labels"])
+        self._w = {k: float(v) for k, v in state["weights"]}
+        self._b = float(state["bias"])
+        self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
+        self._ub = float(state["avg_bias_acc"])
+        self._init.set_state(state["rng"])
