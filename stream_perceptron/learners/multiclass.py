@@ -61,7 +61,7 @@ class MulticlassPerceptron(StreamClassifier):
     >>> model.weights
     {'red': {'a': 1.0, 'b': -1.0}, 'blue': {'b': 1.0}}
     >>> model.bias, model.n_mistakes
-    ({'red': 0.0, 'blue': 0.0}, 2)
+    ({'red': 0.0, 'blue': 1.0}, 2)
     >>> model.predict_one({"a": 1.0}), model.predict_one({"b": 1.0})
     ('red', 'blue')
 
