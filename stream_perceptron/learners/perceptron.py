@@ -56,7 +56,7 @@ class Perceptron(StreamClassifier):
     >>> for x, y in [({"a": 1.0}, True), ({"a": -1.0}, False), ({"a": 2.0}, True)]:
     ...     model.learn_one(x, y)
     >>> model.weights, model.bias, model.n_mistakes
-    ({'a': 1.0}, 1.0, 1)
+    ({'a': 2.0}, 0.0, 2)
     >>> model.predict_one({"a": 0.5}), model.predict_one({"a": -3.0})
     (True, False)
 
