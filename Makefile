@@ -11,8 +11,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
+# The main job on its embedded default: River's bundled Phishing data set, written as CSV by
+# the project, piped through `stream-perceptron run` on stdin.
 run: $(BIN)/.installed
-	$(BIN)/python -m stream_perceptron.demo
+	$(BIN)/stream-perceptron example-data phishing --format csv \
+	  | $(BIN)/stream-perceptron run --format csv --label y --progress
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -1,18 +1,160 @@
-"""Command line: ``stream-perceptron``."""
+"""Command line: ``stream-perceptron run | inspect | example-data``.
+
+Exit codes: 0 done, 1 failure, 2 usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from stream_perceptron import __version__
+from stream_perceptron.formats import FORMATS
+
+__all__ = ["main", "build_parser"]
+
+logger = logging.getLogger(__name__)
+
+EPILOG_RUN = """examples:
+  cat data.csv | stream-perceptron run --format csv --label y
+  stream-perceptron run --input data.jsonl --format jsonl --model multiclass \\
+      --checkpoint model.json --checkpoint-every 10000 --resume --dead-letter bad.jsonl
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run",
+        help="learn from a stream of records (stdin by default)",
+        description="Learn one pass over a stream, prequentially: each labelled record is "
+        "predicted, then learned from; unlabelled records are only predicted.",
+        epilog=EPILOG_RUN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = run.add_argument_group("input")
+    src.add_argument("--input", default="-", metavar="PATH|-", help="input file (default: stdin)")
+    src.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="record format (default: from the --input file's extension)",
+    )
+    src.add_argument("--label", default="y", metavar="FIELD", help="label field (default: y)")
+    src.add_argument(
+        "--max-line-bytes",
+        type=_positive_int,
+        default=1 << 20,
+        metavar="N",
+        help="longer lines are bad records (default: 1 MiB)",
+    )
+    model = run.add_argument_group("model")
+    model.add_argument(
+        "--model", choices=("binary", "multiclass", "centroid"), default="binary", help="learner"
+    )
+    model.add_argument("--lr", type=_positive_float, default=1.0, help="learning rate (default 1)")
+    model.add_argument("--bias", choices=("learned", "r2", "none"), default="learned")
+    model.add_argument("--init", choices=("zeros", "random"), default="zeros")
+    model.add_argument("--seed", type=int, default=None, help="seed for --init random")
+    model.add_argument("--averaged", action="store_true", help="averaged perceptron")
+    out = run.add_argument_group("output")
+    out.add_argument("--predictions", metavar="PATH|-", help="one JSON line per record")
+    out.add_argument("--dead-letter", metavar="PATH", help="one JSON line per bad record")
+    out.add_argument("--summary-json", metavar="PATH", help="write the final summary as JSON")
+    out.add_argument(
+        "--on-error",
+        choices=("skip", "fail"),
+        default="skip",
+        help="skip (count and dead-letter) bad records, or stop at the first (default: skip)",
+    )
+    out.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress line on stderr (default: when stderr is a terminal)",
+    )
+    ck = run.add_argument_group("checkpoints")
+    ck.add_argument("--checkpoint", metavar="PATH", help="save model and position here")
+    ck.add_argument("--checkpoint-every", type=_positive_int, metavar="N", help="every N records")
+    ck.add_argument(
+        "--checkpoint-interval", type=_positive_float, metavar="SECONDS", help="every T seconds"
+    )
+    ck.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from --checkpoint if it exists (a file --input skips what was learned)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stream-perceptron",
+        description="A streaming perceptron: learns from records on stdin or Kafka.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    parser.add_argument("-q", "--quiet", action="store_true", help="errors only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    inspect = sub.add_parser("inspect", help="show a checkpoint's model")
+    inspect.add_argument("checkpoint", metavar="CHECKPOINT")
+    inspect.add_argument("--top", type=_positive_int, default=10, help="largest weights to show")
+    data = sub.add_parser("example-data", help="write a bundled data set to stdout")
+    data.add_argument("name", choices=("phishing", "image-segments"))
+    data.add_argument("--format", choices=FORMATS, default="csv")
+    data.add_argument("--label", default="y")
+    return parser
+
+
+def _configure_logging(verbose: int, quiet: bool) -> None:
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
+    if not verbose and not quiet:
+        level = logging.WARNING
+    logging.basicConfig(
+        level=level, format="stream-perceptron: %(levelname)s: %(message)s", stream=sys.stderr
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stream-perceptron", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose, args.quiet)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "run":
+        from stream_perceptron.run_command import run_command
+
+        return run_command(args, parser)
+    if args.command == "inspect":
+        from stream_perceptron.inspect_command import inspect_command
+
+        return inspect_command(args)
+    from stream_perceptron.example_data import write_dataset
+
+    try:
+        write_dataset(args.name, args.format, sys.stdout, args.label)
+    except BrokenPipeError:
+        return 0
     return 0
 
 

@@ -1,0 +1,43 @@
+"""Sources and sinks of the streaming engine.
+
+Connectors move raw bytes in and out: they know nothing of formats,
+parsing or machine learning. Sources yield batches of
+:class:`~connectors.record.Record`; sinks take output lines.
+
+Examples
+--------
+>>> import io
+>>> from connectors import LineSource, MemorySink
+>>> sink = MemorySink()
+>>> with LineSource(io.BytesIO(b"a\\nb\\n")) as source:
+...     for batch in source.batches():
+...         for record in batch:
+...             sink.write(record.value.upper())
+>>> sink.lines
+[b'A', b'B']
+"""
+
+from __future__ import annotations
+
+from connectors.base import Sink, Source
+from connectors.errors import ConnectorError
+from connectors.files import FileSink, open_sink
+from connectors.lines import LineSource, open_line_source
+from connectors.memory import MemorySink, MemorySource
+from connectors.record import LINE_TOO_LONG, Position, Record, build_records
+
+__all__ = [
+    "LINE_TOO_LONG",
+    "ConnectorError",
+    "FileSink",
+    "LineSource",
+    "MemorySink",
+    "MemorySource",
+    "Position",
+    "Record",
+    "Sink",
+    "Source",
+    "build_records",
+    "open_line_source",
+    "open_sink",
+]

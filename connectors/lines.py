@@ -1,0 +1,384 @@
+"""Line-oriented source for stdin, files and pipes.
+
+:class:`LineSource` turns a binary stream into :class:`~connectors.record.Record`
+objects, one per line, without interpreting the bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import BinaryIO
+
+from connectors.errors import ConnectorError
+from connectors.record import LINE_TOO_LONG, Position, Record, build_records
+
+__all__ = ["LineSource", "open_line_source"]
+
+logger = logging.getLogger(__name__)
+
+_BOM = b"\xef\xbb\xbf"
+_LF = 10  # ord(b"\n")
+_CR = 13  # ord(b"\r")
+
+
+class LineSource:
+    """Read a binary stream and yield its lines as records, in batches.
+
+    Parameters
+    ----------
+    stream
+        A binary stream (``sys.stdin.buffer``, a file opened ``"rb"``, a
+        pipe, ``io.BytesIO``...).
+    name
+        Source name used in every :class:`~connectors.record.Position`.
+    chunk_size
+        Maximum number of bytes requested per read. A batch only holds
+        lines completed by one read, so a line is never held back waiting
+        for more input.
+    max_line_bytes
+        Longest accepted line, terminator excluded. A longer line becomes a
+        record with ``error="line_too_long"`` whose value is its first
+        ``max_line_bytes`` bytes; the rest of the line is skipped while
+        reading, so memory stays bounded by about
+        ``chunk_size + max_line_bytes`` whatever the line length.
+    batch_size
+        Maximum number of records per batch: the lines of one read are
+        split into batches of at most this many records. Records are built
+        one batch at a time, so few are alive at once; measured, this is
+        markedly faster than one batch per 1 MiB read (about 100 000 short
+        lines), mostly because fewer objects survive into the older garbage
+        collector generations.
+    close_stream
+        Whether :meth:`close` also closes ``stream``. Off by default: whoever
+        opened the stream closes it. :func:`open_line_source` turns it on
+        for the files it opens (never for stdin).
+
+    Notes
+    -----
+    *Reading.* When the stream has ``read1`` (buffered streams such as
+    ``sys.stdin.buffer`` and ``io.BytesIO``), it is used instead of
+    ``read``: ``read1(n)`` makes at most one system call and returns what
+    is available, so on a pipe or terminal a line is delivered as soon as
+    it arrives instead of after ``chunk_size`` bytes or end of input
+    (``read(n)`` on a buffered stream blocks until ``n`` bytes are read).
+    On regular files ``read1`` still returns full chunks, so throughput is
+    unchanged; on pipes chunks are at most the pipe capacity (typically
+    64 KiB), which is still large enough to amortise per-batch costs.
+    Raw streams (``buffering=0``) are read with ``read``, which already
+    makes a single system call.
+
+    *Splitting.* A line ends at ``\\n``; a ``\\r`` directly before the
+    ``\\n`` is removed, any other ``\\r`` is kept. End of input terminates
+    the last line as a ``\\n`` would, so a missing final newline changes
+    nothing (and a trailing ``\\r`` there is removed too). Empty lines are
+    records with value ``b""``. A UTF-8 byte order mark is removed from the
+    start of the stream only. Offsets are 0-based line numbers counting
+    every line.
+
+    Examples
+    --------
+    >>> src = LineSource(io.BytesIO(b"\\xef\\xbb\\xbfa,b\\r\\n1,2\\r\\n\\n3,4"))
+    >>> [(r.value, r.position.offset) for b in src.batches() for r in b]
+    [(b'a,b', 0), (b'1,2', 1), (b'', 2), (b'3,4', 3)]
+    >>> with LineSource(io.BytesIO(b"12345\\nok\\n"), max_line_bytes=3) as src:
+    ...     [(r.value, r.error) for b in src.batches() for r in b]
+    [(b'123', 'line_too_long'), (b'ok', None)]
+    """
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        name: str = "stdin",
+        *,
+        chunk_size: int = 1 << 20,
+        max_line_bytes: int = 1 << 20,
+        batch_size: int = 2048,
+        close_stream: bool = False,
+    ) -> None:
+        for label, value in (
+            ("chunk_size", chunk_size),
+            ("max_line_bytes", max_line_bytes),
+            ("batch_size", batch_size),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConnectorError(f"{label} must be a positive int, got {value!r}")
+        self.name = name
+        self._stream = stream
+        self._chunk_size = chunk_size
+        self._max_line_bytes = max_line_bytes
+        self._batch_size = batch_size
+        self._close_stream = close_stream
+        self._read: Callable[[int], bytes | None] = getattr(stream, "read1", None) or stream.read
+        self._started = False
+        self._closed = False
+
+    @property
+    def chunk_size(self) -> int:
+        """Maximum number of bytes requested per read."""
+        return self._chunk_size
+
+    @property
+    def max_line_bytes(self) -> int:
+        """Longest accepted line in bytes, terminator excluded."""
+        return self._max_line_bytes
+
+    @property
+    def batch_size(self) -> int:
+        """Maximum number of records per batch."""
+        return self._batch_size
+
+    def batches(self) -> Iterator[list[Record]]:
+        """Return an iterator over batches of records, in stream order.
+
+        Returns
+        -------
+        Iterator of list of Record
+            Each list holds at most ``batch_size`` lines, all completed by
+            the same read, and is never empty. Empty input yields no batch.
+
+        Raises
+        ------
+        ConnectorError
+            If called more than once or after :meth:`close`; while
+            iterating, if the stream cannot be read or is not binary.
+        """
+        if self._closed:
+            raise ConnectorError(f"source {self.name!r} is closed")
+        if self._started:
+            raise ConnectorError(f"batches() of source {self.name!r} can be iterated only once")
+        self._started = True
+        return self._iter_batches()
+
+    def close(self) -> None:
+        """Stop iteration at the next batch and close an owned stream.
+
+        Calling it more than once is harmless.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._close_stream:
+            try:
+                self._stream.close()
+            except OSError as exc:
+                raise ConnectorError(f"closing {self.name!r} failed: {exc}") from exc
+        logger.debug("closed line source %r", self.name)
+
+    def __enter__(self) -> LineSource:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LineSource(name={self.name!r})"
+
+    # -- internals ----------------------------------------------------------
+
+    def _read_chunk(self) -> bytes:
+        """Read up to ``chunk_size`` bytes; ``b""`` means end of input."""
+        try:
+            chunk = self._read(self._chunk_size)
+        except io.UnsupportedOperation as exc:
+            # io.BufferedIOBase subclasses may inherit a read1 that raises.
+            if self._read == self._stream.read:
+                raise ConnectorError(f"cannot read {self.name!r}: {exc}") from exc
+            self._read = self._stream.read
+            return self._read_chunk()
+        except (OSError, ValueError) as exc:
+            raise ConnectorError(f"reading {self.name!r} failed: {exc}") from exc
+        if type(chunk) is not bytes:
+            if isinstance(chunk, (bytearray, memoryview)):
+                return bytes(chunk)
+            if chunk is None:
+                raise ConnectorError(
+                    f"{self.name!r} is non-blocking; a blocking stream is required"
+                )
+            raise ConnectorError(
+                f"{self.name!r} must be a binary stream, read() returned {type(chunk).__name__}"
+            )
+        return chunk
+
+    def _chunks(self) -> Iterator[bytes]:
+        """Yield non-empty chunks, with a leading byte order mark removed."""
+        head = b""
+        # Read until the head can no longer be the start of a BOM: usually a
+        # single read, at most three (for chunk_size < 3).
+        while len(head) < len(_BOM) and _BOM.startswith(head) and not self._closed:
+            chunk = self._read_chunk()
+            if not chunk:
+                break
+            head += chunk
+        if head.startswith(_BOM):
+            head = head[len(_BOM) :]
+        if head:
+            yield head
+        while not self._closed:
+            chunk = self._read_chunk()
+            if not chunk:
+                return
+            yield chunk
+
+    def _too_long(self, value: bytes, offset: int) -> Record:
+        logger.debug(
+            "line %d of %r is longer than %d bytes; truncated",
+            offset,
+            self.name,
+            self._max_line_bytes,
+        )
+        return Record(
+            value[: self._max_line_bytes], Position(self.name, offset), error=LINE_TOO_LONG
+        )
+
+    def _iter_batches(self) -> Iterator[list[Record]]:
+        name = self.name
+        limit = self._max_line_bytes
+        size = self._batch_size
+        offset = 0  # line number of the next record
+        parts: list[bytes] = []  # non-empty pieces of the unterminated line
+        pending = 0  # total length of parts, at most limit + 1
+        discarding = False  # skipping the rest of an over-long line
+        for chunk in self._chunks():
+            if discarding:
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    continue
+                discarding = False
+                chunk = chunk[cut + 1 :]
+                if not chunk:
+                    continue
+            # A "\r" that ended the previous chunk pairs with a leading "\n".
+            strip_cr = bool(parts) and chunk[0] == _LF and parts[-1][-1] == _CR
+            if b"\r" in chunk:
+                chunk = chunk.replace(b"\r\n", b"\n")
+            lines = chunk.split(b"\n")
+            tail = lines.pop()
+            if not lines:  # no terminator: the chunk continues the line
+                parts.append(tail)
+                pending += len(tail)
+                # One more byte than the limit may be a "\r" of a "\r\n".
+                if pending > limit + 1:
+                    batch = [self._too_long(b"".join(parts), offset)]
+                    offset += 1
+                    parts = []
+                    pending = 0
+                    discarding = True
+                    yield batch
+                continue
+            # Lines fully inside a chunk no longer than the limit are short.
+            check = pending + len(chunk) > limit
+            if parts:
+                if strip_cr:
+                    parts[-1] = parts[-1][:-1]
+                parts.append(lines[0])
+                lines[0] = b"".join(parts)
+            n = len(lines)
+            for lo in range(0, n, size):
+                part = lines if n <= size else lines[lo : lo + size]
+                batch = build_records(part, name, offset)
+                if check:
+                    for i, value in enumerate(part):
+                        if len(value) > limit:
+                            batch[i] = self._too_long(value, offset + i)
+                offset += len(part)
+                yield batch
+            pending = len(tail)
+            parts = [tail] if pending else []
+            if pending > limit + 1:
+                batch = [self._too_long(tail, offset)]
+                offset += 1
+                parts = []
+                pending = 0
+                discarding = True
+                yield batch
+        if parts and not self._closed:  # last line without final newline
+            value = b"".join(parts)
+            if value[-1] == _CR:
+                value = value[:-1]
+            if len(value) > limit:
+                yield [self._too_long(value, offset)]
+            else:
+                yield [Record(value, Position(name, offset))]
+
+
+def open_line_source(
+    path: str,
+    *,
+    chunk_size: int = 1 << 20,
+    max_line_bytes: int = 1 << 20,
+    batch_size: int = 2048,
+) -> LineSource:
+    """Open a file, or stdin for ``"-"``, as a :class:`LineSource`.
+
+    Parameters
+    ----------
+    path
+        File path, or ``"-"`` for ``sys.stdin.buffer`` (source name
+        ``"stdin"``; stdin is not closed by :meth:`LineSource.close`).
+    chunk_size
+        See :class:`LineSource`.
+    max_line_bytes
+        See :class:`LineSource`.
+    batch_size
+        See :class:`LineSource`.
+
+    Returns
+    -------
+    LineSource
+        A source named after ``path`` that owns the file it opened.
+
+    Raises
+    ------
+    ConnectorError
+        If the file cannot be opened or stdin is unavailable.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> fd, path = tempfile.mkstemp()
+    >>> _ = os.write(fd, b"x\\ny\\n"); os.close(fd)
+    >>> with open_line_source(path) as src:
+    ...     [r.value for b in src.batches() for r in b]
+    [b'x', b'y']
+    >>> os.remove(path)
+    """
+    if path == "-":
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:
+            raise ConnectorError("stdin is not available as a binary stream")
+        return LineSource(
+            stdin,
+            "stdin",
+            chunk_size=chunk_size,
+            max_line_bytes=max_line_bytes,
+            batch_size=batch_size,
+        )
+    try:
+        # Unbuffered: each read(chunk_size) is one system call straight into
+        # the result, with no copy through an intermediate buffer.
+        stream = open(path, "rb", buffering=0)  # noqa: SIM115 - owned by the source
+    except OSError as exc:
+        raise ConnectorError(f"cannot open {path!r} for reading: {exc}") from exc
+    try:
+        source = LineSource(
+            stream,
+            path,
+            chunk_size=chunk_size,
+            max_line_bytes=max_line_bytes,
+            batch_size=batch_size,
+            close_stream=True,
+        )
+    except BaseException:
+        stream.close()
+        raise
+    logger.debug("opened line source %r", path)
+    return source

@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# Start (or reuse) a genuine single-node Apache Kafka broker (KRaft, broker+controller)
+# listening on 127.0.0.1 only. Idempotent; safe to call concurrently (flock).
+#
+# stdout: exactly one line  KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:PORT  (everything else -> stderr)
+# exit 0 when the broker answers a Metadata request, 1 otherwise (broker log tail on stderr).
+#
+# Env (all optional):
+#   KAFKA_STATE_DIR        state dir (config, data, logs, pid)   default: <repo>/.kafka
+#   KAFKA_PORT             PLAINTEXT port                        default: previous one, else a free port
+#   KAFKA_CONTROLLER_PORT  CONTROLLER port                       default: previous one, else a free port
+#   KAFKA_LIBS_DIR         broker jars                           default: <repo>/kafka/libs
+#   KAFKA_START_TIMEOUT    seconds to wait for readiness         default: 90
+#   KAFKA_HEAP_OPTS        JVM heap flags                        default: -Xmx512m -Xms256m
+#   KAFKA_JVM_OPTS         extra JVM flags (replace default)     default: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+#   KAFKA_EXTRA_PROPERTIES extra server.properties lines (newline separated), appended last
+#   PYTHON                 python used for port picking/probing  default: python3
+set -euo pipefail
+
+SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+REPO_DIR="$(cd -- "$SCRIPT_DIR/.." && pwd -P)"
+STATE_DIR="${KAFKA_STATE_DIR:-$REPO_DIR/.kafka}"
+LIBS_DIR="${KAFKA_LIBS_DIR:-$SCRIPT_DIR/libs}"
+TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+PYTHON="${PYTHON:-python3}"
+if [[ -n "${JAVA_HOME:-}" && -x "${JAVA_HOME}/bin/java" ]]; then JAVA="$JAVA_HOME/bin/java"; else JAVA="java"; fi
+
+log() { printf '[kafka-up] %s\n' "$*" >&2; }
+
+for tool in "$JAVA" "$PYTHON" flock setsid; do
+  command -v "$tool" >/dev/null 2>&1 || { log "required command not found: $tool"; exit 1; }
+done
+
+mkdir -p "$STATE_DIR"
+STATE_DIR="$(cd -- "$STATE_DIR" && pwd -P)"
+DATA_DIR="$STATE_DIR/data"
+PROPS="$STATE_DIR/server.properties"
+LOG4J="$STATE_DIR/log4j2.properties"
+PID_FILE="$STATE_DIR/kafka.pid"
+PORTS_FILE="$STATE_DIR/ports"
+CLUSTER_ID_FILE="$STATE_DIR/cluster.id"
+SERVER_LOG="$STATE_DIR/server.log"   # log4j2 (INFO)
+OUT_LOG="$STATE_DIR/kafka.out"       # JVM stdout/stderr (crashes, early errors)
+touch "$STATE_DIR/.kafka-state"      # marker: kafka-down.sh --clean only deletes dirs carrying it
+
+# Serialize concurrent callers (e.g. pytest-xdist workers). fd 9 is closed for the broker.
+exec 9>"$STATE_DIR/.lock"
+if ! flock -w $((TIMEOUT + 60)) 9; then
+  log "timed out waiting for the lock $STATE_DIR/.lock"; exit 1
+fi
+
+# ---------------------------------------------------------------- helpers
+broker_pid_alive() { # $1 = pid; true if it is a live kafka.Kafka process
+  local pid="$1"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  [[ -r "/proc/$pid/cmdline" ]] || return 0
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka'
+}
+
+pid_running() { # $1 = pid; true while it exists and is not a zombie
+  local pid="$1" stat
+  kill -0 "$pid" 2>/dev/null || return 1
+  stat="$(cat "/proc/$pid/stat" 2>/dev/null || true)"
+  [[ -n "$stat" ]] || return 1
+  stat="${stat##*) }"
+  [[ "${stat:0:1}" != "Z" ]]
+}
+
+log_tail() {
+  local f
+  for f in "$SERVER_LOG" "$OUT_LOG"; do
+    if [[ -s "$f" ]]; then
+      printf '[kafka-up] ---- last lines of %s ----\n' "$f" >&2
+      tail -n 60 "$f" >&2 || true
+    fi
+  done
+}
+
+# Probe: a real Kafka ApiVersions + Metadata round trip (stdlib only). Exit 0 when the broker
+# returns metadata that lists itself (i.e. it is registered, unfenced and serving requests).
+probe() { # $1 = port
+  "$PYTHON" - "$1" <<'PY' 2>/dev/null
+import socket, struct, sys
+port = int(sys.argv[1])
+
+def call(sock, api_key, version, corr, body):
+    cid = b"kafka-up"
+    hdr = struct.pack(">hhih", api_key, version, corr, len(cid)) + cid
+    msg = hdr + body
+    sock.sendall(struct.pack(">i", len(msg)) + msg)
+    def recv(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return buf
+    (size,) = struct.unpack(">i", recv(4))
+    data = recv(size)
+    (rcorr,) = struct.unpack_from(">i", data, 0)
+    assert rcorr == corr
+    return data, 4
+
+with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+    s.settimeout(3)
+    # ApiVersions v0: error_code, [api_key, min, max]
+    d, o = call(s, 18, 0, 1, b"")
+    err, n = struct.unpack_from(">hi", d, o); o += 6
+    assert err == 0
+    ranges = {}
+    for _ in range(n):
+        k, lo, hi = struct.unpack_from(">hhh", d, o); o += 6
+        ranges[k] = (lo, hi)
+    lo, hi = ranges[3]
+    v = max(4, lo)
+    if v > min(8, hi):
+        sys.exit(0)  # no non-flexible Metadata version to parse; ApiVersions answered
+    # Metadata v4..v8 (same prefix): topics=null (all), allow_auto_topic_creation=false
+    d, o = call(s, 3, v, 2, struct.pack(">ib", -1, 0))
+    o += 4  # throttle_time_ms
+    (nb,) = struct.unpack_from(">i", d, o); o += 4
+    ports = []
+    for _ in range(nb):
+        node, hl = struct.unpack_from(">ih", d, o); o += 6 + hl
+        (bport, rl) = struct.unpack_from(">ih", d, o); o += 6 + max(rl, 0)
+        ports.append(bport)
+    sys.exit(0 if port in ports else 1)
+PY
+}
+
+port_free() { # $1 = port
+  "$PYTHON" - "$1" <<'PY' 2>/dev/null
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+finally:
+    s.close()
+PY
+}
+
+free_ports() { # prints two distinct free loopback ports
+  "$PYTHON" - <<'PY'
+import socket
+socks = []
+for _ in range(2):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+PY
+}
+
+wait_ready() { # $1 = pid, $2 = port; bounded by TIMEOUT
+  local pid="$1" port="$2" deadline=$((SECONDS + TIMEOUT))
+  while ((SECONDS < deadline)); do
+    if ! broker_pid_alive "$pid"; then
+      log "broker process $pid exited during start-up"; return 1
+    fi
+    if probe "$port"; then return 0; fi
+    sleep 0.5
+  done
+  log "broker not ready after ${TIMEOUT}s"; return 1
+}
+
+# ---------------------------------------------------------------- already running?
+if [[ -f "$PID_FILE" ]]; then
+  old_pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+  if broker_pid_alive "$old_pid" && [[ -f "$PORTS_FILE" ]]; then
+    PORT="$(sed -n 's/^PORT=//p' "$PORTS_FILE")"
+    if wait_ready "$old_pid" "$PORT"; then
+      log "broker already running (pid $old_pid)"
+      echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$PORT"
+      exit 0
+    fi
+    log_tail; exit 1
+  fi
+  log "removing stale pid file (pid '${old_pid}' is not a running broker)"
+  rm -f "$PID_FILE"
+fi
+
+# ---------------------------------------------------------------- jars
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$SCRIPT_DIR/pom.xml" | head -n 1)"
+if ! compgen -G "$LIBS_DIR/kafka_2.13-${KAFKA_VERSION}.jar" >/dev/null \
+   || ! compgen -G "$LIBS_DIR/log4j-slf4j*-impl-*.jar" >/dev/null; then
+  log "fetching Kafka ${KAFKA_VERSION} jars into $LIBS_DIR (mvn, cached in ~/.m2)"
+  if [[ -d "$LIBS_DIR" ]]; then rm -f "$LIBS_DIR"/*.jar; fi
+  mvn -q -B -Dstyle.color=never -f "$SCRIPT_DIR/pom.xml" dependency:copy-dependencies -Dkafka.libs.dir="$LIBS_DIR" >&2 || {
+    log "mvn dependency:copy-dependencies failed"; exit 1; }
+fi
+CP="$LIBS_DIR/*"
+
+# ---------------------------------------------------------------- ports
+PREV_PORT="" PREV_CPORT=""
+if [[ -f "$PORTS_FILE" ]]; then
+  PREV_PORT="$(sed -n 's/^PORT=//p' "$PORTS_FILE")"
+  PREV_CPORT="$(sed -n 's/^CONTROLLER_PORT=//p' "$PORTS_FILE")"
+fi
+read -r FREE1 FREE2 < <(free_ports)
+PORT="${KAFKA_PORT:-}"
+CPORT="${KAFKA_CONTROLLER_PORT:-}"
+if [[ -z "$PORT" ]]; then
+  if [[ -n "$PREV_PORT" && "$PREV_PORT" != "$CPORT" ]] && port_free "$PREV_PORT"; then PORT="$PREV_PORT"; else PORT="$FREE1"; fi
+fi
+if [[ -z "$CPORT" ]]; then
+  if [[ -n "$PREV_CPORT" && "$PREV_CPORT" != "$PORT" ]] && port_free "$PREV_CPORT"; then CPORT="$PREV_CPORT"
+  elif [[ "$FREE2" != "$PORT" ]]; then CPORT="$FREE2"; else CPORT="$FREE1"; fi
+fi
+if [[ "$PORT" == "$CPORT" ]]; then log "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ ($PORT)"; exit 1; fi
+for p in "$PORT" "$CPORT"; do
+  if ! port_free "$p"; then log "port 127.0.0.1:$p is already in use"; exit 1; fi
+done
+printf 'PORT=%s\nCONTROLLER_PORT=%s\n' "$PORT" "$CPORT" >"$PORTS_FILE"
+
+# ---------------------------------------------------------------- config
+cat >"$PROPS" <<EOF
+# Written by kafka/kafka-up.sh -- regenerated on every start.
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:${CPORT}
+listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CPORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${PORT}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=${DATA_DIR}
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+EOF
+if [[ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]]; then
+  printf '%s\n' "# KAFKA_EXTRA_PROPERTIES" "$KAFKA_EXTRA_PROPERTIES" >>"$PROPS"
+fi
+
+cat >"$LOG4J" <<EOF
+# Written by kafka/kafka-up.sh: broker log at INFO to a file, nothing on the console.
+status = warn
+name = kafka-test-broker
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${SERVER_LOG}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.netclient.name = org.apache.kafka.clients.NetworkClient
+logger.netclient.level = WARN
+EOF
+
+# Test broker: favour start-up time over peak throughput (C1 only, serial GC: ~2-3 s faster
+# on 2 cores). KAFKA_JVM_OPTS replaces these (set it to "" for the JVM defaults).
+FAST_JVM="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+read -r -a TOOL_JVM <<<"$FAST_JVM"
+# The file appender flushes every line, so log4j's own shutdown hook is not needed (and would
+# only print "Unable to register Log4j shutdown hook" to kafka.out on every stop).
+JAVA_COMMON=(-Djava.awt.headless=true "-Dlog4j2.configurationFile=$LOG4J" -Dlog4j2.shutdownHookEnabled=false
+             "-Dkafka.logs.dir=$STATE_DIR")
+
+# Keep the previous run's logs one generation back, so the tail shown on failure is this run's.
+for f in "$SERVER_LOG" "$OUT_LOG"; do if [[ -f "$f" ]]; then mv -f "$f" "$f.prev"; fi; done
+
+# ---------------------------------------------------------------- format storage (first start only)
+if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
+  if [[ -s "$CLUSTER_ID_FILE" ]]; then
+    CLUSTER_ID="$(cat "$CLUSTER_ID_FILE")"
+  else
+    if ! CLUSTER_ID="$("$JAVA" "${TOOL_JVM[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.tools.StorageTool random-uuid 2>>"$OUT_LOG" | tail -n 1)" \
+       || [[ -z "$CLUSTER_ID" ]]; then
+      log "kafka.tools.StorageTool random-uuid failed"; log_tail; exit 1
+    fi
+    printf '%s\n' "$CLUSTER_ID" >"$CLUSTER_ID_FILE"
+  fi
+  log "formatting storage in $DATA_DIR (cluster id $CLUSTER_ID)"
+  if ! "$JAVA" "${TOOL_JVM[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.tools.StorageTool format --standalone \
+        -t "$CLUSTER_ID" -c "$PROPS" >>"$OUT_LOG" 2>&1; then
+    log "kafka.tools.StorageTool format failed"; log_tail; exit 1
+  fi
+fi
+
+# ---------------------------------------------------------------- start
+log "starting Kafka ${KAFKA_VERSION} on 127.0.0.1:${PORT} (controller 127.0.0.1:${CPORT}), state in $STATE_DIR"
+read -r -a HEAP <<<"${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
+read -r -a EXTRA_JVM <<<"${KAFKA_JVM_OPTS-$FAST_JVM}"
+printf '==== %s start (port %s) ====\n' "$(date -Is)" "$PORT" >>"$OUT_LOG"
+rm -f "$PID_FILE.tmp"
+# New session (setsid) so it outlives the caller; its own shell writes its pid then execs java.
+# stdin/stdout/stderr are detached from the caller (so a subprocess pipe is not held open).
+# shellcheck disable=SC2016  # $$ and $@ are for the child shell, on purpose
+nohup setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE.tmp" \
+  "$JAVA" "${HEAP[@]}" "${EXTRA_JVM[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.Kafka "$PROPS" \
+  </dev/null >>"$OUT_LOG" 2>&1 9>&- &
+for _ in $(seq 1 100); do [[ -s "$PID_FILE.tmp" ]] && break; sleep 0.05; done
+if [[ ! -s "$PID_FILE.tmp" ]]; then log "broker did not start"; log_tail; exit 1; fi
+mv -f "$PID_FILE.tmp" "$PID_FILE"
+PID="$(cat "$PID_FILE")"
+
+if wait_ready "$PID" "$PORT"; then
+  log "broker ready (pid $PID) after ${SECONDS}s"
+  echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$PORT"
+  exit 0
+fi
+
+log_tail
+if broker_pid_alive "$PID"; then
+  kill -TERM "$PID" 2>/dev/null || true
+  for _ in $(seq 1 40); do pid_running "$PID" || break; sleep 0.25; done
+  kill -KILL "$PID" 2>/dev/null || true
+fi
+rm -f "$PID_FILE"
+exit 1

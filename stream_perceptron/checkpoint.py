@@ -1,0 +1,115 @@
+"""Checkpoints: the model, the stream positions it has learned up to, and the run's counters."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from stream_perceptron.errors import StateError
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.state import read_json, write_json_atomic
+
+__all__ = ["Checkpoint", "CheckpointPolicy", "PositionKey", "load_checkpoint", "save_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_KIND = "stream-perceptron-checkpoint"
+CHECKPOINT_VERSION = 1
+
+#: (source name or topic, partition or None)
+PositionKey = tuple[str, "int | None"]
+
+
+@dataclass
+class Checkpoint:
+    """Everything needed to continue a run as if it had never stopped."""
+
+    model: StreamClassifier
+    next_offsets: dict[PositionKey, int] = field(default_factory=dict)
+    stats: dict[str, Any] | None = None
+    outputs: dict[str, int] = field(default_factory=dict)  # output path -> size at checkpoint
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": CHECKPOINT_KIND,
+            "schema_version": CHECKPOINT_VERSION,
+            "saved_at": time.time(),
+            "model": self.model.get_state(),
+            "positions": [
+                {"source": s, "partition": p, "next_offset": n}
+                for (s, p), n in sorted(self.next_offsets.items(), key=repr)
+            ],
+            "stats": self.stats,
+            "outputs": self.outputs,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Checkpoint:
+        if not isinstance(data, dict) or data.get("kind") != CHECKPOINT_KIND:
+            raise StateError("not a stream-perceptron checkpoint")
+        if data.get("schema_version") != CHECKPOINT_VERSION:
+            raise StateError(
+                f"checkpoint schema_version {data.get('schema_version')!r} is not "
+                f"{CHECKPOINT_VERSION}, the version this release reads"
+            )
+        try:
+            return cls(
+                model=StreamClassifier.from_state(data["model"]),
+                next_offsets={
+                    (p["source"], p["partition"]): int(p["next_offset"]) for p in data["positions"]
+                },
+                stats=data.get("stats"),
+                outputs={str(k): int(v) for k, v in data.get("outputs", {}).items()},
+            )
+        except (KeyError, TypeError) as e:
+            raise StateError(f"corrupt checkpoint: {e!r}") from e
+
+
+def save_checkpoint(path: str, checkpoint: Checkpoint) -> None:
+    """Write the checkpoint atomically (temp file, fsync, rename)."""
+    write_json_atomic(path, checkpoint.to_json())
+
+
+def load_checkpoint(path: str) -> Checkpoint:
+    """Read a checkpoint written by :func:`save_checkpoint`."""
+    return Checkpoint.from_json(read_json(path))
+
+
+@dataclass
+class CheckpointPolicy:
+    """When a checkpoint is due: every ``every`` records or ``interval`` seconds, first wins.
+
+    Examples
+    --------
+    >>> policy = CheckpointPolicy(path="model.json", every=100)
+    >>> policy.due(records=99, now=0.0), policy.due(records=100, now=0.0)
+    (False, True)
+
+    """
+
+    path: str
+    every: int | None = None
+    interval: float | None = None
+    last_records: int = 0
+    last_time: float = field(default_factory=time.monotonic)
+
+    def due(self, records: int, now: float | None = None) -> bool:
+        if self.every and records - self.last_records >= self.every:
+            return True
+        now = time.monotonic() if now is None else now
+        return bool(self.interval) and now - self.last_time >= self.interval  # type: ignore[operator]
+
+    def done(self, records: int) -> None:
+        self.last_records = records
+        self.last_time = time.monotonic()
+
+
+def file_size(path: str) -> int:
+    """Size of a file (0 when it does not exist)."""
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0

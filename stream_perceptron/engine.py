@@ -1,0 +1,283 @@
+"""The prequential loop: parse, predict, emit, learn, count, checkpoint when due.
+
+The engine joins a source, a parser, a learner and sinks. It knows sources and sinks only
+through the ``connectors`` interface, so stdin, files and Kafka plug in alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors import Record, Sink, Source
+from stream_perceptron.checkpoint import Checkpoint, CheckpointPolicy, PositionKey, save_checkpoint
+from stream_perceptron.errors import LabelError, RecordError, StreamPerceptronError
+from stream_perceptron.formats import Parser
+from stream_perceptron.formats.delimited import CsvHeaderError
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.stats import RunStats
+
+__all__ = ["Engine", "EngineError", "BadRecordError", "LABEL_OUTSIDE_ENCODING"]
+
+logger = logging.getLogger(__name__)
+
+LABEL_OUTSIDE_ENCODING = "label_outside_encoding"
+
+
+class EngineError(StreamPerceptronError):
+    """The run cannot go on (unusable header, unreadable source, failed checkpoint)."""
+
+
+class BadRecordError(EngineError):
+    """A bad record under ``on_error="fail"``."""
+
+
+class _Interrupted(Exception):
+    """Raised by a stop request that arrives while the engine waits for input."""
+
+
+@dataclass
+class Outputs:
+    """Where the engine writes: predictions, dead letters, each optional."""
+
+    predictions: Sink | None = None
+    dead_letters: Sink | None = None
+    # Paths of file outputs, so a checkpoint can record their sizes (exactly-once on resume).
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def flush(self) -> None:
+        for sink in (self.predictions, self.dead_letters):
+            if sink is not None:
+                sink.flush()
+
+
+class Engine:
+    """Runs a learner prequentially over a source.
+
+    Each record is parsed; a labelled example is predicted, then learned from (the prediction
+    made before learning decides whether it was a mistake); an unlabelled one is only
+    predicted. A bad record is counted by reason, dead-lettered and skipped, leaving the model
+    untouched, or stops the run when ``on_error="fail"``.
+
+    Parameters
+    ----------
+    learner
+        Any learner of :mod:`stream_perceptron.learners`.
+    parser
+        The record format.
+    outputs
+        Prediction and dead-letter sinks.
+    checkpoint
+        When and where to save checkpoints (``None``: never).
+    on_error
+        ``"skip"`` or ``"fail"``.
+    stats
+        Counters (pass a restored one to continue a resumed run's numbers).
+    next_offsets
+        Per source position, the first offset not yet processed (from a checkpoint); records
+        before it are skipped.
+    on_batch
+        Called after every batch with the batch's processing time in seconds.
+
+    Examples
+    --------
+    >>> from connectors import MemorySource, MemorySink
+    >>> from stream_perceptron import Perceptron
+    >>> from stream_perceptron.formats import make_parser
+    >>> sink = MemorySink()
+    >>> engine = Engine(Perceptron(), make_parser("csv"), Outputs(predictions=sink))
+    >>> stats = engine.run(MemorySource([b"a,y", b"1,1", b"-1,0", b"2,", b"oops,1"]))
+    >>> stats.learned, stats.unlabelled, stats.mistakes, dict(stats.invalid)
+    (2, 1, 1, {'non_numeric_value': 1})
+    >>> json.loads(sink.lines[2])
+    {'position': {'source': 'memory', 'offset': 3}, 'prediction': 1}
+
+    """
+
+    def __init__(
+        self,
+        learner: StreamClassifier,
+        parser: Parser,
+        outputs: Outputs | None = None,
+        *,
+        checkpoint: CheckpointPolicy | None = None,
+        on_error: str = "skip",
+        stats: RunStats | None = None,
+        next_offsets: dict[PositionKey, int] | None = None,
+        on_batch: Callable[[float], None] | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
+        if on_error not in ("skip", "fail"):
+            raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+        self.learner = learner
+        self.parser = parser
+        self.outputs = outputs or Outputs()
+        self.checkpoint = checkpoint
+        self.on_error = on_error
+        self.stats = stats or RunStats()
+        self.next_offsets: dict[PositionKey, int] = dict(next_offsets or {})
+        self._skip_before = dict(self.next_offsets)
+        self.on_batch = on_batch
+        # Held while a batch is processed: a metrics scrape reads a consistent model.
+        self.lock = lock or threading.Lock()
+        self.last_checkpoint_time: float | None = None
+        self._stop = False
+        self._waiting_for_input = False
+
+    # -- control -------------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask the loop to stop after the current record (safe from a signal handler)."""
+        self._stop = True
+        if self._waiting_for_input:
+            raise _Interrupted
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self, source: Source) -> RunStats:
+        """Process the source to its end (or until stopped); always checkpoint at the end."""
+        try:
+            for batch in self._batches(source):
+                started = time.perf_counter()
+                if not self.stats.records_this_run:
+                    self.stats.started = time.monotonic()  # rates count from the first record
+                with self.lock:
+                    self._process(batch)
+                if self.on_batch is not None:
+                    self.on_batch(time.perf_counter() - started)
+                if self._stop:
+                    break
+                if self.checkpoint is not None and self.checkpoint.due(self.stats.records):
+                    self.save_checkpoint()
+        finally:
+            self.outputs.flush()
+            if self.checkpoint is not None:
+                self.save_checkpoint()
+        return self.stats
+
+    def _batches(self, source: Source) -> Iterator[list[Record]]:
+        batches = source.batches()
+        while not self._stop:
+            self._waiting_for_input = True
+            try:
+                if self._stop:
+                    return
+                batch = next(batches, None)
+            except _Interrupted:
+                logger.info("stop requested while waiting for input")
+                return
+            finally:
+                self._waiting_for_input = False
+            if batch is None:
+                return
+            yield batch
+
+    def _process(self, batch: list[Record]) -> None:
+        parser = self.parser
+        learner = self.learner
+        stats = self.stats
+        predictions = self.outputs.predictions
+        next_offsets = self.next_offsets
+        skip_before = self._skip_before
+        key: PositionKey | None = None
+        first = batch[0].position
+        key = (first.source, first.partition)
+        skip_until = skip_before.get(key, 0)
+        for record in batch:
+            position = record.position
+            if position.partition != key[1] or position.source != key[0]:
+                key = (position.source, position.partition)
+                skip_until = skip_before.get(key, 0)
+            offset = position.offset
+            if offset < skip_until:
+                if parser.header_pending:  # a skipped CSV header is still the header
+                    self._parse(record)
+                continue
+            next_offsets[key] = offset + 1
+            if record.error is not None:
+                self._bad(record, record.error, "the line is longer than --max-line-bytes")
+                continue
+            example = self._parse(record)
+            if example is None:
+                continue
+            x, y = example
+            if y is None:
+                prediction = learner.predict_one(x)
+                stats.count_unlabelled()
+                if predictions is not None:
+                    self._emit(record, prediction)
+                continue
+            try:
+                prediction = learner.predict_learn_one(x, y)
+            except LabelError as e:
+                self._bad(record, LABEL_OUTSIDE_ENCODING, str(e))
+                continue
+            mistake = prediction != y
+            stats.count_learned(mistake)
+            if predictions is not None:
+                self._emit(record, prediction, y, mistake)
+            if self._stop:
+                return
+
+    def _parse(self, record: Record) -> Any:
+        try:
+            return self.parser.parse(record.value)
+        except CsvHeaderError as e:
+            raise EngineError(f"{record.position}: {e.detail}") from None
+        except RecordError as e:
+            self._bad(record, e.reason, e.detail)
+            return None
+
+    def _bad(self, record: Record, reason: str, detail: str) -> None:
+        self.stats.count_invalid(reason)
+        sink = self.outputs.dead_letters
+        if sink is not None:
+            entry: dict[str, Any] = {
+                "position": record.position.to_dict(),
+                "reason": reason,
+                "detail": detail,
+            }
+            try:
+                entry["record"] = record.value.decode("utf-8")
+            except UnicodeDecodeError:
+                entry["record_base64"] = base64.b64encode(record.value).decode("ascii")
+            sink.write(json.dumps(entry).encode())
+        if self.on_error == "fail":
+            raise BadRecordError(f"bad record at {record.position}: {reason}: {detail}")
+        logger.debug("bad record at %s: %s: %s", record.position, reason, detail)
+
+    def _emit(self, record: Record, prediction: Any, y: Any = None, mistake: bool = False) -> None:
+        entry: dict[str, Any] = {"position": record.position.to_dict(), "prediction": prediction}
+        if y is not None:
+            entry["label"] = y
+            entry["mistake"] = mistake
+        self.outputs.predictions.write(json.dumps(entry).encode())  # type: ignore[union-attr]
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def save_checkpoint(self) -> None:
+        """Flush the outputs, then write the model and positions atomically."""
+        assert self.checkpoint is not None
+        from stream_perceptron.checkpoint import file_size
+
+        with self.lock:
+            self.outputs.flush()
+            checkpoint = Checkpoint(
+                model=self.learner,
+                next_offsets=self.next_offsets,
+                stats=self.stats.get_state(),
+                outputs={path: file_size(path) for path in self.outputs.paths.values()},
+            )
+            save_checkpoint(self.checkpoint.path, checkpoint)
+        self.checkpoint.done(self.stats.records)
+        self.last_checkpoint_time = time.time()
+        logger.debug(
+            "checkpoint saved to %s at %d records", self.checkpoint.path, self.stats.records
+        )

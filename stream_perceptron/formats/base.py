@@ -1,0 +1,81 @@
+"""What parsers share: the Example type, text decoding, label and number conversion."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Protocol
+
+from stream_perceptron.errors import RecordError
+
+__all__ = ["Example", "Parser", "decode_utf8", "parse_label", "to_number"]
+
+# Reasons a record is rejected: metric label values and dead-letter "reason" fields.
+INVALID_UTF8 = "invalid_utf8"
+INVALID_JSON = "invalid_json"
+NOT_AN_OBJECT = "not_an_object"
+NON_NUMERIC = "non_numeric_value"
+NON_FINITE = "non_finite_value"
+WRONG_COLUMN_COUNT = "wrong_column_count"
+MALFORMED_TOKEN = "malformed_token"
+EMPTY_RECORD = "empty_record"
+
+
+class Example(NamedTuple):
+    """Features ``x`` (a sparse dict of floats) and a label ``y`` (``None``: unlabelled)."""
+
+    x: dict[str, float]
+    y: Any
+
+
+class Parser(Protocol):
+    header_pending: bool
+
+    def parse(self, value: bytes) -> Example | None: ...
+
+
+def decode_utf8(value: bytes) -> str:
+    """Bytes as text, or RecordError ``invalid_utf8``."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecordError(INVALID_UTF8, f"byte {e.start}: {e.reason}") from None
+
+
+def to_number(name: str, text: str) -> float:
+    """A feature value from text, or RecordError for non-numeric and non-finite values."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise RecordError(NON_NUMERIC, f"feature {name!r} has value {text[:50]!r}") from None
+    if not math.isfinite(v):
+        raise RecordError(NON_FINITE, f"feature {name!r} has value {text[:50]!r}")
+    return v
+
+
+def parse_label(text: str) -> Any:
+    """A label from text: an int when it is one (``+1`` -> 1, ``1.0`` -> 1), ``true``/``false``
+    as bool, otherwise the text itself (a class name). Empty text means no label.
+
+    Examples
+    --------
+    >>> [parse_label(t) for t in ["+1", "-1", "0", "2.0", "true", "cat", " "]]
+    [1, -1, 0, 2, True, 'cat', None]
+
+    """
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    if v.is_integer():
+        return int(v)
+    return text

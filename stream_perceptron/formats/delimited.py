@@ -1,0 +1,88 @@
+"""CSV: a header row, then one record per row; the label column is named by ``label``."""
+
+from __future__ import annotations
+
+import csv
+
+from stream_perceptron.errors import RecordError
+from stream_perceptron.formats.base import (
+    EMPTY_RECORD,
+    WRONG_COLUMN_COUNT,
+    Example,
+    decode_utf8,
+    parse_label,
+    to_number,
+)
+
+__all__ = ["CsvParser", "CsvHeaderError"]
+
+
+class CsvHeaderError(RecordError):
+    """The header row is unusable (no label column, duplicate names): the stream cannot be read."""
+
+
+class CsvParser:
+    """Comma-separated values with a header row.
+
+    Every column but the label is a numeric feature; an empty cell is a missing feature. An
+    empty label cell leaves the record unlabelled. Quoted cells follow RFC 4180 (one line each).
+
+    Examples
+    --------
+    >>> p = CsvParser("y")
+    >>> p.parse(b"a,b,y") is None
+    True
+    >>> p.parse(b"1.5,,0")
+    Example(x={'a': 1.5}, y=0)
+    >>> p.parse(b"1,2")
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.RecordError: wrong_column_count: 2 columns, the header has 3
+
+    """
+
+    def __init__(self, label: str = "y") -> None:
+        self.label = label
+        self.header_pending = True
+        self._names: list[str] = []
+        self._label_index = -1
+
+    def parse(self, value: bytes) -> Example | None:
+        text = decode_utf8(value)
+        cells = _split(text)
+        if self.header_pending:
+            self._set_header(cells)
+            return None
+        if len(cells) != len(self._names):
+            if not text.strip():
+                raise RecordError(EMPTY_RECORD, "empty line")
+            raise RecordError(
+                WRONG_COLUMN_COUNT, f"{len(cells)} columns, the header has {len(self._names)}"
+            )
+        x: dict[str, float] = {}
+        y = None
+        label_index = self._label_index
+        for i, (name, cell) in enumerate(zip(self._names, cells)):
+            if i == label_index:
+                y = parse_label(cell)
+            elif cell:
+                x[name] = to_number(name, cell)
+        return Example(x, y)
+
+    def _set_header(self, cells: list[str]) -> None:
+        names = [c.strip() for c in cells]
+        if len(set(names)) != len(names):
+            raise CsvHeaderError("bad_header", f"duplicate column names in {names}")
+        if self.label not in names:
+            raise CsvHeaderError(
+                "bad_header", f"no label column {self.label!r} in the header {names} (see --label)"
+            )
+        self._names = names
+        self._label_index = names.index(self.label)
+        self.header_pending = False
+
+
+def _split(text: str) -> list[str]:
+    if '"' not in text:
+        return text.split(",")
+    return next(csv.reader([text]))

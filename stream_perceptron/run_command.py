@@ -1,0 +1,161 @@
+"""``stream-perceptron run``: build the engine from command-line options and run it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from connectors import ConnectorError, FileSink, open_line_source
+from stream_perceptron.checkpoint import CheckpointPolicy, load_checkpoint
+from stream_perceptron.engine import Engine, EngineError, Outputs
+from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.formats import make_parser
+from stream_perceptron.learners import (
+    CentroidClassifier,
+    MulticlassPerceptron,
+    Perceptron,
+    StreamClassifier,
+)
+from stream_perceptron.progress import Progress
+from stream_perceptron.state import write_json_atomic
+from stream_perceptron.stats import RunStats
+
+__all__ = ["run_command", "make_learner"]
+
+logger = logging.getLogger(__name__)
+
+_EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+_EXTENSIONS.update({".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm"})
+
+
+def make_learner(args: argparse.Namespace) -> StreamClassifier:
+    """The learner the options ask for."""
+    if args.model == "centroid":
+        return CentroidClassifier()
+    klass = Perceptron if args.model == "binary" else MulticlassPerceptron
+    return klass(lr=args.lr, bias=args.bias, init=args.init, seed=args.seed, averaged=args.averaged)
+
+
+def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    if args.format:
+        return args.format
+    ext = os.path.splitext(args.input)[1].lower() if args.input != "-" else ""
+    if ext in _EXTENSIONS:
+        return _EXTENSIONS[ext]
+    parser.error("--format is required (jsonl, csv or libsvm) when it cannot be told from --input")
+    raise AssertionError  # parser.error exits
+
+
+def _truncate(path: str, size: int) -> None:
+    """Cut a file output back to ``size`` bytes (what a checkpoint had seen), creating it."""
+    with open(path, "ab") as f:
+        f.truncate(size)
+
+
+def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    fmt = _format_of(args, parser)
+    if args.resume and not args.checkpoint:
+        parser.error("--resume needs --checkpoint PATH")
+    if (args.checkpoint_every or args.checkpoint_interval) and not args.checkpoint:
+        parser.error("--checkpoint-every and --checkpoint-interval need --checkpoint PATH")
+    try:
+        return _run(args, fmt)
+    except (StreamPerceptronError, ConnectorError, OSError) as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, fmt: str) -> int:
+    stats = RunStats()
+    learner = make_learner(args)
+    next_offsets: dict[Any, int] = {}
+    outputs_at: dict[str, int] = {}
+    source_name = "stdin" if args.input == "-" else args.input
+    if args.resume and os.path.exists(args.checkpoint):
+        checkpoint = load_checkpoint(args.checkpoint)
+        learner = checkpoint.model
+        if checkpoint.stats:
+            stats.load_state(checkpoint.stats)
+        outputs_at = checkpoint.outputs
+        if source_name != "stdin":
+            next_offsets = {k: v for k, v in checkpoint.next_offsets.items() if k[0] == source_name}
+        logger.warning(
+            "resuming from %s: %s after %d examples; %s",
+            args.checkpoint,
+            learner,
+            learner.n_seen,
+            f"skipping the first {next_offsets.get((source_name, None), 0)} lines of {source_name}"
+            if source_name != "stdin"
+            else "stdin is read from its start (nothing is skipped)",
+        )
+    elif args.resume:
+        logger.warning("no checkpoint at %s yet: starting a new model", args.checkpoint)
+
+    paths = {}
+    for name, path in (("predictions", args.predictions), ("dead_letters", args.dead_letter)):
+        if path and path != "-":
+            _truncate(path, outputs_at.get(path, 0))
+            paths[name] = path
+    outputs = Outputs(
+        predictions=FileSink(args.predictions) if args.predictions else None,
+        dead_letters=FileSink(args.dead_letter) if args.dead_letter else None,
+        paths=paths,
+    )
+    policy = None
+    if args.checkpoint:
+        policy = CheckpointPolicy(args.checkpoint, args.checkpoint_every, args.checkpoint_interval)
+    show_progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = Progress(sys.stderr) if show_progress else None
+    engine = Engine(
+        learner,
+        make_parser(fmt, args.label),
+        outputs,
+        checkpoint=policy,
+        on_error=args.on_error,
+        stats=stats,
+        next_offsets=next_offsets,
+        on_batch=(lambda _seconds: progress.update(stats)) if progress else None,
+    )
+
+    def stop(signum: int, _frame: Any) -> None:
+        logger.warning(
+            "%s received: stopping after the current record", signal.Signals(signum).name
+        )
+        engine.request_stop()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    failure: Exception | None = None
+    try:
+        source = open_line_source(args.input, max_line_bytes=args.max_line_bytes)
+        with source:
+            engine.run(source)
+    except EngineError as e:
+        failure = e
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if progress:
+            progress.finish(stats)
+        for sink in (outputs.predictions, outputs.dead_letters):
+            if sink is not None:
+                sink.close()
+    summary = {**stats.summary(), "model": type(learner).__name__, "updates": learner.n_mistakes}
+    if failure is not None:
+        summary["error"] = str(failure)
+    if args.summary_json:
+        write_json_atomic(args.summary_json, summary)
+    if not args.quiet:
+        print(stats.format_human(), file=sys.stderr)
+    if failure is not None:
+        print(f"stream-perceptron: error: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _jsonable(obj: Any) -> str:
+    return json.dumps(obj)

@@ -1,0 +1,124 @@
+"""Running counts of an engine run: what the summary, the checkpoint and the metrics report."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from typing import Any
+
+__all__ = ["RunStats"]
+
+
+class RunStats:
+    """Counters of records, examples, mistakes and bad records, plus a rolling accuracy window.
+
+    The counters are cumulative across resumed runs (they travel in the checkpoint); the
+    elapsed time and throughput are this process's own.
+
+    Examples
+    --------
+    >>> stats = RunStats(rolling_window=2)
+    >>> for mistake in (True, False, False):
+    ...     stats.count_learned(mistake)
+    >>> stats.count_invalid("invalid_json")
+    >>> s = stats.summary()
+    >>> s["records"], s["learned"], s["mistakes"], round(s["accuracy"], 3), s["invalid"]
+    (4, 3, 1, 0.667, {'invalid_json': 1})
+    >>> stats.rolling_accuracy
+    1.0
+
+    """
+
+    def __init__(self, rolling_window: int = 1000) -> None:
+        self.learned = 0
+        self.unlabelled = 0
+        self.mistakes = 0
+        self.invalid: Counter[str] = Counter()
+        self.records_this_run = 0
+        self.recent_mistakes: deque[bool] = deque(maxlen=rolling_window)
+        self.started = time.monotonic()
+
+    @property
+    def records(self) -> int:
+        """Every record read: learned, unlabelled or invalid."""
+        return self.learned + self.unlabelled + sum(self.invalid.values())
+
+    @property
+    def accuracy(self) -> float | None:
+        """Prequential accuracy: predictions made before learning that were right."""
+        return (self.learned - self.mistakes) / self.learned if self.learned else None
+
+    @property
+    def rolling_accuracy(self) -> float | None:
+        """Prequential accuracy over the last ``rolling_window`` labelled examples."""
+        window = self.recent_mistakes
+        return 1.0 - sum(window) / len(window) if window else None
+
+    def count_learned(self, mistake: bool) -> None:
+        self.learned += 1
+        self.mistakes += mistake
+        self.records_this_run += 1
+        self.recent_mistakes.append(mistake)
+
+    def count_unlabelled(self) -> None:
+        self.unlabelled += 1
+        self.records_this_run += 1
+
+    def count_invalid(self, reason: str) -> None:
+        self.invalid[reason] += 1
+        self.records_this_run += 1
+
+    @property
+    def elapsed_seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def summary(self) -> dict[str, Any]:
+        """The run's numbers as one JSON-serialisable dict."""
+        elapsed = self.elapsed_seconds
+        return {
+            "records": self.records,
+            "learned": self.learned,
+            "unlabelled": self.unlabelled,
+            "mistakes": self.mistakes,
+            "accuracy": self.accuracy,
+            "rolling_accuracy": self.rolling_accuracy,
+            "invalid": dict(sorted(self.invalid.items())),
+            "invalid_total": sum(self.invalid.values()),
+            "records_this_run": self.records_this_run,
+            "elapsed_seconds": round(elapsed, 6),
+            "records_per_second": round(self.records_this_run / elapsed, 1) if elapsed else None,
+        }
+
+    def get_state(self) -> dict[str, Any]:
+        """Cumulative counters for the checkpoint."""
+        return {
+            "learned": self.learned,
+            "unlabelled": self.unlabelled,
+            "mistakes": self.mistakes,
+            "invalid": dict(self.invalid),
+            "recent_mistakes": [int(m) for m in self.recent_mistakes],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.learned = int(state["learned"])
+        self.unlabelled = int(state["unlabelled"])
+        self.mistakes = int(state["mistakes"])
+        self.invalid = Counter({str(k): int(v) for k, v in state["invalid"].items()})
+        self.recent_mistakes.extend(bool(m) for m in state["recent_mistakes"])
+
+    def format_human(self) -> str:
+        """A short multi-line summary for people."""
+        s = self.summary()
+        acc = "n/a" if s["accuracy"] is None else f"{s['accuracy']:.4f}"
+        lines = [
+            f"records          {s['records']}",
+            f"learned          {s['learned']}",
+            f"predicted only   {s['unlabelled']}",
+            f"mistakes         {s['mistakes']}",
+            f"accuracy         {acc} (prequential)",
+            f"invalid          {s['invalid_total']}",
+        ]
+        lines += [f"  {reason:<15}{n}" for reason, n in s["invalid"].items()]
+        rate = s["records_per_second"] or 0.0
+        lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")
+        return "\n".join(lines)

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream_perceptron.learners import StreamClassifier
+
+CLI = [sys.executable, "-m", "stream_perceptron.cli"]
+
+
+def run_cli(
+    *args: str, stdin: bytes | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, timeout=timeout, env=env, check=False
+    )
+
+
+def model_of(checkpoint: Path) -> StreamClassifier:
+    return StreamClassifier.from_state(json.loads(checkpoint.read_text())["model"])
+
+
+def binary_examples(n: int, d: int = 5, seed: int = 0) -> list[tuple[dict[str, float], int]]:
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=d)
+    X = rng.normal(size=(n, d))
+    y = (X @ w + 0.2 * rng.normal(size=n) > 0).astype(int)
+    return [
+        ({f"f{j}": float(v) for j, v in enumerate(row)}, int(label)) for row, label in zip(X, y)
+    ]
+
+
+def to_csv(examples, label="y") -> bytes:
+    names = list(examples[0][0])
+    lines = [",".join([*names, label])]
+    lines += [",".join([*(repr(x[k]) for k in names), str(y)]) for x, y in examples]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def to_jsonl(examples, label="y") -> bytes:
+    return "".join(json.dumps({**x, label: y}) + "\n" for x, y in examples).encode()
+
+
+def to_libsvm(examples) -> bytes:
+    out = []
+    for x, y in examples:
+        out.append(" ".join([str(y), *(f"{k[1:]}:{v!r}" for k, v in x.items())]))
+    return ("\n".join(out) + "\n").encode()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
