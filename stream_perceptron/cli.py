@@ -43,9 +43,22 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _logging_options() -> argparse.ArgumentParser:
+    """-v/-q, accepted before or after the command (``default=SUPPRESS`` keeps the first)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output"
+    )
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="errors only"
+    )
+    return common
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
         "run",
+        parents=[_logging_options()],
         help="learn from a stream of records (stdin by default)",
         description="Learn one pass over a stream, prequentially: each labelled record is "
         "predicted, then learned from; unlabelled records are only predicted.",
@@ -115,10 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
-    inspect = sub.add_parser("inspect", help="show a checkpoint's model")
+    inspect = sub.add_parser(
+        "inspect", help="show a checkpoint's model", parents=[_logging_options()]
+    )
     inspect.add_argument("checkpoint", metavar="CHECKPOINT")
     inspect.add_argument("--top", type=_positive_int, default=10, help="largest weights to show")
-    data = sub.add_parser("example-data", help="write a bundled data set to stdout")
+    data = sub.add_parser(
+        "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]
+    )
     data.add_argument("name", choices=("phishing", "image-segments"))
     data.add_argument("--format", choices=FORMATS, default="csv")
     data.add_argument("--label", default="y")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from collections import Counter, deque
 from typing import Any
@@ -87,6 +89,7 @@ class RunStats:
             "records_this_run": self.records_this_run,
             "elapsed_seconds": round(elapsed, 6),
             "records_per_second": round(self.records_this_run / elapsed, 1) if elapsed else None,
+            "peak_rss_bytes": peak_rss_bytes(),
         }
 
     def get_state(self) -> dict[str, Any]:
@@ -122,3 +125,9 @@ class RunStats:
         rate = s["records_per_second"] or 0.0
         lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")
         return "\n".join(lines)
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import io
-import os
 import tracemalloc
 import types
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from connectors import (
     Source,
     open_line_source,
 )
+from connectors import lines as lines_module
 
 BOM = b"\xef\xbb\xbf"
 
@@ -303,9 +303,7 @@ def test_fifty_megabyte_line_keeps_memory_bounded(buffered: bool) -> None:
     try:
         with LineSource(stream, max_line_bytes=limit) as source:  # type: ignore[arg-type]
             for batch in source.batches():
-                got.extend(
-                    (r.position.offset, len(r.value), r.value[:5], r.error) for r in batch
-                )
+                got.extend((r.position.offset, len(r.value), r.value[:5], r.error) for r in batch)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -418,14 +416,23 @@ def test_open_line_source_missing_file(tmp_path: Path) -> None:
     assert isinstance(info.value.__cause__, FileNotFoundError)
 
 
-def test_open_line_source_invalid_option_closes_file(tmp_path: Path) -> None:
+def test_open_line_source_invalid_option_closes_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "data.csv"
     path.write_bytes(b"a\n")
-    before = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    opened: list[io.RawIOBase] = []
+
+    def spy(*args: object, **kwargs: object) -> io.RawIOBase:
+        stream = open(*args, **kwargs)  # type: ignore[call-overload]
+        opened.append(stream)
+        return stream
+
+    monkeypatch.setattr(lines_module, "open", spy, raising=False)
     with pytest.raises(ConnectorError, match="chunk_size"):
         open_line_source(str(path), chunk_size=0)
-    if before is not None:
-        assert set(os.listdir("/proc/self/fd")) <= before
+    assert len(opened) == 1
+    assert opened[0].closed
 
 
 def test_open_line_source_dash_is_stdin(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,102 @@
+"""kill -9 and --resume give the uninterrupted model; SIGTERM checkpoints; memory stays flat."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import CLI, binary_examples, model_of, run_cli, to_csv
+
+
+def _wait_for(path, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_kill_9_then_resume_ends_with_the_uninterrupted_model(workdir):
+    data = workdir / "data.csv"
+    data.write_bytes(to_csv(binary_examples(150_000, d=6, seed=11)))
+    common = ["run", "--input", str(data), "--averaged", "--checkpoint-every", "2000"]
+
+    whole = workdir / "whole.json"
+    proc = run_cli(
+        *common, "--checkpoint", str(whole), "--predictions", str(workdir / "whole.jsonl")
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+
+    ck, preds = workdir / "ck.json", workdir / "preds.jsonl"
+    args = [*CLI, *common, "--checkpoint", str(ck), "--predictions", str(preds), "--resume"]
+    rng = random.Random(5)
+    kills = 0
+    for _ in range(3):
+        victim = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+        _wait_for(ck)
+        time.sleep(rng.uniform(0.1, 0.8))
+        if victim.poll() is None:
+            victim.send_signal(signal.SIGKILL)
+            kills += 1
+        victim.wait(timeout=60)
+    assert kills >= 1, "the run finished before it could be killed: make the input larger"
+    finish = subprocess.run(args, capture_output=True, timeout=120, check=False)
+    assert finish.returncode == 0, finish.stderr.decode()
+
+    assert model_of(ck).get_state() == model_of(whole).get_state()
+    resumed, uninterrupted = json.loads(ck.read_text()), json.loads(whole.read_text())
+    assert resumed["stats"] == uninterrupted["stats"]
+    assert resumed["positions"] == uninterrupted["positions"]
+    # Outputs are cut back to the checkpoint on resume: no duplicate and no missing line.
+    assert preds.read_bytes() == (workdir / "whole.jsonl").read_bytes()
+
+
+def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(workdir):
+    ck = workdir / "ck.json"
+    proc = subprocess.Popen(
+        [*CLI, "run", "--format", "csv", "--checkpoint", str(ck)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdin.write(to_csv(binary_examples(300, seed=2)))
+    proc.stdin.flush()
+    time.sleep(1.5)  # the engine has read and learned everything and now waits on stdin
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
+    assert b"SIGTERM received" in err
+    assert model_of(ck).n_seen == 300
+
+
+def test_two_million_lines_in_bounded_memory(workdir):
+    block = to_csv(binary_examples(100_000, d=3, seed=4))
+    header, body = block.split(b"\n", 1)
+
+    def peak_rss(repeats: int) -> tuple[int, dict]:
+        summary = workdir / f"s{repeats}.json"
+        proc = subprocess.Popen(
+            [*CLI, "run", "--format", "csv", "--summary-json", str(summary)],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+
+        def feed():
+            proc.stdin.write(header + b"\n")
+            for _ in range(repeats):
+                proc.stdin.write(body)
+            proc.stdin.close()
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        assert proc.wait(timeout=600) == 0
+        feeder.join()
+        s = json.loads(summary.read_text())
+        return s["peak_rss_bytes"], s
+
+    small, _ = peak_rss(2)
+    large, s = peak_rss(20)
+    assert s["records"] == 2_000_000 and s["learned"] == 2_000_000
+    assert large < small * 1.15 + 8 * 2**20, (small, large)
