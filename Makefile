@@ -17,7 +17,10 @@ run: $(BIN)/.installed
 	$(BIN)/stream-perceptron example-data phishing --format csv \
 	  | $(BIN)/stream-perceptron run --format csv --label y --progress
 
+# Installs what is missing (venv, Python packages, Debian packages), then lints and runs every
+# test, including those against a real Kafka broker, Prometheus and Pushgateway.
 test: $(BIN)/.installed
+	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

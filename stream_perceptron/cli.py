@@ -105,6 +105,38 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="progress line on stderr (default: when stderr is a terminal)",
     )
+    metrics = run.add_argument_group("metrics (Prometheus)")
+    metrics.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve /metrics on PORT (0: any free port)"
+    )
+    metrics.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"
+    )
+    metrics.add_argument("--pushgateway", metavar="URL", help="push metrics to a Pushgateway")
+    metrics.add_argument(
+        "--push-interval",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between pushes (default 10; one more push at the end)",
+    )
+    metrics.add_argument(
+        "--run-name", metavar="NAME", help="Pushgateway grouping label 'run' (default: host-pid)"
+    )
+    metrics.add_argument(
+        "--metrics-max-weights",
+        type=_positive_int,
+        default=50,
+        metavar="K",
+        help="weight series exposed: the K largest in absolute value (default 50)",
+    )
+    metrics.add_argument(
+        "--rolling-window",
+        type=_positive_int,
+        default=1000,
+        metavar="N",
+        help="examples in the rolling accuracy and margin window (default 1000)",
+    )
     ck = run.add_argument_group("checkpoints")
     ck.add_argument("--checkpoint", metavar="PATH", help="save model and position here")
     ck.add_argument("--checkpoint-every", type=_positive_int, metavar="N", help="every N records")

@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,11 @@ class Engine:
         before it are skipped.
     on_batch
         Called after every batch with the batch's processing time in seconds.
+    lock
+        Held while a batch is processed and a checkpoint written; readers of the model
+        (metrics scrapes) take it too.
+    keep_recent
+        How many of the last labelled examples to keep in ``recent_examples`` (0: none).
 
     Examples
     --------
@@ -112,6 +118,7 @@ class Engine:
         next_offsets: dict[PositionKey, int] | None = None,
         on_batch: Callable[[float], None] | None = None,
         lock: threading.Lock | None = None,
+        keep_recent: int = 0,
     ) -> None:
         if on_error not in ("skip", "fail"):
             raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
@@ -127,12 +134,19 @@ class Engine:
         # Held while a batch is processed: a metrics scrape reads a consistent model.
         self.lock = lock or threading.Lock()
         self.last_checkpoint_time: float | None = None
+        # The last labelled examples, for the live margin metrics (only when asked for).
+        self.recent_examples: deque[tuple[dict, Any]] | None = (
+            deque(maxlen=keep_recent) if keep_recent else None
+        )
         self._stop = False
         self._waiting_for_input = False
 
     # -- control -------------------------------------------------------------------------------
     def request_stop(self) -> None:
-        """Ask the loop to stop after the current record (safe from a signal handler)."""
+        """Ask the loop to stop after the current batch (safe from a signal handler).
+
+        Batches end between messages, so a stop never splits a multi-record message.
+        """
         self._stop = True
         if self._waiting_for_input:
             raise _Interrupted
@@ -187,7 +201,7 @@ class Engine:
         predictions = self.outputs.predictions
         next_offsets = self.next_offsets
         skip_before = self._skip_before
-        key: PositionKey | None = None
+        recent = self.recent_examples
         first = batch[0].position
         key = (first.source, first.partition)
         skip_until = skip_before.get(key, 0)
@@ -222,10 +236,10 @@ class Engine:
                 continue
             mistake = prediction != y
             stats.count_learned(mistake)
+            if recent is not None:
+                recent.append((x, y))
             if predictions is not None:
                 self._emit(record, prediction, y, mistake)
-            if self._stop:
-                return
 
     def _parse(self, record: Record) -> Any:
         try:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
+import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from connectors import ConnectorError, FileSink, open_line_source
@@ -21,6 +22,7 @@ from stream_perceptron.learners import (
     Perceptron,
     StreamClassifier,
 )
+from stream_perceptron.metrics import MetricsExporter
 from stream_perceptron.progress import Progress
 from stream_perceptron.state import write_json_atomic
 from stream_perceptron.stats import RunStats
@@ -71,7 +73,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _run(args: argparse.Namespace, fmt: str) -> int:
-    stats = RunStats()
+    stats = RunStats(rolling_window=args.rolling_window)
     learner = make_learner(args)
     next_offsets: dict[Any, int] = {}
     outputs_at: dict[str, int] = {}
@@ -111,6 +113,10 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         policy = CheckpointPolicy(args.checkpoint, args.checkpoint_every, args.checkpoint_interval)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(sys.stderr) if show_progress else None
+    metrics_on = args.metrics_port is not None or bool(args.pushgateway)
+    batch_hooks: list[Callable[[float], None]] = []
+    if progress is not None:
+        batch_hooks.append(lambda _seconds: progress.update(stats))
     engine = Engine(
         learner,
         make_parser(fmt, args.label),
@@ -119,8 +125,12 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         on_error=args.on_error,
         stats=stats,
         next_offsets=next_offsets,
-        on_batch=(lambda _seconds: progress.update(stats)) if progress else None,
+        on_batch=lambda seconds: [hook(seconds) for hook in batch_hooks],
+        keep_recent=args.rolling_window if metrics_on else 0,
     )
+    exporter = _start_metrics(args, engine) if metrics_on else None
+    if exporter is not None:
+        batch_hooks.append(exporter.observe_batch)
 
     def stop(signum: int, _frame: Any) -> None:
         logger.warning(
@@ -144,6 +154,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         for sink in (outputs.predictions, outputs.dead_letters):
             if sink is not None:
                 sink.close()
+        if exporter is not None and not exporter.close():
+            logger.error("the final push to %s failed", args.pushgateway)
     summary = {**stats.summary(), "model": type(learner).__name__, "updates": learner.n_mistakes}
     if failure is not None:
         summary["error"] = str(failure)
@@ -157,5 +169,21 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     return 0
 
 
-def _jsonable(obj: Any) -> str:
-    return json.dumps(obj)
+def _start_metrics(args: argparse.Namespace, engine: Engine) -> MetricsExporter:
+    exporter = MetricsExporter(engine, max_weights=args.metrics_max_weights)
+    if args.metrics_port is not None:
+        port = exporter.serve(args.metrics_port, args.metrics_host)
+        if not args.quiet:
+            print(
+                f"stream-perceptron: metrics on http://{args.metrics_host}:{port}/metrics",
+                file=sys.stderr,
+                flush=True,
+            )
+    if args.pushgateway:
+        run_name = args.run_name or f"{socket.gethostname()}-{os.getpid()}"
+        exporter.start_pushing(
+            args.pushgateway,
+            args.push_interval,
+            {"instance": socket.gethostname(), "run": run_name},
+        )
+    return exporter

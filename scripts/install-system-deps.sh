@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Debian packages the test suite drives for real: Prometheus and promtool, the Pushgateway,
+# kcat (an independent Kafka client), and Java + Maven for the Kafka broker (kafka/kafka-up.sh).
+# Installs only what is missing; does nothing when everything is there.
+set -euo pipefail
+
+need=()
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v prometheus-pushgateway >/dev/null 2>&1 || need+=(prometheus-pushgateway)
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+
+if ((${#need[@]} == 0)); then
+  exit 0
+fi
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+echo "installing Debian packages: ${need[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+  $(printf '%s\n' "${need[@]}" | sort -u) >&2

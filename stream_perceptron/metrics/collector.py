@@ -1,0 +1,205 @@
+"""A custom collector: every model- and count-derived metric is computed when scraped.
+
+The hot loop only updates plain Python counters (``RunStats``); this collector turns them and
+the learner's weights into metric families at scrape time, under the engine's lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from stream_perceptron import __version__
+
+__all__ = ["EngineCollector", "top_weights", "PREFIX"]
+
+PREFIX = "stream_perceptron"
+
+
+def _per_class(value: Any) -> dict[str, Any]:
+    """A binary learner's float as {"": value}; a multi-class dict keyed by class text."""
+    if isinstance(value, dict):
+        return {str(c): v for c, v in value.items()}
+    return {"": value}
+
+
+def top_weights(weights: dict, k: int) -> tuple[list[tuple[str, str, float]], int]:
+    """The ``k`` weights largest in absolute value as (class, feature, weight), and the number
+    of non-zero weights.
+
+    Examples
+    --------
+    >>> top_weights({"a": 0.5, "b": -2.0, "c": 0.0}, 1)
+    ([('', 'b', -2.0)], 2)
+    >>> top_weights({"x": {"a": 1.0}, "y": {"a": -3.0, "b": 2.0}}, 2)
+    ([('y', 'a', -3.0), ('y', 'b', 2.0)], 3)
+
+    """
+    entries: list[tuple[str, str, float]] = []
+    for c, wc in _per_class(weights).items():
+        if isinstance(wc, dict):
+            entries += [(c, str(f), w) for f, w in wc.items() if w != 0.0]
+        elif wc != 0.0:  # a binary learner: wc is one weight, c its feature
+            entries.append(("", c, wc))
+    return heapq.nlargest(k, entries, key=lambda e: abs(e[2])), len(entries)
+
+
+class EngineCollector(Collector):
+    """Collects ``stream_perceptron_*`` metrics from a running engine.
+
+    Parameters
+    ----------
+    engine
+        The :class:`~stream_perceptron.engine.Engine` (its learner, stats, lock, recent examples
+        and last checkpoint time are read at scrape time).
+    max_weights
+        How many weight series to expose (the largest in absolute value).
+    kafka
+        Optional callable returning Kafka consumer state: ``{"lag": {(topic, partition): n},
+        "committed": {(topic, partition): offset}, "rebalances": n}``.
+
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        max_weights: int = 50,
+        kafka: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.max_weights = max_weights
+        self.kafka = kafka
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.engine
+        with engine.lock:
+            yield from self._counts(engine.stats)
+            yield from self._model(engine.learner)
+            yield from self._theory(engine.learner, engine.recent_examples)
+            checkpoint_time = engine.last_checkpoint_time
+        if checkpoint_time is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_checkpoint_last_success_timestamp_seconds",
+                "Unix time of the last checkpoint written.",
+                value=checkpoint_time,
+            )
+        info = GaugeMetricFamily(
+            f"{PREFIX}_build_info", "stream-perceptron version.", labels=["version"]
+        )
+        info.add_metric([__version__], 1.0)
+        yield info
+        if self.kafka is not None:
+            yield from self._kafka(self.kafka())
+
+    def _counts(self, stats: Any) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            f"{PREFIX}_examples", "Labelled examples learned from.", value=float(stats.learned)
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_mistakes",
+            "Prequential mistakes: the prediction made before learning differed from the label.",
+            value=float(stats.mistakes),
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_predictions",
+            "Predictions made, labelled records or not.",
+            value=float(stats.learned + stats.unlabelled),
+        )
+        invalid = CounterMetricFamily(
+            f"{PREFIX}_invalid_records", "Bad records, by reason.", labels=["reason"]
+        )
+        for reason, n in sorted(stats.invalid.items()):
+            invalid.add_metric([reason], float(n))
+        yield invalid
+        if stats.accuracy is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_accuracy", "Prequential accuracy so far.", value=stats.accuracy
+            )
+        if stats.rolling_accuracy is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_rolling_accuracy",
+                "Prequential accuracy over the last --rolling-window examples.",
+                value=stats.rolling_accuracy,
+            )
+
+    def _model(self, learner: Any) -> Iterator[Metric]:
+        top, nonzero = top_weights(learner.weights, self.max_weights)
+        weight = GaugeMetricFamily(
+            f"{PREFIX}_weight",
+            "The model's weights largest in absolute value (class is empty for binary models).",
+            labels=["feature", "class"],
+        )
+        for c, feature, w in top:
+            weight.add_metric([feature, c], w)
+        yield weight
+        yield GaugeMetricFamily(
+            f"{PREFIX}_weights_nonzero", "Non-zero weights in the model.", value=float(nonzero)
+        )
+        bias = GaugeMetricFamily(f"{PREFIX}_bias", "Bias per class.", labels=["class"])
+        for c, b in _per_class(learner.bias).items():
+            bias.add_metric([c], b)
+        yield bias
+        norm = GaugeMetricFamily(
+            f"{PREFIX}_weight_norm", "Euclidean norm of the weights per class.", labels=["class"]
+        )
+        for c, n in _per_class(learner.weight_norm).items():
+            norm.add_metric([c], n)
+        yield norm
+        yield GaugeMetricFamily(
+            f"{PREFIX}_input_norm_max", "R: the largest input norm seen.", value=learner.max_norm
+        )
+        classes = len(learner.classes) if hasattr(learner, "classes") else 2
+        yield GaugeMetricFamily(f"{PREFIX}_classes", "Number of classes.", value=float(classes))
+
+    def _theory(self, learner: Any, recent: Any) -> Iterator[Metric]:
+        if not recent:
+            return
+        margins = []
+        radius = 0.0
+        for x, y in recent:
+            try:
+                margins.append(learner.geometric_margin(x, y))
+            except ValueError:  # a label the model cannot score
+                return
+            radius = max(radius, math.sqrt(sum(v * v for v in x.values())))
+        smallest = min(margins)
+        if not smallest > 0 or math.isinf(smallest):
+            return  # the window is not classified correctly: no margin to speak of
+        yield GaugeMetricFamily(
+            f"{PREFIX}_margin_min",
+            "Smallest geometric margin of the current hyperplane over the last window.",
+            value=smallest,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_mistake_bound",
+            "(R / margin_min)^2 over the last window: the perceptron mistake bound, estimated.",
+            value=(radius / smallest) ** 2,
+        )
+
+    def _kafka(self, state: dict[str, Any]) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            f"{PREFIX}_kafka_consumer_lag",
+            "Messages behind the end of each partition.",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), n in sorted(state.get("lag", {}).items()):
+            lag.add_metric([topic, str(partition)], n)
+        yield lag
+        committed = GaugeMetricFamily(
+            f"{PREFIX}_kafka_committed_offset",
+            "Last offset committed per partition.",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), n in sorted(state.get("committed", {}).items()):
+            committed.add_metric([topic, str(partition)], n)
+        yield committed
+        yield CounterMetricFamily(
+            f"{PREFIX}_kafka_rebalances",
+            "Partition assignment changes seen.",
+            value=float(state.get("rebalances", 0)),
+        )

@@ -1,0 +1,65 @@
+"""The scrape-time collector in-process, on a fresh registry."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from connectors import MemorySource
+from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron.engine import Engine
+from stream_perceptron.formats import make_parser
+from stream_perceptron.metrics import MetricsExporter
+
+
+def _run(learner, lines, window=10):
+    engine = Engine(learner, make_parser("jsonl"), keep_recent=window)
+    registry = CollectorRegistry()
+    MetricsExporter(engine, registry=registry, max_weights=3)
+    engine.run(MemorySource(lines))
+    return engine, registry
+
+
+def test_margin_and_mistake_bound_from_the_window():
+    # Separable: y = sign(a). After learning, the window is classified correctly.
+    lines = [b'{"a": 2.0, "y": 1}', b'{"a": -1.0, "y": 0}'] * 5 + [b'{"a": 0.5, "b": 3, "y": 1}']
+    engine, registry = _run(Perceptron(bias="none"), lines, window=4)
+    model = engine.learner
+    window = list(engine.recent_examples)
+    margins = [model.geometric_margin(x, y) for x, y in window]
+    radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in window)
+    assert min(margins) > 0
+    assert registry.get_sample_value("stream_perceptron_margin_min") == pytest.approx(min(margins))
+    assert registry.get_sample_value("stream_perceptron_mistake_bound") == pytest.approx(
+        (radius / min(margins)) ** 2
+    )
+
+
+def test_no_margin_when_the_window_has_mistakes():
+    lines = [b'{"a": 1.0, "y": 1}', b'{"a": 1.0, "y": 0}'] * 5  # contradictory
+    _, registry = _run(Perceptron(), lines)
+    assert registry.get_sample_value("stream_perceptron_margin_min") is None
+    assert registry.get_sample_value("stream_perceptron_examples_total") == 10
+
+
+def test_multiclass_series_carry_the_class_label():
+    lines = [b'{"a": 1, "y": "red"}', b'{"b": 1, "y": "blue"}', b'{"c": 5, "y": "green"}']
+    engine, registry = _run(MulticlassPerceptron(), lines)
+    assert registry.get_sample_value("stream_perceptron_classes") == 3
+    for c, b in engine.learner.bias.items():
+        assert registry.get_sample_value("stream_perceptron_bias", {"class": c}) == b
+    w = engine.learner.weights  # green and blue hold c = +5 and -5: the two largest
+    for c in ("green", "blue"):
+        got = registry.get_sample_value("stream_perceptron_weight", {"class": c, "feature": "c"})
+        assert got == w[c]["c"] and abs(got) == 5
+    text = generate_latest(registry).decode()
+    assert text.count("stream_perceptron_weight{") == 3
+
+
+def test_metrics_use_only_the_injected_registry():
+    from prometheus_client import REGISTRY
+
+    _run(Perceptron(), [b'{"a": 1, "y": 1}'])
+    assert REGISTRY.get_sample_value("stream_perceptron_examples_total") is None
