@@ -39,14 +39,15 @@ class FileSink:
 
     Examples
     --------
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
-    >>> with FileSink(path) as sink:
+    >>> import pathlib, tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = pathlib.Path(tmp.name, "out.txt")
+    >>> with FileSink(str(path)) as sink:
     ...     sink.write(b'{"y": 1}')
     ...     sink.flush()
-    >>> open(path, "rb").read()
+    >>> path.read_bytes()
     b'{"y": 1}\\n'
-    >>> os.remove(path)
+    >>> tmp.cleanup()
     """
 
     def __init__(self, path: str, *, buffer_size: int = 1 << 16) -> None:
@@ -171,10 +172,11 @@ def open_sink(path: str) -> Sink:
     Examples
     --------
     >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "predictions.jsonl")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "predictions.jsonl")
     >>> sink = open_sink(path)
     >>> isinstance(sink, FileSink), sink.path == path
     (True, True)
-    >>> sink.close(); os.remove(path)
+    >>> sink.close(); tmp.cleanup()
     """
     return FileSink(path)
