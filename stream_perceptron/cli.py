@@ -66,6 +66,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = run.add_argument_group("input")
+    src.add_argument(
+        "--source", choices=("stdin", "kafka"), default="stdin", help="where records come from"
+    )
     src.add_argument("--input", default="-", metavar="PATH|-", help="input file (default: stdin)")
     src.add_argument(
         "--format",
@@ -80,6 +83,31 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="longer lines are bad records (default: 1 MiB)",
     )
+    kafka = run.add_argument_group(
+        "kafka (--source kafka; SASL credentials come from the environment variables "
+        "STREAM_PERCEPTRON_KAFKA_USERNAME and STREAM_PERCEPTRON_KAFKA_PASSWORD)"
+    )
+    kafka.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help="Kafka brokers")
+    kafka.add_argument(
+        "--topic", action="append", default=[], metavar="TOPIC", help="topic to consume (repeat)"
+    )
+    kafka.add_argument("--group", metavar="GROUP", help="consumer group id")
+    kafka.add_argument(
+        "--exit-at-end",
+        action="store_true",
+        help="stop (checkpoint and commit) once the end offsets seen at assignment are reached",
+    )
+    kafka.add_argument("--predictions-topic", metavar="TOPIC", help="produce predictions here")
+    kafka.add_argument("--dead-letter-topic", metavar="TOPIC", help="produce bad records here")
+    kafka.add_argument(
+        "--security-protocol", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    )
+    kafka.add_argument(
+        "--sasl-mechanism", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+    )
+    kafka.add_argument("--ssl-cafile", metavar="PATH")
+    kafka.add_argument("--ssl-certfile", metavar="PATH")
+    kafka.add_argument("--ssl-keyfile", metavar="PATH")
     model = run.add_argument_group("model")
     model.add_argument(
         "--model", choices=("binary", "multiclass", "centroid"), default="binary", help="learner"
@@ -107,7 +135,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     metrics = run.add_argument_group("metrics (Prometheus)")
     metrics.add_argument(
-        "--metrics-port", type=int, metavar="PORT", help="serve /metrics on PORT (0: any free port)"
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics on PORT (0: any free port; -1: off). Off by default for stdin, "
+        "9108 with --source kafka",
     )
     metrics.add_argument(
         "--metrics-host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"

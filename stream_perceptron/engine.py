@@ -140,6 +140,7 @@ class Engine:
         )
         self._stop = False
         self._waiting_for_input = False
+        self._source: Source | None = None
 
     # -- control -------------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -158,6 +159,7 @@ class Engine:
     # -- the loop ------------------------------------------------------------------------------
     def run(self, source: Source) -> RunStats:
         """Process the source to its end (or until stopped); always checkpoint at the end."""
+        self._source = source
         try:
             for batch in self._batches(source):
                 started = time.perf_counter()
@@ -173,7 +175,7 @@ class Engine:
                     self.save_checkpoint()
         finally:
             self.outputs.flush()
-            if self.checkpoint is not None:
+            if self.checkpoint is not None or hasattr(source, "commit"):
                 self.save_checkpoint()
         return self.stats
 
@@ -253,7 +255,10 @@ class Engine:
     def _bad(self, record: Record, reason: str, detail: str) -> None:
         self.stats.count_invalid(reason)
         sink = self.outputs.dead_letters
-        if sink is not None:
+        send = getattr(sink, "send", None)
+        if send is not None:  # a message sink: the original bytes, the reason in headers
+            send(record.value, key=record.key, headers=_dead_letter_headers(record, reason, detail))
+        elif sink is not None:
             entry: dict[str, Any] = {
                 "position": record.position.to_dict(),
                 "reason": reason,
@@ -269,16 +274,40 @@ class Engine:
         logger.debug("bad record at %s: %s: %s", record.position, reason, detail)
 
     def _emit(self, record: Record, prediction: Any, y: Any = None, mistake: bool = False) -> None:
-        entry: dict[str, Any] = {"position": record.position.to_dict(), "prediction": prediction}
+        position = record.position
+        entry: dict[str, Any] = {"position": position.to_dict(), "prediction": prediction}
+        if position.partition is not None:
+            entry.update(
+                topic=position.source, partition=position.partition, offset=position.offset
+            )
         if y is not None:
             entry["label"] = y
             entry["mistake"] = mistake
-        self.outputs.predictions.write(json.dumps(entry).encode())  # type: ignore[union-attr]
+        line = json.dumps(entry).encode()
+        sink = self.outputs.predictions
+        send = getattr(sink, "send", None)
+        if send is not None:
+            send(line, key=record.key)
+        else:
+            sink.write(line)  # type: ignore[union-attr]
+
+    # -- partitioned sources (Kafka) ------------------------------------------------------------
+    def assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:
+        """Where to resume newly assigned partitions: the offsets this model has learned to."""
+        return {p: self.next_offsets[p] for p in partitions if p in self.next_offsets}
+
+    def revoked(self, partitions: list[PositionKey]) -> None:
+        """Partitions are about to go to another consumer: checkpoint and commit first."""
+        logger.info("partitions revoked: %s; checkpointing before giving them up", partitions)
+        self.save_checkpoint()
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self) -> None:
-        """Flush the outputs, then write the model and positions atomically."""
-        assert self.checkpoint is not None
+        """Flush the outputs, write the model and positions atomically, then commit offsets.
+
+        The order makes a crash at any point safe: a checkpoint never claims output that was not
+        flushed, and an offset is never committed before the model that learned it is saved.
+        """
         from stream_perceptron.checkpoint import file_size
 
         with self.lock:
@@ -295,3 +324,16 @@ class Engine:
         logger.debug(
             "checkpoint saved to %s at %d records", self.checkpoint.path, self.stats.records
         )
+
+
+def _dead_letter_headers(record: Record, reason: str, detail: str) -> list[tuple[str, bytes]]:
+    position = record.position
+    headers = [
+        ("reason", reason.encode()),
+        ("detail", detail.encode()),
+        ("source", position.source.encode()),
+        ("offset", str(position.offset).encode()),
+    ]
+    if position.partition is not None:
+        headers.append(("partition", str(position.partition).encode()))
+    return headers

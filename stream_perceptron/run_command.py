@@ -31,6 +31,8 @@ __all__ = ["run_command", "make_learner"]
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_KAFKA_METRICS_PORT = 9108
+
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _EXTENSIONS.update({".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm"})
 
@@ -47,6 +49,8 @@ def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str
     if args.format:
         return args.format
     ext = os.path.splitext(args.input)[1].lower() if args.input != "-" else ""
+    if args.source == "kafka":
+        parser.error("--format is required with --source kafka (jsonl, csv or libsvm)")
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
     parser.error("--format is required (jsonl, csv or libsvm) when it cannot be told from --input")
@@ -65,6 +69,28 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error("--resume needs --checkpoint PATH")
     if (args.checkpoint_every or args.checkpoint_interval) and not args.checkpoint:
         parser.error("--checkpoint-every and --checkpoint-interval need --checkpoint PATH")
+    if args.source == "kafka":
+        missing = [
+            flag
+            for flag, value in (
+                ("--bootstrap-servers", args.bootstrap_servers),
+                ("--topic", args.topic),
+                ("--group", args.group),
+            )
+            if not value
+        ]
+        if missing:
+            parser.error(f"--source kafka needs {', '.join(missing)}")
+        if args.input != "-":
+            parser.error("--input is for --source stdin; Kafka input comes from --topic")
+        if args.metrics_port is None:
+            args.metrics_port = DEFAULT_KAFKA_METRICS_PORT
+    else:
+        for flag in ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group"):
+            if getattr(args, flag):
+                parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
+    if args.metrics_port is not None and args.metrics_port < 0:
+        args.metrics_port = None
     try:
         return _run(args, fmt)
     except (StreamPerceptronError, ConnectorError, OSError) as e:
@@ -78,22 +104,28 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     next_offsets: dict[Any, int] = {}
     outputs_at: dict[str, int] = {}
     source_name = "stdin" if args.input == "-" else args.input
+    kafka = args.source == "kafka"
     if args.resume and os.path.exists(args.checkpoint):
         checkpoint = load_checkpoint(args.checkpoint)
         learner = checkpoint.model
         if checkpoint.stats:
             stats.load_state(checkpoint.stats)
         outputs_at = checkpoint.outputs
-        if source_name != "stdin":
+        if kafka:
+            next_offsets = {k: v for k, v in checkpoint.next_offsets.items() if k[1] is not None}
+            where = f"Kafka partitions resume at {_describe(next_offsets)}"
+        elif source_name != "stdin":
             next_offsets = {k: v for k, v in checkpoint.next_offsets.items() if k[0] == source_name}
+            skipped = next_offsets.get((source_name, None), 0)
+            where = f"skipping the first {skipped} lines of {source_name}"
+        else:
+            where = "stdin is read from its start (nothing is skipped)"
         logger.warning(
             "resuming from %s: %s after %d examples; %s",
             args.checkpoint,
             learner,
             learner.n_seen,
-            f"skipping the first {next_offsets.get((source_name, None), 0)} lines of {source_name}"
-            if source_name != "stdin"
-            else "stdin is read from its start (nothing is skipped)",
+            where,
         )
     elif args.resume:
         logger.warning("no checkpoint at %s yet: starting a new model", args.checkpoint)
@@ -108,6 +140,10 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         dead_letters=FileSink(args.dead_letter) if args.dead_letter else None,
         paths=paths,
     )
+    if kafka:
+        from stream_perceptron import kafka_options
+
+        outputs = kafka_options.kafka_outputs(args, outputs)
     policy = None
     if args.checkpoint:
         policy = CheckpointPolicy(args.checkpoint, args.checkpoint_every, args.checkpoint_interval)
@@ -128,7 +164,10 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         on_batch=lambda seconds: [hook(seconds) for hook in batch_hooks],
         keep_recent=args.rolling_window if metrics_on else 0,
     )
-    exporter = _start_metrics(args, engine) if metrics_on else None
+    source: Any = None
+    if kafka:
+        source = kafka_options.kafka_source(args, engine)
+    exporter = _start_metrics(args, engine, source) if metrics_on else None
     if exporter is not None:
         batch_hooks.append(exporter.observe_batch)
 
@@ -141,7 +180,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     failure: Exception | None = None
     try:
-        source = open_line_source(args.input, max_line_bytes=args.max_line_bytes)
+        if source is None:
+            source = open_line_source(args.input, max_line_bytes=args.max_line_bytes)
         with source:
             engine.run(source)
     except EngineError as e:
@@ -169,8 +209,22 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     return 0
 
 
-def _start_metrics(args: argparse.Namespace, engine: Engine) -> MetricsExporter:
-    exporter = MetricsExporter(engine, max_weights=args.metrics_max_weights)
+def _describe(offsets: dict[Any, int]) -> str:
+    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items())) or "(none saved)"
+
+
+def _start_metrics(args: argparse.Namespace, engine: Engine, source: Any) -> MetricsExporter:
+    kafka_state = None
+    if source is not None and hasattr(source, "lag"):
+
+        def kafka_state() -> dict[str, Any]:
+            return {
+                "lag": source.lag(),
+                "committed": source.committed_offsets(),
+                "rebalances": source.rebalances,
+            }
+
+    exporter = MetricsExporter(engine, max_weights=args.metrics_max_weights, kafka=kafka_state)
     if args.metrics_port is not None:
         port = exporter.serve(args.metrics_port, args.metrics_host)
         if not args.quiet:

@@ -6,7 +6,7 @@ import base64
 import json
 from collections import Counter
 
-from conftest import binary_examples, model_of, run_cli
+from cli_helpers import binary_examples, model_of, run_cli
 
 from stream_perceptron import Perceptron
 
@@ -48,10 +48,10 @@ def _corpus() -> tuple[bytes, Counter]:
     return b"\n".join(lines) + b"\n", expected
 
 
-def test_no_crash_every_bad_record_counted_and_kept_model_untouched(workdir):
+def test_no_crash_every_bad_record_counted_and_kept_model_untouched(tmp_path):
     data, expected = _corpus()
     assert set(expected) == {reason for _, reason in BAD}
-    ck, dead, summary = workdir / "m.json", workdir / "dead.jsonl", workdir / "s.json"
+    ck, dead, summary = tmp_path / "m.json", tmp_path / "dead.jsonl", tmp_path / "s.json"
     proc = run_cli(
         "run",
         "--format",
@@ -91,9 +91,9 @@ def test_no_crash_every_bad_record_counted_and_kept_model_untouched(workdir):
     assert model_of(ck).get_state() == direct.get_state()
 
 
-def test_bad_records_in_csv_and_libsvm(workdir):
+def test_bad_records_in_csv_and_libsvm(tmp_path):
     csv = b"a,b,y\n1,2,1\n1,2\n1,x,0\n1,inf,0\n,,\n-1,-2,0\n"
-    summary = workdir / "s.json"
+    summary = tmp_path / "s.json"
     proc = run_cli("run", "--format", "csv", "--summary-json", str(summary), stdin=csv)
     assert proc.returncode == 0
     s = json.loads(summary.read_text())
@@ -108,9 +108,9 @@ def test_bad_records_in_csv_and_libsvm(workdir):
     assert s["learned"] == 2
 
 
-def test_on_error_fail_stops_at_the_first_bad_record(workdir):
+def test_on_error_fail_stops_at_the_first_bad_record(tmp_path):
     data = b'{"a": 1, "y": 1}\n{"a": 2, "y": 0}\n{oops\n{"a": 3, "y": 1}\n'
-    ck = workdir / "m.json"
+    ck = tmp_path / "m.json"
     proc = run_cli(
         "run", "--format", "jsonl", "--on-error", "fail", "--checkpoint", str(ck), stdin=data
     )

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from conftest import CLI, binary_examples, model_of, run_cli, to_csv
+from cli_helpers import CLI, binary_examples, model_of, run_cli, to_csv
 
 
 def _wait_for(path, timeout=60.0):
@@ -19,18 +19,18 @@ def _wait_for(path, timeout=60.0):
         time.sleep(0.02)
 
 
-def test_kill_9_then_resume_ends_with_the_uninterrupted_model(workdir):
-    data = workdir / "data.csv"
+def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path):
+    data = tmp_path / "data.csv"
     data.write_bytes(to_csv(binary_examples(150_000, d=6, seed=11)))
     common = ["run", "--input", str(data), "--averaged", "--checkpoint-every", "2000"]
 
-    whole = workdir / "whole.json"
+    whole = tmp_path / "whole.json"
     proc = run_cli(
-        *common, "--checkpoint", str(whole), "--predictions", str(workdir / "whole.jsonl")
+        *common, "--checkpoint", str(whole), "--predictions", str(tmp_path / "whole.jsonl")
     )
     assert proc.returncode == 0, proc.stderr.decode()
 
-    ck, preds = workdir / "ck.json", workdir / "preds.jsonl"
+    ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
     args = [*CLI, *common, "--checkpoint", str(ck), "--predictions", str(preds), "--resume"]
     rng = random.Random(5)
     kills = 0
@@ -51,11 +51,11 @@ def test_kill_9_then_resume_ends_with_the_uninterrupted_model(workdir):
     assert resumed["stats"] == uninterrupted["stats"]
     assert resumed["positions"] == uninterrupted["positions"]
     # Outputs are cut back to the checkpoint on resume: no duplicate and no missing line.
-    assert preds.read_bytes() == (workdir / "whole.jsonl").read_bytes()
+    assert preds.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
 
 
-def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(workdir):
-    ck = workdir / "ck.json"
+def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(tmp_path):
+    ck = tmp_path / "ck.json"
     proc = subprocess.Popen(
         [*CLI, "run", "--format", "csv", "--checkpoint", str(ck)],
         stdin=subprocess.PIPE,
@@ -71,12 +71,12 @@ def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(workdir):
     assert model_of(ck).n_seen == 300
 
 
-def test_two_million_lines_in_bounded_memory(workdir):
+def test_two_million_lines_in_bounded_memory(tmp_path):
     block = to_csv(binary_examples(100_000, d=3, seed=4))
     header, body = block.split(b"\n", 1)
 
     def peak_rss(repeats: int) -> tuple[int, dict]:
-        summary = workdir / f"s{repeats}.json"
+        summary = tmp_path / f"s{repeats}.json"
         proc = subprocess.Popen(
             [*CLI, "run", "--format", "csv", "--summary-json", str(summary)],
             stdin=subprocess.PIPE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import binary_examples, model_of, run_cli, to_csv, to_jsonl, to_libsvm
+from cli_helpers import binary_examples, model_of, run_cli, to_csv, to_jsonl, to_libsvm
 
 from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
 from stream_perceptron.synthetic import separable_multiclass
@@ -29,8 +29,8 @@ def _learn_directly(model, examples):
         ("libsvm", to_libsvm(EXAMPLES), lambda k: k[1:]),
     ],
 )
-def test_binary_model_through_a_pipe_equals_direct_learning(workdir, fmt, data, rename):
-    ck, summary = workdir / "model.json", workdir / "summary.json"
+def test_binary_model_through_a_pipe_equals_direct_learning(tmp_path, fmt, data, rename):
+    ck, summary = tmp_path / "model.json", tmp_path / "summary.json"
     proc = run_cli(
         "run",
         "--format",
@@ -56,9 +56,9 @@ def test_binary_model_through_a_pipe_equals_direct_learning(workdir, fmt, data, 
 
 
 @pytest.mark.parametrize("model", ["multiclass", "centroid"])
-def test_multiclass_models_through_a_pipe(workdir, model):
+def test_multiclass_models_through_a_pipe(tmp_path, model):
     examples = list(separable_multiclass(2000, n_classes=4, n_features=6, gap=0.3, seed=3))
-    ck = workdir / "m.json"
+    ck = tmp_path / "m.json"
     proc = run_cli(
         "run",
         "--format",
@@ -77,12 +77,12 @@ def test_multiclass_models_through_a_pipe(workdir, model):
     assert model_of(ck).get_state() == direct.get_state()
 
 
-def test_unlabelled_records_are_predicted_not_learned(workdir):
+def test_unlabelled_records_are_predicted_not_learned(tmp_path):
     train, serve = EXAMPLES[:500], EXAMPLES[500:520]
     data = to_csv(train) + b"".join(
         (",".join([*(repr(v) for v in x.values()), ""]) + "\n").encode() for x, _ in serve
     )
-    preds, ck = workdir / "p.jsonl", workdir / "m.json"
+    preds, ck = tmp_path / "p.jsonl", tmp_path / "m.json"
     proc = run_cli(
         "run", "--format", "csv", "--predictions", str(preds), "--checkpoint", str(ck), stdin=data
     )
@@ -98,18 +98,18 @@ def test_unlabelled_records_are_predicted_not_learned(workdir):
     assert {"label", "mistake", "prediction"} <= set(lines[0])
 
 
-def test_input_file_format_from_extension_crlf_bom_and_no_final_newline(workdir):
-    path = workdir / "data.csv"
+def test_input_file_format_from_extension_crlf_bom_and_no_final_newline(tmp_path):
+    path = tmp_path / "data.csv"
     path.write_bytes(b"\xef\xbb\xbf" + to_csv(EXAMPLES[:100]).replace(b"\n", b"\r\n").rstrip())
-    ck = workdir / "m.json"
+    ck = tmp_path / "m.json"
     proc = run_cli("run", "--input", str(path), "--checkpoint", str(ck))
     assert proc.returncode == 0, proc.stderr.decode()
     direct, _ = _learn_directly(Perceptron(), EXAMPLES[:100])
     assert model_of(ck).get_state() == direct.get_state()
 
 
-def test_empty_input(workdir):
-    summary = workdir / "s.json"
+def test_empty_input(tmp_path):
+    summary = tmp_path / "s.json"
     proc = run_cli("run", "--format", "jsonl", "--summary-json", str(summary), stdin=b"")
     assert proc.returncode == 0
     s = json.loads(summary.read_text())
@@ -133,8 +133,8 @@ def test_missing_label_column_is_a_clear_failure():
     assert b"no label column 'target'" in proc.stderr
 
 
-def test_inspect_prints_the_model(workdir):
-    ck = workdir / "m.json"
+def test_inspect_prints_the_model(tmp_path):
+    ck = tmp_path / "m.json"
     assert (
         run_cli(
             "run", "--format", "csv", "--checkpoint", str(ck), stdin=to_csv(EXAMPLES)
@@ -147,4 +147,4 @@ def test_inspect_prints_the_model(workdir):
     model = model_of(ck)
     top = max(model.weights, key=lambda k: abs(model.weights[k]))
     assert "examples     3000" in out and f"  {top}" in out
-    assert run_cli("inspect", str(workdir / "missing.json")).returncode == 1
+    assert run_cli("inspect", str(tmp_path / "missing.json")).returncode == 1

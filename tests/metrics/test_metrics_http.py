@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import EngineProcess
+from engine_process import EngineProcess
 from prometheus_client.parser import text_string_to_metric_families
 from services import http_get, require
 

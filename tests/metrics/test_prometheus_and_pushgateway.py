@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import CLI, EngineProcess
+from cli_helpers import CLI
+from engine_process import EngineProcess
 from prometheus_client.parser import text_string_to_metric_families
 from services import http_get, prometheus_server, pushgateway_server, wait_query
 from test_metrics_http import _csv, _examples, _wait_examples

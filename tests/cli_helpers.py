@@ -1,3 +1,5 @@
+"""Helpers for tests that drive `stream-perceptron` as a subprocess."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from stream_perceptron.learners import StreamClassifier
 
@@ -53,8 +54,3 @@ def to_libsvm(examples) -> bytes:
     for x, y in examples:
         out.append(" ".join([str(y), *(f"{k[1:]}:{v!r}" for k, v in x.items())]))
     return ("\n".join(out) + "\n").encode()
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    return tmp_path

@@ -1,13 +1,11 @@
+"""A `stream-perceptron run` subprocess with a metrics port, fed by the test."""
+
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/services.py
-
-CLI = [sys.executable, "-m", "stream_perceptron.cli"]
+from cli_helpers import CLI
 
 
 class EngineProcess:

@@ -1,0 +1,83 @@
+"""``--source kafka``: the Kafka source and topic sinks built from command-line options."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from stream_perceptron.engine import Engine, Outputs
+from stream_perceptron.errors import StreamPerceptronError
+
+__all__ = ["client_options", "kafka_source", "kafka_outputs"]
+
+USERNAME_ENV = "STREAM_PERCEPTRON_KAFKA_USERNAME"
+PASSWORD_ENV = "STREAM_PERCEPTRON_KAFKA_PASSWORD"
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Security settings for kafka-python; credentials only from the environment.
+
+    Examples
+    --------
+    >>> ns = argparse.Namespace(security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+    ...                         ssl_cafile=None, ssl_certfile=None, ssl_keyfile=None)
+    >>> os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV] = "alice", "secret"
+    >>> sorted(client_options(ns))
+    ['sasl_mechanism', 'sasl_plain_password', 'sasl_plain_username', 'security_protocol']
+    >>> del os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV]
+
+    """
+    options: dict[str, Any] = {}
+    for name in (
+        "security_protocol",
+        "sasl_mechanism",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+    ):
+        value = getattr(args, name, None)
+        if value:
+            options[name] = value
+    if options.get("sasl_mechanism"):
+        username, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
+        if not username or password is None:
+            raise StreamPerceptronError(
+                f"--sasl-mechanism needs the environment variables {USERNAME_ENV} and "
+                f"{PASSWORD_ENV} (credentials are never taken from the command line)"
+            )
+        options["sasl_plain_username"] = username
+        options["sasl_plain_password"] = password
+    return options
+
+
+def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
+    """A consumer-group source that resumes partitions where the engine's model left them."""
+    from connectors.kafka import KafkaSource
+
+    return KafkaSource(
+        args.bootstrap_servers.split(","),
+        args.topic,
+        args.group,
+        on_assign=engine.assigned,
+        on_revoke=engine.revoked,
+        exit_at_end=args.exit_at_end,
+        client_options=client_options(args),
+    )
+
+
+def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
+    """Replace file outputs by topic sinks where ``--*-topic`` options ask for them."""
+    from connectors.kafka import KafkaSink
+
+    servers = args.bootstrap_servers.split(",")
+    options = client_options(args)
+    if args.predictions_topic:
+        if outputs.predictions is not None:
+            raise StreamPerceptronError("give --predictions or --predictions-topic, not both")
+        outputs.predictions = KafkaSink(servers, args.predictions_topic, client_options=options)
+    if args.dead_letter_topic:
+        if outputs.dead_letters is not None:
+            raise StreamPerceptronError("give --dead-letter or --dead-letter-topic, not both")
+        outputs.dead_letters = KafkaSink(servers, args.dead_letter_topic, client_options=options)
+    return outputs
