@@ -350,6 +350,21 @@ def test_close_stops_iteration_and_keeps_unowned_stream_open() -> None:
     assert not stream.closed
 
 
+def test_close_stops_iteration_within_one_read() -> None:
+    source = LineSource(io.BytesIO(b"a\nb\nc\n"), batch_size=1)
+    it = source.batches()
+    assert [r.value for r in next(it)] == [b"a"]
+    source.close()
+    assert list(it) == []
+
+
+def test_default_batch_size_bounds_batches() -> None:
+    with LineSource(io.BytesIO(b"x\n" * 1000)) as source:
+        sizes = [len(b) for b in source.batches()]
+    assert sum(sizes) == 1000
+    assert max(sizes) == source.batch_size == 256
+
+
 def test_close_stream_option_closes_stream() -> None:
     stream = io.BytesIO(b"a\n")
     with LineSource(stream, close_stream=True):
