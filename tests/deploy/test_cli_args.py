@@ -1,0 +1,37 @@
+"""The engine command lines in the compose file and the StatefulSet are valid CLI invocations."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stream_perceptron.cli import build_parser
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _parse(argv: list[str]):
+    argv = [re.sub(r"\$\((\w+)\)", "x", a) for a in argv]  # Kubernetes $(VAR) substitution
+    argv = [{"--format=x": "--format=jsonl", "--model=x": "--model=binary"}.get(a, a) for a in argv]
+    argv = [a.replace("--checkpoint-interval=x", "--checkpoint-interval=10") for a in argv]
+    return build_parser().parse_args(argv)
+
+
+def test_statefulset_args_parse():
+    manifest = yaml.safe_load((DEPLOY / "k8s" / "statefulset.yaml").read_text())
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    args = _parse(container["args"])
+    assert args.command == "run" and args.source == "kafka" and args.resume
+    assert args.metrics_port == 9108 and args.metrics_host == "0.0.0.0"
+
+
+def test_compose_engine_command_parses():
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    command = compose["services"]["engine"]["command"]
+    if isinstance(command, str):
+        pytest.fail("the engine command should be a list")
+    args = _parse(command)
+    assert args.source == "kafka" and args.checkpoint and args.metrics_port == 9108
