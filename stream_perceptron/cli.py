@@ -105,6 +105,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     kafka.add_argument(
         "--sasl-mechanism", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
     )
+    kafka.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a kafka-python consumer setting, e.g. session_timeout_ms=10000 (repeat)",
+    )
     kafka.add_argument("--ssl-cafile", metavar="PATH")
     kafka.add_argument("--ssl-certfile", metavar="PATH")
     kafka.add_argument("--ssl-keyfile", metavar="PATH")

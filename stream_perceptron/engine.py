@@ -318,12 +318,15 @@ class Engine:
                 stats=self.stats.get_state(),
                 outputs={path: file_size(path) for path in self.outputs.paths.values()},
             )
-            save_checkpoint(self.checkpoint.path, checkpoint)
-        self.checkpoint.done(self.stats.records)
-        self.last_checkpoint_time = time.time()
-        logger.debug(
-            "checkpoint saved to %s at %d records", self.checkpoint.path, self.stats.records
-        )
+            if self.checkpoint is not None:
+                save_checkpoint(self.checkpoint.path, checkpoint)
+                self.checkpoint.done(self.stats.records)
+                self.last_checkpoint_time = time.time()
+            offsets = dict(self.next_offsets)
+        commit = getattr(self._source, "commit", None)
+        if commit is not None and offsets:
+            commit(offsets)
+        logger.debug("checkpoint at %d records", self.stats.records)
 
 
 def _dead_letter_headers(record: Record, reason: str, detail: str) -> list[tuple[str, bytes]]:

@@ -51,9 +51,27 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def consumer_options(pairs: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` settings for the consumer; whole numbers become ints.
+
+    Examples
+    --------
+    >>> consumer_options(["session_timeout_ms=6000", "client_id=engine-1"])
+    {'session_timeout_ms': 6000, 'client_id': 'engine-1'}
+
+    """
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise StreamPerceptronError(f"--kafka-option {pair!r} is not NAME=VALUE")
+        options[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value
+    return options
+
+
 def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
     """A consumer-group source that resumes partitions where the engine's model left them."""
-    from connectors.kafka import KafkaSource
+    from connectors import KafkaSource
 
     return KafkaSource(
         args.bootstrap_servers.split(","),
@@ -62,13 +80,13 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         on_assign=engine.assigned,
         on_revoke=engine.revoked,
         exit_at_end=args.exit_at_end,
-        client_options=client_options(args),
+        client_options={**consumer_options(args.kafka_option), **client_options(args)},
     )
 
 
 def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
     """Replace file outputs by topic sinks where ``--*-topic`` options ask for them."""
-    from connectors.kafka import KafkaSink
+    from connectors import KafkaSink
 
     servers = args.bootstrap_servers.split(",")
     options = client_options(args)

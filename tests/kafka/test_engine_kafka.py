@@ -1,0 +1,325 @@
+"""`stream-perceptron run --source kafka` against the real Apache Kafka broker."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from cli_helpers import CLI, binary_examples, model_of, run_cli
+from engine_process import EngineProcess
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from services import http_get
+
+from stream_perceptron import Perceptron
+
+
+def _name(kind: str) -> str:
+    return f"test-{kind}-{uuid.uuid4().hex[:10]}"
+
+
+def make_topic(bootstrap: str, partitions: int = 1) -> str:
+    topic = _name("topic")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    finally:
+        admin.close()
+    return topic
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    try:
+        for i, value in enumerate(values):
+            producer.send(topic, value=value, key=f"k{i}".encode(), partition=i % partitions)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def jsonl(examples) -> list[bytes]:
+    return [json.dumps({**x, "y": y}).encode() for x, y in examples]
+
+
+def kafka_args(bootstrap: str, topic: str, group: str, *extra: str) -> list[str]:
+    return [
+        "run",
+        "--source",
+        "kafka",
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--format",
+        "jsonl",
+        "--metrics-port",
+        "-1",
+        # A killed engine leaves the group after the session timeout: keep it short in tests.
+        "--kafka-option",
+        "session_timeout_ms=6000",
+        "--kafka-option",
+        "heartbeat_interval_ms=1000",
+        *extra,
+    ]
+
+
+def direct(examples):
+    model = Perceptron()
+    for x, y in examples:
+        model.learn_one(x, y)
+    return model
+
+
+def test_consumes_a_topic_and_learns_exactly_what_was_produced(kafka_bootstrap, tmp_path):
+    examples = binary_examples(3000, seed=21)
+    topic = make_topic(kafka_bootstrap)
+    lines = jsonl(examples)
+    # 1000 messages of one record, then 20 messages of 100 newline-separated records.
+    batched = [b"\n".join(lines[i : i + 100]) for i in range(1000, 3000, 100)]
+    produce(kafka_bootstrap, topic, lines[:1000] + batched)
+    ck, summary = tmp_path / "m.json", tmp_path / "s.json"
+    proc = run_cli(
+        *kafka_args(
+            kafka_bootstrap,
+            topic,
+            _name("group"),
+            "--exit-at-end",
+            "--checkpoint",
+            str(ck),
+            "--summary-json",
+            str(summary),
+        )
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert model_of(ck).get_state() == direct(examples).get_state()
+    s = json.loads(summary.read_text())
+    assert s["learned"] == 3000 and s["invalid"] == {}
+    positions = json.loads(ck.read_text())["positions"]
+    assert positions == [{"source": topic, "partition": 0, "next_offset": 1020}]
+    # The group's committed offset is the checkpoint's.
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=_group_of(proc))
+    try:
+        assert consumer.committed(TopicPartition(topic, 0)) == 1020
+    finally:
+        consumer.close()
+
+
+def _group_of(proc: subprocess.CompletedProcess) -> str:
+    args = proc.args
+    return args[args.index("--group") + 1]
+
+
+def test_kcat_as_an_independent_producer(kafka_bootstrap, tmp_path):
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat not found: install the Debian package kcat"
+    examples = binary_examples(500, seed=22)
+    topic = make_topic(kafka_bootstrap)
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(b"\n".join(jsonl(examples)) + b"\n")
+    subprocess.run(
+        [kcat, "-P", "-b", kafka_bootstrap, "-t", topic, "-l", str(data)], check=True, timeout=60
+    )
+    ck = tmp_path / "m.json"
+    proc = run_cli(
+        *kafka_args(
+            kafka_bootstrap, topic, _name("group"), "--exit-at-end", "--checkpoint", str(ck)
+        )
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert model_of(ck).get_state() == direct(examples).get_state()
+
+
+def _kill_and_resume(args: list[str], ck, rounds: int, seed: int) -> int:
+    rng = random.Random(seed)
+    kills = 0
+    for _ in range(rounds):
+        victim = subprocess.Popen([*CLI, *args], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not ck.exists() and time.monotonic() < deadline and victim.poll() is None:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.2, 1.5))
+        if victim.poll() is None:
+            victim.send_signal(signal.SIGKILL)
+            kills += 1
+        victim.wait(timeout=60)
+    finish = subprocess.run([*CLI, *args], capture_output=True, timeout=180, check=False)
+    assert finish.returncode == 0, finish.stderr.decode()
+    return kills
+
+
+def _learned_positions(predictions) -> Counter:
+    seen: Counter = Counter()
+    for line in predictions.read_text().splitlines():
+        entry = json.loads(line)
+        seen[
+            (entry["partition"], entry["offset"], entry["label"], json.dumps(entry["position"]))
+        ] += 1
+    return seen
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_kill_9_at_random_points_loses_nothing_and_learns_nothing_twice(
+    kafka_bootstrap, tmp_path, partitions
+):
+    examples = binary_examples(60_000, d=8, seed=23)
+    topic = make_topic(kafka_bootstrap, partitions)
+    produce(kafka_bootstrap, topic, jsonl(examples), partitions)
+
+    whole = tmp_path / "whole.json"
+    proc = run_cli(
+        *kafka_args(
+            kafka_bootstrap, topic, _name("group"), "--exit-at-end", "--checkpoint", str(whole)
+        ),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+
+    ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
+    args = kafka_args(
+        kafka_bootstrap,
+        topic,
+        _name("group"),
+        "--exit-at-end",
+        "--resume",
+        "--checkpoint",
+        str(ck),
+        "--checkpoint-every",
+        "3000",
+        "--predictions",
+        str(preds),
+    )
+    kills = _kill_and_resume(args, ck, rounds=3, seed=partitions)
+    assert kills >= 1
+
+    resumed = json.loads(ck.read_text())
+    assert resumed["stats"]["learned"] == 60_000
+    learned = _learned_positions(preds)
+    assert sum(learned.values()) == 60_000 and set(learned.values()) == {1}
+    per_partition = Counter(p for p, *_ in learned)
+    assert per_partition == {p: 60_000 // partitions for p in range(partitions)}
+    if partitions == 1:  # a fixed order: bit-identical to the uninterrupted run
+        assert model_of(ck).get_state() == model_of(whole).get_state()
+
+
+def _scrape(url: str) -> str:
+    return http_get(url).decode()
+
+
+def _assigned_partitions(engine: EngineProcess) -> int:
+    return _scrape(engine.url).count("stream_perceptron_kafka_consumer_lag{")
+
+
+def _examples_total(engine: EngineProcess) -> float:
+    for line in _scrape(engine.url).splitlines():
+        if line.startswith("stream_perceptron_examples_total "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _wait(condition, timeout=90.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_two_engines_in_one_group_share_the_partitions(kafka_bootstrap, tmp_path):
+    topic, group = make_topic(kafka_bootstrap, 4), _name("group")
+    engines = []
+    for name in ("a", "b"):
+        args = kafka_args(
+            kafka_bootstrap,
+            topic,
+            group,
+            "--checkpoint",
+            str(tmp_path / f"{name}.json"),
+            "--predictions",
+            str(tmp_path / f"{name}.jsonl"),
+        )
+        args.remove("--metrics-port")
+        args.remove("-1")
+        engines.append(EngineProcess(*args[1:]))
+    try:
+        _wait(lambda: [_assigned_partitions(e) for e in engines] == [2, 2], what="2 + 2 partitions")
+        examples = binary_examples(8000, seed=24)
+        produce(kafka_bootstrap, topic, jsonl(examples), 4)
+        _wait(lambda: sum(_examples_total(e) for e in engines) == 8000, what="8000 examples")
+        shares = [_examples_total(e) for e in engines]
+    finally:
+        for e in engines:
+            e.proc.send_signal(signal.SIGTERM)
+        codes = [e.finish()[0] for e in engines]
+    assert codes == [0, 0]
+    assert all(share > 0 for share in shares)
+    learned = _learned_positions(tmp_path / "a.jsonl") + _learned_positions(tmp_path / "b.jsonl")
+    assert sum(learned.values()) == 8000 and set(learned.values()) == {1}
+
+
+def test_predictions_and_dead_letters_go_to_their_topics(kafka_bootstrap, tmp_path):
+    topic = make_topic(kafka_bootstrap)
+    preds_topic, dead_topic = make_topic(kafka_bootstrap), make_topic(kafka_bootstrap)
+    good = jsonl(binary_examples(50, seed=25))
+    values = good[:25] + [b"{broken", b'{"f0": "NaN-ish", "y": [1]}'] + good[25:]
+    produce(kafka_bootstrap, topic, values)
+    proc = run_cli(
+        *kafka_args(
+            kafka_bootstrap,
+            topic,
+            _name("group"),
+            "--exit-at-end",
+            "--predictions-topic",
+            preds_topic,
+            "--dead-letter-topic",
+            dead_topic,
+        )
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+
+    def read_all(t: str, n: int):
+        consumer = KafkaConsumer(
+            t,
+            bootstrap_servers=kafka_bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=10_000,
+            group_id=_name("reader"),
+        )
+        try:
+            out = []
+            for message in consumer:
+                out.append(message)
+                if len(out) == n:
+                    break
+            return out
+        finally:
+            consumer.close()
+
+    predictions = read_all(preds_topic, 50)
+    assert len(predictions) == 50
+    first = json.loads(predictions[0].value)
+    assert predictions[0].key == b"k0"
+    assert (first["topic"], first["partition"], first["offset"]) == (topic, 0, 0)
+    assert {"prediction", "label", "mistake"} <= set(first)
+    dead = read_all(dead_topic, 2)
+    assert [m.value for m in dead] == values[25:27]
+    assert [m.key for m in dead] == [b"k25", b"k26"]
+    headers = [dict(m.headers) for m in dead]
+    assert headers[0]["reason"] == b"invalid_json" and headers[1]["reason"] == b"non_numeric_value"
+    assert headers[0]["source"] == topic.encode() and headers[0]["offset"] == b"25"
+    assert headers[0]["partition"] == b"0"
+
+
+def test_usage_errors_for_kafka_options():
+    proc = run_cli("run", "--source", "kafka", "--format", "jsonl")
+    assert proc.returncode == 2 and b"--bootstrap-servers, --topic, --group" in proc.stderr
+    proc = run_cli("run", "--format", "jsonl", "--predictions-topic", "x", stdin=b"")
+    assert proc.returncode == 2 and b"needs --source kafka" in proc.stderr
