@@ -22,6 +22,8 @@ from __future__ import annotations
 from connectors.base import Sink, Source
 from connectors.errors import ConnectorError
 from connectors.files import FileSink, open_sink
+from connectors.kafka_sink import KafkaSink
+from connectors.kafka_source import KafkaSource, TopicPartitionKey
 from connectors.lines import LineSource, open_line_source
 from connectors.memory import MemorySink, MemorySource
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
@@ -30,6 +32,8 @@ __all__ = [
     "LINE_TOO_LONG",
     "ConnectorError",
     "FileSink",
+    "KafkaSink",
+    "KafkaSource",
     "LineSource",
     "MemorySink",
     "MemorySource",
@@ -37,6 +41,7 @@ __all__ = [
     "Record",
     "Sink",
     "Source",
+    "TopicPartitionKey",
     "build_records",
     "open_line_source",
     "open_sink",

@@ -1,0 +1,743 @@
+"""Kafka source: consume topics as a member of a consumer group.
+
+:class:`KafkaSource` yields each poll's messages as one batch of
+:class:`~connectors.record.Record`, lets the caller choose where newly assigned
+partitions start (its checkpoint) and commits offsets only when asked.
+
+kafka-python (3.x) is imported lazily, so importing :mod:`connectors` stays fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from connectors.errors import ConnectorError
+from connectors.record import Position, Record
+
+if TYPE_CHECKING:
+    from kafka.consumer import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+__all__ = ["KafkaSource", "TopicPartitionKey", "split_message"]
+
+logger = logging.getLogger(__name__)
+
+#: ``(topic, partition)``
+TopicPartitionKey = tuple[str, int]
+
+_T = TypeVar("_T")
+
+# Set by the source itself; a client option may not override them.
+_RESERVED_CONSUMER_OPTIONS = frozenset(
+    {
+        "bootstrap_servers",
+        "group_id",
+        "enable_auto_commit",
+        "max_poll_records",
+        "key_deserializer",
+        "value_deserializer",
+    }
+)
+_REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
+_RETRY_PAUSE_S = 0.5  # pause after a failed poll or assignment call
+_LAG_REFRESH_S = 2.0  # how often cached end offsets are updated from fetch responses
+
+
+def merge_client_options(
+    defaults: dict[str, Any], client_options: dict[str, Any] | None, reserved: Iterable[str]
+) -> dict[str, Any]:
+    """Return ``defaults`` updated with ``client_options``, refusing reserved keys.
+
+    Parameters
+    ----------
+    defaults
+        Settings of the connector, overridable unless reserved.
+    client_options
+        kafka-python settings given by the caller (security, timeouts...).
+    reserved
+        Keys the connector sets itself.
+
+    Returns
+    -------
+    dict
+        The settings to pass to the kafka-python client.
+
+    Raises
+    ------
+    ConnectorError
+        If ``client_options`` is not a dict or contains a reserved key.
+
+    Examples
+    --------
+    >>> merge_client_options({"acks": "all"}, {"linger_ms": 5}, {"bootstrap_servers"})
+    {'acks': 'all', 'linger_ms': 5}
+    """
+    options = dict(client_options or {})
+    if client_options is not None and not isinstance(client_options, dict):
+        raise ConnectorError(f"client_options must be a dict, got {type(client_options).__name__}")
+    clash = sorted(set(options) & set(reserved))
+    if clash:
+        raise ConnectorError(f"client_options may not set {', '.join(clash)}")
+    return {**defaults, **options}
+
+
+def split_message(value: bytes) -> list[bytes]:
+    """Split a message value into lines, as :class:`KafkaSource` does.
+
+    A line ends at ``b"\\n"``; a ``b"\\r"`` ending a line is removed. A final
+    newline does not start another line, but empty lines elsewhere are kept,
+    so every message gives at least one line and nothing is dropped.
+
+    Parameters
+    ----------
+    value
+        The message value.
+
+    Returns
+    -------
+    list of bytes
+        The lines, without terminators.
+
+    Examples
+    --------
+    >>> split_message(b"a\\r\\n\\nb\\n")
+    [b'a', b'', b'b']
+    >>> split_message(b""), split_message(b"\\n"), split_message(b"x\\r")
+    ([b''], [b''], [b'x'])
+    """
+    lines = value.split(b"\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def _fatal_errors() -> tuple[type[Exception], ...]:
+    """kafka-python errors that retrying cannot fix (configuration, rights)."""
+    import kafka.errors as errors
+
+    return (
+        errors.AuthorizationError,
+        errors.SaslAuthenticationFailedError,
+        errors.UnsupportedSaslMechanismError,
+        errors.IllegalSaslStateError,
+        errors.KafkaConfigurationError,
+        errors.IllegalStateError,
+        errors.UnsupportedVersionError,
+        errors.InvalidTopicError,
+        errors.InvalidGroupIdError,
+        errors.InvalidSessionTimeoutError,
+        errors.FencedInstanceIdError,
+    )
+
+
+def _check_offsets(offsets: object, what: str) -> dict[TopicPartitionKey, int]:
+    if not isinstance(offsets, dict):
+        raise ConnectorError(f"{what} must be a dict, got {type(offsets).__name__}")
+    for key, offset in offsets.items():
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConnectorError(f"{what}: offset of {key!r} must be an int >= 0, got {offset!r}")
+    return offsets
+
+
+class KafkaSource:
+    """Consume Kafka topics in a consumer group, in batches of records.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    topics
+        Topics to subscribe to.
+    group_id
+        Consumer group; partitions are shared among the group's members.
+    on_assign
+        Called with newly assigned partitions; returns the offsets the caller
+        wants to resume from (its checkpoint), for any of them. Each partition
+        starts at the larger of that offset and the group's committed offset;
+        with neither, ``auto_offset_reset`` (``"earliest"``) applies.
+    on_revoke
+        Called with partitions about to be given up (rebalance, or
+        :meth:`close`), while they can still be committed: checkpoint and call
+        :meth:`commit` in it. Only partitions reported by ``on_assign`` are
+        passed. Also called when the group membership was lost (the commit
+        then fails).
+    exit_at_end
+        Stop iterating once the group is stable, partitions are assigned and
+        each is read up to the end offset it had when it was assigned. An
+        empty assignment never ends the iteration: a member with nothing to
+        read waits for partitions.
+    poll_timeout_ms
+        Longest wait for messages in one poll.
+    max_poll_records
+        Most messages per poll, hence per batch.
+    split_lines
+        Make one record per line of a message (see :func:`split_message`),
+        all with the message's position; otherwise one record per message.
+    client_options
+        Further kafka-python ``KafkaConsumer`` settings (``security_protocol``,
+        ``sasl_mechanism``, ``ssl_cafile``, ``session_timeout_ms``...). The
+        source sets ``reconnect_backoff_max_ms=5000`` (a returning broker is
+        found within seconds) unless given here.
+    commit_timeout_ms
+        Longest wait of :meth:`commit` for the broker.
+    assignment_timeout_s
+        With ``exit_at_end``, longest wait for a first non-empty assignment;
+        also the longest time spent retrying the broker calls that handle an
+        assignment.
+
+    Attributes
+    ----------
+    rebalances : int
+        Number of times the assignment changed (the first one included); a
+        rebalance that gives back the same partitions does not count.
+
+    Notes
+    -----
+    *Threads.* ``on_assign``, ``on_revoke`` and the broker calls that go with
+    an assignment run in a short-lived helper thread, while the thread that
+    called ``next()`` on :meth:`batches` (or :meth:`close`) waits inside
+    kafka-python, so they never run concurrently with that thread's code.
+    kafka-python runs its own network thread (heartbeats), so a slow callback
+    does not cost the group membership. An exception raised by a callback is
+    re-raised unchanged by :meth:`batches` (or :meth:`close`).
+
+    *Broker outages.* Iteration goes on: polls return nothing while the
+    broker is away (losing and finding the group coordinator is logged) and
+    kafka-python reconnects by itself; a poll that raises a retriable error
+    is logged and retried after a short pause. Errors that retrying cannot
+    fix (authorization, configuration) raise
+    :class:`~connectors.errors.ConnectorError`. :meth:`commit` returns
+    ``False`` while the broker is away. If the group membership expired
+    meanwhile, the partitions are revoked (``on_revoke``; its commit fails)
+    and assigned again (``on_assign``), resuming at the checkpoint.
+
+    *Lag.* :meth:`lag` uses end offsets read at assignment, then the high
+    watermarks of fetch responses (refreshed every few seconds); it makes no
+    network call and is safe to call from another thread.
+
+    Examples
+    --------
+    No connection is made before :meth:`batches` is iterated:
+
+    >>> source = KafkaSource("127.0.0.1:9", ["events"], "learners")
+    >>> source.assignment, source.lag(), source.committed_offsets(), source.rebalances
+    ([], {}, {}, 0)
+    >>> source.close()
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topics: list[str],
+        group_id: str,
+        *,
+        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
+        on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
+        exit_at_end: bool = False,
+        poll_timeout_ms: int = 500,
+        max_poll_records: int = 2000,
+        split_lines: bool = True,
+        client_options: dict[str, Any] | None = None,
+        commit_timeout_ms: int = 5000,
+        assignment_timeout_s: float = 60.0,
+    ) -> None:
+        if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
+            raise ConnectorError(f"topics must be a non-empty list of str, got {topics!r}")
+        if not isinstance(group_id, str) or not group_id:
+            raise ConnectorError(f"group_id must be a non-empty str, got {group_id!r}")
+        for label, value, low in (
+            ("poll_timeout_ms", poll_timeout_ms, 0),
+            ("max_poll_records", max_poll_records, 1),
+            ("commit_timeout_ms", commit_timeout_ms, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConnectorError(f"{label} must be an int >= {low}, got {value!r}")
+        self._config = merge_client_options(
+            {"auto_offset_reset": "earliest", "reconnect_backoff_max_ms": 5000},
+            client_options,
+            _RESERVED_CONSUMER_OPTIONS,
+        )
+        self._config.update(
+            bootstrap_servers=bootstrap_servers,
+            group_id=group_id,
+            enable_auto_commit=False,
+            max_poll_records=max_poll_records,
+        )
+        self.topics = list(topics)
+        self.group_id = group_id
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._exit_at_end = exit_at_end
+        self._poll_timeout_ms = poll_timeout_ms
+        self._max_poll_records = max_poll_records
+        self._split_lines = split_lines
+        self._commit_timeout_ms = commit_timeout_ms
+        self._assignment_timeout_s = float(assignment_timeout_s)
+        self.rebalances = 0
+        self._consumer: KafkaConsumer | None = None
+        self._lock = threading.Lock()  # guards the state below (read by metrics threads)
+        self._assigned: list[TopicPartitionKey] = []
+        self._positions: dict[TopicPartitionKey, int] = {}
+        self._ends: dict[TopicPartitionKey, int] = {}  # for lag(), refreshed
+        self._stop_at: dict[TopicPartitionKey, int] = {}  # for exit_at_end, noted at assignment
+        self._committed: dict[TopicPartitionKey, int] = {}  # by this source
+        self._floor: dict[TopicPartitionKey, int] = {}  # never commit at or below
+        self._callback_error: BaseException | None = None
+        self._had_partitions = False
+        self._lost_since: float | None = None
+        self._last_assignment: set[TopicPartitionKey] = set()
+        self._ends_refreshed = 0.0
+        self._poll_lock = threading.Lock()  # held by the iterating thread while it polls
+        self._close_lock = threading.Lock()
+        self._started = False
+        self._closed = False
+
+    # -- state for metrics ---------------------------------------------------------------------
+    @property
+    def assignment(self) -> list[TopicPartitionKey]:
+        """Partitions currently assigned (and announced to ``on_assign``), sorted."""
+        with self._lock:
+            return list(self._assigned)
+
+    def lag(self) -> dict[TopicPartitionKey, int]:
+        """Messages not yet read, per assigned partition (end offset - position).
+
+        Returns
+        -------
+        dict
+            ``{(topic, partition): lag}``; uses cached end offsets, no network call.
+        """
+        with self._lock:
+            return {
+                tp: max(0, self._ends[tp] - self._positions[tp])
+                for tp in self._assigned
+                if tp in self._ends and tp in self._positions
+            }
+
+    def committed_offsets(self) -> dict[TopicPartitionKey, int]:
+        """Offsets last committed successfully by this source, per partition."""
+        with self._lock:
+            return dict(self._committed)
+
+    # -- Source --------------------------------------------------------------------------------
+    def batches(self) -> Iterator[list[Record]]:
+        """Return an iterator over batches: the messages of one poll each.
+
+        Returns
+        -------
+        Iterator of list of Record
+            Non-empty batches, in the order kafka-python returns messages
+            (offset order within a partition); a batch never ends inside a
+            message. Empty polls yield nothing. Ends only when
+            ``exit_at_end`` applies or after :meth:`close`.
+
+        Raises
+        ------
+        ConnectorError
+            If called twice or after :meth:`close`; while iterating, if the
+            consumer cannot be created, an error cannot be cured by retrying,
+            or (``exit_at_end``) no assignment arrives in time. Exceptions of
+            ``on_assign`` / ``on_revoke`` propagate unchanged.
+        """
+        if self._closed:
+            raise ConnectorError(f"Kafka source {self.topics!r} is closed")
+        if self._started:
+            raise ConnectorError(f"batches() of Kafka source {self.topics!r} can be iterated once")
+        self._started = True
+        return self._iterate()
+
+    def commit(self, next_offsets: dict[TopicPartitionKey, int]) -> bool:
+        """Commit offsets (the next offset to read, per partition) synchronously.
+
+        Only partitions currently assigned are committed, and only offsets
+        above the last one committed (or found committed at assignment):
+        offsets never go back.
+
+        Parameters
+        ----------
+        next_offsets
+            ``{(topic, partition): next offset}``.
+
+        Returns
+        -------
+        bool
+            ``True`` if committed (or nothing needed committing); ``False`` if
+            the broker refused or could not be reached (a warning is logged;
+            the next commit catches up).
+
+        Raises
+        ------
+        ConnectorError
+            If an offset is not an int >= 0.
+        """
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        _check_offsets(next_offsets, "commit")
+        consumer = self._consumer
+        with self._lock:
+            assigned = set(self._assigned)
+            todo = {
+                tp: offset
+                for tp, offset in next_offsets.items()
+                if tp in assigned and offset > self._floor.get(tp, -1)
+            }
+        ignored = set(next_offsets) - assigned
+        if ignored:
+            logger.debug("not committing unassigned partitions %s", sorted(ignored))
+        if not todo:
+            return True
+        if consumer is None:
+            logger.warning("cannot commit %s: the consumer is closed", todo)
+            return False
+        offsets = {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in todo.items()}
+        try:
+            consumer.commit(offsets, timeout_ms=self._commit_timeout_ms)
+        except KafkaError as exc:
+            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
+            return False
+        with self._lock:
+            for tp, offset in todo.items():
+                self._committed[tp] = max(offset, self._committed.get(tp, -1))
+                self._floor[tp] = max(offset, self._floor.get(tp, -1))
+        logger.debug("committed %s for group %r", todo, self.group_id)
+        return True
+
+    def close(self) -> None:
+        """Close the consumer without committing; calling it again is harmless.
+
+        ``on_revoke`` is called first for the assigned partitions, so the
+        caller can commit. Called from another thread (or a signal handler)
+        during a poll, it only stops the iteration; the iterating thread then
+        closes the consumer when the poll returns.
+
+        Raises
+        ------
+        Exception
+            Whatever ``on_revoke`` raised.
+        """
+        self._closed = True
+        if self._poll_lock.acquire(blocking=False):
+            try:
+                self._close_consumer()
+            finally:
+                self._poll_lock.release()
+
+    def __enter__(self) -> KafkaSource:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KafkaSource(topics={self.topics!r}, group_id={self.group_id!r})"
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _iterate(self) -> Iterator[list[Record]]:
+        consumer = self._open()
+        deadline = time.monotonic() + self._assignment_timeout_s
+        while True:
+            with self._poll_lock:
+                if self._closed:
+                    break
+                polled = self._poll(consumer)
+            if self._closed:
+                break
+            if polled:
+                yield self._records(polled)
+            if self._exit_at_end:
+                if self._at_end(consumer, refresh=not polled):
+                    logger.info("end of %s reached for group %r", self.topics, self.group_id)
+                    return
+                if not self._had_partitions and time.monotonic() > deadline:
+                    raise ConnectorError(
+                        f"no partitions of {self.topics!r} assigned to group {self.group_id!r}"
+                        f" within {self._assignment_timeout_s:g} s"
+                    )
+        self._close_consumer()
+
+    def _open(self) -> KafkaConsumer:
+        from kafka.consumer import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        try:
+            consumer = KafkaConsumer(**self._config)
+        except (KafkaError, ValueError, TypeError) as exc:
+            raise ConnectorError(
+                f"cannot create a Kafka consumer for {self._config['bootstrap_servers']!r}: {exc!r}"
+            ) from exc
+        consumer.subscribe(topics=self.topics, listener=self._listener(consumer))
+        self._consumer = consumer
+        logger.info("subscribed to %s as group %r", self.topics, self.group_id)
+        return consumer
+
+    def _poll(self, consumer: KafkaConsumer) -> dict[Any, list[Any]]:
+        from kafka.errors import KafkaError
+
+        try:
+            polled = consumer.poll(
+                timeout_ms=self._poll_timeout_ms, max_records=self._max_poll_records
+            )
+        except KafkaError as exc:
+            self._raise_callback_error()
+            if isinstance(exc, _fatal_errors()):
+                raise ConnectorError(f"consuming {self.topics!r} failed: {exc!r}") from exc
+            logger.warning("polling %s failed, retrying: %r", self.topics, exc)
+            time.sleep(_RETRY_PAUSE_S)
+            return {}
+        self._raise_callback_error()
+        self._refresh_ends(consumer)
+        self._watch_coordinator(consumer)
+        return polled
+
+    def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
+        records: list[Record] = []
+        append = records.append
+        split = self._split_lines
+        positions: dict[TopicPartitionKey, int] = {}
+        for tp, messages in polled.items():
+            topic, partition = tp.topic, tp.partition
+            for message in messages:
+                position = Position(topic, message.offset, partition)
+                key = message.key
+                value = b"" if message.value is None else message.value
+                if split and (b"\n" in value or value.endswith(b"\r")):
+                    for line in split_message(value):
+                        append(Record(line, position, key))
+                else:
+                    append(Record(value, position, key))
+            if messages:
+                positions[(topic, partition)] = messages[-1].offset + 1
+        with self._lock:
+            for tp, offset in positions.items():
+                if tp in self._positions:
+                    self._positions[tp] = max(offset, self._positions[tp])
+        return records
+
+    def _at_end(self, consumer: KafkaConsumer, *, refresh: bool) -> bool:
+        from kafka.errors import KafkaError
+        from kafka.structs import MemberState, TopicPartition
+
+        if consumer.group_metadata().state != MemberState.STABLE:
+            return False
+        current = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+        with self._lock:
+            if not current or current != self._assigned:
+                return False  # nothing assigned yet, or an assignment is being handled
+            pending = [tp for tp in current if self._positions[tp] < self._stop_at[tp]]
+        if pending and refresh:  # positions can move past non-message records
+            try:
+                moved = {tp: consumer.position(TopicPartition(*tp), timeout_ms=0) for tp in pending}
+            except KafkaError as exc:
+                logger.debug("reading positions failed: %r", exc)
+                return False
+            with self._lock:
+                for tp, offset in moved.items():
+                    if offset is not None and tp in self._positions:
+                        self._positions[tp] = max(offset, self._positions[tp])
+                pending = [tp for tp in pending if self._positions[tp] < self._stop_at[tp]]
+        return not pending
+
+    def _refresh_ends(self, consumer: KafkaConsumer) -> None:
+        now = time.monotonic()
+        if now - self._ends_refreshed < _LAG_REFRESH_S:
+            return
+        self._ends_refreshed = now
+        highwaters = {
+            (tp.topic, tp.partition): consumer.highwater(tp) for tp in consumer.assignment()
+        }
+        with self._lock:
+            for tp in self._assigned:
+                if highwaters.get(tp) is not None:
+                    self._ends[tp] = highwaters[tp]
+
+    def _watch_coordinator(self, consumer: KafkaConsumer) -> None:
+        """Log when the group coordinator is lost and found again (kafka-python reconnects)."""
+        if not self._had_partitions:
+            return
+        lost = consumer._coordinator.coordinator_unknown()  # kafka-python 3; no network call
+        if lost and self._lost_since is None:
+            self._lost_since = time.monotonic()
+            logger.warning(
+                "group %r lost its coordinator (broker unreachable?); reconnecting", self.group_id
+            )
+        elif not lost and self._lost_since is not None:
+            logger.warning(
+                "group %r reached its coordinator again after %.1f s",
+                self.group_id,
+                time.monotonic() - self._lost_since,
+            )
+            self._lost_since = None
+
+    def _close_consumer(self) -> None:
+        from kafka.errors import KafkaError
+
+        with self._close_lock:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            try:
+                consumer.close(autocommit=False, timeout_ms=self._commit_timeout_ms)
+            except KafkaError as exc:
+                logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
+            finally:
+                self._consumer = None
+                with self._lock:
+                    self._assigned = []
+                logger.info("closed the Kafka consumer of %s", self.topics)
+        self._raise_callback_error()
+
+    def _raise_callback_error(self) -> None:
+        error, self._callback_error = self._callback_error, None
+        if error is not None:
+            raise error
+
+    # -- rebalances ----------------------------------------------------------------------------
+    def _listener(self, consumer: KafkaConsumer) -> Any:
+        from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+
+        source = self
+
+        class Listener(AsyncConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+                await source._in_helper_thread(consumer, source._revoked, revoked)
+
+            async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+                await source._in_helper_thread(consumer, source._assigned_now, assigned)
+
+        return Listener()
+
+    async def _in_helper_thread(
+        self,
+        consumer: KafkaConsumer,
+        handler: Callable[[KafkaConsumer, set[TopicPartition]], None],
+        partitions: set[TopicPartition],
+    ) -> None:
+        """Run ``handler`` in a new thread; the IO loop goes on meanwhile.
+
+        kafka-python 3 calls listeners on its IO loop thread, where blocking
+        consumer calls (commit, committed, seek...) are refused. The handler's
+        failure is kept for the polling thread to raise, not given to
+        kafka-python (whose close() would then stop half-way).
+        """
+        from kafka.future import Future
+
+        done = Future()
+        call_soon = consumer._manager.call_soon  # thread-safe scheduling onto the IO loop
+
+        def finish() -> None:
+            done.success(None)
+
+        def run() -> None:
+            try:
+                handler(consumer, partitions)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
+                logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
+                self._callback_error = exc
+            finally:
+                call_soon(finish)
+
+        threading.Thread(target=run, name="kafka-source-rebalance", daemon=True).start()
+        await done
+
+    def _assigned_now(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
+        tps = sorted(partitions)
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        if not tps:
+            self._count_change(keys)
+            logger.info("group %r assigned no partitions of %s", self.group_id, self.topics)
+            return
+        committed = self._retrying(
+            "reading committed offsets",
+            lambda: {tp: consumer.committed(tp, timeout_ms=_REQUEST_TIMEOUT_MS) for tp in tps},
+        )
+        wanted = _check_offsets(self._on_assign(list(keys)) if self._on_assign else {}, "on_assign")
+        positions: dict[TopicPartition, int] = {}
+        for tp, key in zip(tps, keys):
+            starts = [o for o in (wanted.get(key), committed[tp]) if o is not None]
+            if starts:
+                positions[tp] = max(starts)
+                consumer.seek(tp, positions[tp])
+        reset = [tp for tp in tps if tp not in positions]  # auto_offset_reset applies
+        if reset:
+            positions.update(
+                self._retrying(
+                    "finding start positions", lambda: {tp: _position(consumer, tp) for tp in reset}
+                )
+            )
+        ends = self._retrying(
+            "reading end offsets", lambda: consumer.end_offsets(tps, timeout_ms=_REQUEST_TIMEOUT_MS)
+        )
+        with self._lock:
+            self._assigned = sorted(set(self._assigned) | set(keys))
+            for tp, key in zip(tps, keys):
+                self._positions[key] = positions[tp]
+                self._ends[key] = self._stop_at[key] = ends[tp]
+                if committed[tp] is not None:
+                    self._floor[key] = max(committed[tp], self._floor.get(key, -1))
+            self._had_partitions = True
+        self._count_change(keys)
+        logger.info(
+            "group %r assigned %s: starting at %s (checkpoint %s, committed %s), end %s",
+            self.group_id,
+            keys,
+            [positions[tp] for tp in tps],
+            [wanted.get(key) for key in keys],
+            [committed[tp] for tp in tps],
+            [ends[tp] for tp in tps],
+        )
+
+    def _count_change(self, added: list[TopicPartitionKey]) -> None:
+        with self._lock:
+            current = set(self._assigned) | set(added)
+            if current != self._last_assignment:
+                self._last_assignment = current
+                self.rebalances += 1
+
+    def _revoked(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
+        with self._lock:
+            announced = set(self._assigned)
+        keys = sorted(k for k in ((tp.topic, tp.partition) for tp in partitions) if k in announced)
+        logger.info("group %r gives up %s", self.group_id, keys)
+        try:
+            if keys and self._on_revoke is not None:
+                self._on_revoke(list(keys))
+        finally:
+            with self._lock:
+                self._assigned = [k for k in self._assigned if k not in keys]
+                for key in keys:
+                    self._positions.pop(key, None)
+                    self._ends.pop(key, None)
+                    self._stop_at.pop(key, None)
+
+    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + self._assignment_timeout_s
+        while True:
+            try:
+                return call()
+            except KafkaError as exc:
+                if isinstance(exc, _fatal_errors()) or time.monotonic() > deadline:
+                    raise ConnectorError(f"{what} for {self.topics!r} failed: {exc!r}") from exc
+                logger.warning("%s for %s failed, retrying: %r", what, self.topics, exc)
+                time.sleep(_RETRY_PAUSE_S)
+
+
+def _position(consumer: KafkaConsumer, tp: TopicPartition) -> int:
+    from kafka.errors import KafkaTimeoutError
+
+    offset = consumer.position(tp, timeout_ms=_REQUEST_TIMEOUT_MS)
+    if offset is None:
+        raise KafkaTimeoutError(f"no position for {tp} within {_REQUEST_TIMEOUT_MS} ms")
+    return offset

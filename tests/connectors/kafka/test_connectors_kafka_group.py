@@ -1,0 +1,84 @@
+"""Several KafkaSource instances in one consumer group."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from connectors_kafka_testutil import FAST_GROUP, Member, collect, wait_for
+
+from connectors import ConnectorError, KafkaSource
+
+pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+
+
+def test_two_sources_share_the_partitions_and_read_each_message_once(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+) -> None:
+    topic = make_topic(4)
+    for partition in range(4):
+        produce(topic, [b"first-%d-%d" % (partition, i) for i in range(10)], partition=partition)
+    a = Member(kafka_bootstrap, topic, group_id, "member-a")
+    try:
+        wait_for(lambda: len(a.source.assignment) == 4, "the first member's assignment")
+        b = Member(kafka_bootstrap, topic, group_id, "member-b")
+        try:
+            wait_for(
+                lambda: len(a.source.assignment) == len(b.source.assignment) == 2,
+                "the partitions to be shared",
+            )
+            a_parts, b_parts = a.source.assignment, b.source.assignment
+            for partition in range(4):
+                produce(
+                    topic,
+                    [b"second-%d-%d" % (partition, i) for i in range(10)],
+                    partition=partition,
+                )
+            wait_for(
+                lambda: len(a.learner.records) + len(b.learner.records) >= 80, "all 80 records"
+            )
+            time.sleep(1)  # room for duplicates to show up
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+    assert set(a_parts).isdisjoint(b_parts)
+    assert sorted(a_parts + b_parts) == [(topic, p) for p in range(4)]
+    seen = Counter(
+        (r.position.partition, r.position.offset) for r in a.learner.records + b.learner.records
+    )
+    assert seen == Counter({(p, o): 1 for p in range(4) for o in range(20)})
+    b_second = [r for r in b.learner.records if r.value.startswith(b"second")]
+    assert len(b_second) == 20
+    assert {(topic, r.position.partition) for r in b_second} == set(b_parts)
+    assert a.source.rebalances >= 2
+    assert b.source.rebalances >= 1
+    assert [(topic, p) for p in range(4)] in a.learner.revoked  # gave all up when b came
+    assert all(a.learner.commits) and all(b.learner.commits)
+
+
+def test_exit_at_end_fails_when_no_partition_comes(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+) -> None:
+    topic = make_topic(1)
+    produce(topic, [b"x"])
+    holder = Member(kafka_bootstrap, topic, group_id, "a-holder")  # sorts first: range keeps it
+    try:
+        wait_for(lambda: bool(holder.source.assignment), "the holder's assignment")
+        idle = KafkaSource(
+            kafka_bootstrap,
+            [topic],
+            group_id,
+            exit_at_end=True,
+            assignment_timeout_s=4,
+            client_options={**FAST_GROUP, "client_id": "b-idle"},
+        )
+        with idle, pytest.raises(ConnectorError, match="no partitions .* within 4 s"):
+            collect(idle)
+        assert idle.assignment == []
+    finally:
+        holder.stop()
+    assert [r.value for r in holder.learner.records] == [b"x"]

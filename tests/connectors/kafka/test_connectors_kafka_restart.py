@@ -1,0 +1,124 @@
+"""A broker restart in the middle of consumption, on a broker of the test's own."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from connectors_kafka_testutil import Member, wait_for
+from kafka_broker import BrokerError, free_port, start_broker, stop_broker
+
+pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+
+OUTAGE_S = 10
+
+
+@dataclass
+class Broker:
+    state_dir: Path
+    port: int
+    bootstrap: str
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[Broker]:
+    """A broker with its own state dir and a fixed port, so a restart keeps the address."""
+    state_dir, port = tmp_path / "kafka", free_port()
+    try:
+        bootstrap = start_broker(state_dir, port)
+    except BrokerError as exc:
+        pytest.fail(f"cannot start a broker of our own: {exc}")
+    try:
+        yield Broker(state_dir, port, bootstrap)
+    finally:
+        stop_broker(state_dir)
+
+
+def restart(broker: Broker, timeout: float = 150) -> float:
+    """Start ``broker`` again on its port; return the seconds it took.
+
+    kafka-up.sh refuses a port that still has connections in TIME_WAIT (its check binds
+    without SO_REUSEADDR, unlike the JVM), which lasts 60 s after the broker closed them:
+    retry until it accepts.
+    """
+    started = time.monotonic()
+    while True:
+        try:
+            assert start_broker(broker.state_dir, broker.port) == broker.bootstrap
+            return time.monotonic() - started
+        except BrokerError as exc:
+            if "already in use" not in str(exc) or time.monotonic() - started > timeout:
+                raise
+            time.sleep(2)
+
+
+def produce(bootstrap: str, topic: str, prefix: str, per_partition: int) -> None:
+    from kafka.producer import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    try:
+        for partition in (0, 1):
+            for i in range(per_partition):
+                producer.send(
+                    topic, b"%s-%d-%d" % (prefix.encode(), partition, i), partition=partition
+                )
+        producer.flush(timeout=60)
+    finally:
+        producer.close()
+
+
+def committed(bootstrap: str, group: str) -> dict[int, int]:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        offsets = admin.list_group_offsets({group: None})[group]
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items()}
+
+
+@pytest.mark.slow  # about 90 s, 60 of them waiting for the port (see restart())
+def test_source_survives_a_broker_restart(
+    own_broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    caplog.set_level(logging.INFO, logger="connectors.kafka_source")
+
+    bootstrap = own_broker.bootstrap
+    topic, group = f"restart-{uuid.uuid4().hex[:8]}", f"group-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics(
+        {topic: {"num_partitions": 2, "replication_factor": 1}}, wait_for_metadata=True
+    )
+    admin.close()
+    produce(bootstrap, topic, "before", 50)
+
+    member = Member(bootstrap, topic, group, "restarted", max_poll_records=10)
+    try:
+        wait_for(lambda: len(member.learner.records) == 100, "the records sent before")
+        down_at = time.monotonic()
+        stop_broker(own_broker.state_dir)
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
+        assert member.thread.is_alive() and member.error is None
+        restart(own_broker)
+        produce(bootstrap, topic, "after", 50)
+        wait_for(lambda: len(member.learner.records) >= 200, "the records sent after", 120)
+        time.sleep(1)  # room for duplicates to show up
+    finally:
+        member.stop()
+
+    seen = Counter((r.position.partition, r.position.offset) for r in member.learner.records)
+    assert seen == Counter({(p, o): 1 for p in (0, 1) for o in range(100)})
+    assert member.learner.commits[-1] is True  # the commit at close
+    assert committed(bootstrap, group) == {0: 100, 1: 100}
+    messages = [r.getMessage() for r in caplog.records if r.name == "connectors.kafka_source"]
+    assert any("lost its coordinator" in m for m in messages)
+    assert any("reached its coordinator again" in m for m in messages)

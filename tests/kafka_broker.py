@@ -1,0 +1,103 @@
+"""Start and stop the local test broker of ``kafka/`` (not a test module).
+
+Usable from any test folder: put ``tests/`` on ``sys.path`` (see
+``tests/connectors/kafka/conftest.py``) and ``import kafka_broker``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_STATE_DIR",
+    "BrokerError",
+    "broker_running",
+    "free_port",
+    "start_broker",
+    "stop_broker",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+KAFKA_UP = REPO / "kafka" / "kafka-up.sh"
+KAFKA_DOWN = REPO / "kafka" / "kafka-down.sh"
+DEFAULT_STATE_DIR = REPO / ".kafka"
+_PREFIX = "KAFKA_BOOTSTRAP_SERVERS="
+
+
+class BrokerError(RuntimeError):
+    """The broker script failed; the message ends with its stderr tail."""
+
+
+def _env(state_dir: Path | None, port: int | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if state_dir is not None:
+        env["KAFKA_STATE_DIR"] = str(state_dir)
+    if port is not None:
+        env["KAFKA_PORT"] = str(port)
+    return env
+
+
+def _run(script: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        proc = subprocess.run(
+            [str(script)], env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stderr or b"")[-3000:]
+        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        raise BrokerError(f"{script.name} timed out after {timeout:g} s:\n{tail}") from exc
+    if proc.returncode != 0:
+        raise BrokerError(f"{script.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def start_broker(
+    state_dir: Path | None = None, port: int | None = None, timeout: float = 300
+) -> str:
+    """Start (or reuse) a broker; return its bootstrap address ``"127.0.0.1:PORT"``.
+
+    Parameters
+    ----------
+    state_dir
+        ``KAFKA_STATE_DIR`` (default ``<repo>/.kafka``).
+    port
+        ``KAFKA_PORT``; fix it to restart a broker on the same address.
+    timeout
+        Seconds allowed to ``kafka-up.sh``.
+
+    Raises
+    ------
+    BrokerError
+        If the script fails or prints no address.
+    """
+    proc = _run(KAFKA_UP, _env(state_dir, port), timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith(_PREFIX):
+            return line[len(_PREFIX) :].strip()
+    raise BrokerError(f"kafka-up.sh printed no {_PREFIX} line:\n{proc.stderr[-3000:]}")
+
+
+def stop_broker(state_dir: Path | None = None, timeout: float = 120) -> None:
+    """Stop the broker of ``state_dir`` (``kafka-down.sh``); harmless if none runs."""
+    _run(KAFKA_DOWN, _env(state_dir, None), timeout)
+
+
+def broker_running(state_dir: Path | None = None) -> bool:
+    """Whether the pid file of ``state_dir`` names a live broker process."""
+    pid_file = (state_dir or DEFAULT_STATE_DIR) / "kafka.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+    return b"kafka.Kafka" in cmdline
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
