@@ -134,6 +134,8 @@ port_free() { # $1 = port
   "$PYTHON" - "$1" <<'PY' 2>/dev/null
 import socket, sys
 s = socket.socket()
+# Like the JVM's server socket: connections left in TIME_WAIT do not make the port busy.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
