@@ -54,20 +54,22 @@ def require(binary: str, package: str) -> str:
 
 @contextmanager
 def prometheus_server(
-    workdir: Path, targets: list[str], scrape_interval: str = "1s", extra_config: str = ""
+    workdir: Path, targets: list[str], scrape_interval: str = "1s", config_text: str | None = None
 ) -> Iterator[str]:
-    """A real Prometheus scraping ``targets`` (host:port); yields its base URL."""
+    """A real Prometheus scraping ``targets`` (host:port), or run with ``config_text`` as its
+    whole configuration; yields its base URL."""
     binary = require("prometheus", "prometheus")
     port = free_port()
     config = workdir / "prometheus.yml"
     config.write_text(
-        "global:\n"
+        config_text
+        or "global:\n"
         f"  scrape_interval: {scrape_interval}\n"
         f"  evaluation_interval: {scrape_interval}\n"
         "scrape_configs:\n"
         "  - job_name: stream-perceptron\n"
         "    static_configs:\n"
-        f"      - targets: {json.dumps(targets)}\n" + extra_config
+        f"      - targets: {json.dumps(targets)}\n"
     )
     log = (workdir / "prometheus.log").open("wb")
     proc = subprocess.Popen(
