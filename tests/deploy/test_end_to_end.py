@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 from engine_process import EngineProcess
-from services import prometheus_server, query
+from services import prometheus_server, query, wait_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
 from promql import DEPLOY, iter_promql_expressions  # noqa: E402
@@ -87,7 +87,7 @@ def test_every_dashboard_and_rule_expression_returns_data(kafka_bootstrap, tmp_p
                         still.append(e)
                 pending = still
             empty = [f"{e.source}: {e.where}: {e.expr}" for e in pending]
-            recorded = query(prom, "instance:stream_perceptron_mistakes:ratio_rate1m")
+            recorded = wait_query(prom, "instance:stream_perceptron_mistakes:ratio_rate1m")
     finally:
         engine.proc.send_signal(signal.SIGTERM)
         engine.finish()

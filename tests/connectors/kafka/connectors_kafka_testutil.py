@@ -7,19 +7,46 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from connectors import KafkaSource, Record, TopicPartitionKey
 
 #: Consumer settings for tests: a lost member is noticed after 6 s, not 45 s.
 FAST_GROUP: dict[str, Any] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
 
-def collect(source: KafkaSource) -> list[Record]:
-    """Every record of ``source.batches()``, checking that no batch is empty."""
-    records: list[Record] = []
-    for batch in source.batches():
-        assert batch, "a source must never yield an empty batch"
-        records.extend(batch)
-    return records
+def collect(source: KafkaSource, timeout: float = 60) -> list[Record]:
+    """Every record of ``source.batches()`` (see :func:`collect_batches`)."""
+    return [record for batch in collect_batches(source, timeout) for record in batch]
+
+
+def collect_batches(source: KafkaSource, timeout: float = 60) -> list[list[Record]]:
+    """Every batch of ``source.batches()``, checking that none is empty.
+
+    Iterates in a thread; if the iteration has not ended after ``timeout`` seconds, the
+    source is closed and the test fails (instead of hanging).
+    """
+    batches: list[list[Record]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for batch in source.batches():
+                assert batch, "a source must never yield an empty batch"
+                batches.append(batch)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="collect")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        source.close()
+        thread.join(30)
+        pytest.fail(f"batches() of {source!r} did not end within {timeout:g} s")
+    if errors:
+        raise errors[0]
+    return batches
 
 
 def triples(records: list[Record]) -> list[tuple[int | None, int, bytes]]:

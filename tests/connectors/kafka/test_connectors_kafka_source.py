@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from connectors_kafka_testutil import FAST_GROUP, Learner, collect, triples
+from connectors_kafka_testutil import FAST_GROUP, Learner, collect, collect_batches, triples
 from kafka_broker import free_port
 
 from connectors import ConnectorError, KafkaSource, Source
@@ -44,14 +44,11 @@ def test_reads_every_message_once_in_offset_order(
     sent = produce(topic, values, keys)
     source = source_for(kafka_bootstrap, topic, group_id, max_poll_records=7)
     assert isinstance(source, Source)
-    sizes = []
-    records = []
     with source:
-        for batch in source.batches():
-            sizes.append(len(batch))
-            records.extend(batch)
+        batches = collect_batches(source)
         lag, assignment = source.lag(), source.assignment
-    assert all(0 < size <= 7 for size in sizes)
+    assert all(len(batch) <= 7 for batch in batches)
+    records = [r for batch in batches for r in batch]
     assert len(records) == 60
     got = {(r.position.partition, r.position.offset): (r.value, r.key) for r in records}
     assert got == {pos: (v, k) for pos, v, k in zip(sent, values, keys)}
@@ -219,7 +216,7 @@ def test_on_revoke_runs_at_close_and_can_commit(
     )
     learner.source = source
     with source:
-        for batch in source.batches():
+        for batch in collect_batches(source):
             learner.handle(batch)
         assert learner.revoked == []
     assert learner.assigned == [[(topic, 0), (topic, 1)]]
