@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint clean
+.PHONY: run test lint clean kafka-up kafka-down bench
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ test: $(BIN)/.installed
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# A real single-node Kafka broker on 127.0.0.1 (jars from Maven Central, no Docker).
+kafka-up:
+	@kafka/kafka-up.sh
+
+kafka-down:
+	@kafka/kafka-down.sh
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
