@@ -643,7 +643,7 @@ class KafkaSource:
                 handler(consumer, partitions)
             except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
                 logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
-                pass
+                self._callback_error = exc
             finally:
                 call_soon(finish)
 

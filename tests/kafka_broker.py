@@ -62,7 +62,7 @@ def start_broker(
     Parameters
     ----------
     state_dir
-        ``KAFKA_STATE_DIR`` (default ``<repo>/.kafka``).
+        ``KAFKA_STATE_DIR`` (default: the environment's, else ``<repo>/.kafka``).
     port
         ``KAFKA_PORT``; fix it to restart a broker on the same address.
     timeout
@@ -86,8 +86,13 @@ def stop_broker(state_dir: Path | None = None, timeout: float = 120) -> None:
 
 
 def broker_running(state_dir: Path | None = None) -> bool:
-    """Whether the pid file of ``state_dir`` names a live broker process."""
-    pid_file = (state_dir or DEFAULT_STATE_DIR) / "kafka.pid"
+    """Whether the pid file of ``state_dir`` names a live broker process.
+
+    ``state_dir`` defaults as in the scripts: ``$KAFKA_STATE_DIR``, else ``<repo>/.kafka``.
+    """
+    if state_dir is None:
+        state_dir = Path(os.environ.get("KAFKA_STATE_DIR") or DEFAULT_STATE_DIR)
+    pid_file = state_dir / "kafka.pid"
     try:
         pid = int(pid_file.read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -152,6 +152,10 @@ def _kill_and_resume(args: list[str], ck, rounds: int, seed: int) -> int:
             victim.send_signal(signal.SIGKILL)
             kills += 1
         victim.wait(timeout=60)
+    # A killed member stays in the group until its session times out (6 s here) and keeps its
+    # partitions in the meantime; --exit-at-end would then end the next run with only its own
+    # share done. Let the dead members expire first, as an operator restarting a job would.
+    time.sleep(8)
     finish = subprocess.run([*CLI, *args], capture_output=True, timeout=180, check=False)
     assert finish.returncode == 0, finish.stderr.decode()
     return kills

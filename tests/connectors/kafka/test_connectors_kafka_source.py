@@ -338,3 +338,17 @@ def test_batches_only_once() -> None:
         source.batches()
     source.close()
     source.close()
+
+
+def test_a_tombstone_becomes_one_empty_record(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+) -> None:
+    topic = make_topic()
+    produce(topic, [b"a", None, b"b"], [b"k1", b"k2", b"k3"])
+    with source_for(kafka_bootstrap, topic, group_id) as source:
+        records = collect(source)
+    assert [(r.position.offset, r.key, r.value) for r in records] == [
+        (0, b"k1", b"a"),
+        (1, b"k2", b""),
+        (2, b"k3", b"b"),
+    ]
