@@ -1,7 +1,9 @@
 """Start and stop the local test broker of ``kafka/`` (not a test module).
 
-Usable from any test folder: put ``tests/`` on ``sys.path`` (see
-``tests/connectors/kafka/conftest.py``) and ``import kafka_broker``.
+Usable from any test folder. Load it by path, as ``tests/connectors/kafka/conftest.py``
+does (``importlib.util.spec_from_file_location("kafka_broker", ...)``, then register it
+in ``sys.modules``): putting ``tests/`` on ``sys.path`` would let ``tests/connectors/``
+shadow the ``connectors`` package.
 """
 
 from __future__ import annotations

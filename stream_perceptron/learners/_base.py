@@ -11,6 +11,7 @@ import numpy as np
 from river import base
 
 from stream_perceptron.errors import StateError
+from stream_perceptron.learners._init_weights import WeightInitializer
 
 __all__ = ["StreamClassifier", "SCHEMA_VERSION", "BIAS_MODES", "sigmoid", "softmax"]
 
@@ -173,6 +174,40 @@ class StreamClassifier(base.MiniBatchClassifier):
 
     def _load_payload(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+
+class LinearHyperparameters:
+    """The hyperparameters both perceptrons share, checked and stored under their own names."""
+
+    def _set_hyperparameters(
+        self, lr: float, bias: str, init: str, seed: int | None, averaged: bool
+    ) -> None:
+        if bias not in BIAS_MODES:
+            raise ValueError(f"bias must be one of {BIAS_MODES}, got {bias!r}")
+        if not lr > 0:
+            raise ValueError(f"lr must be positive, got {lr!r}")
+        self.lr = lr
+        self._bias_mode = bias
+        self.init = init
+        self.seed = seed
+        self.averaged = averaged
+        self._init = WeightInitializer(init, seed)
+
+
+def class_margins(
+    scores: dict[Any, float], y: Any, vectors: dict[Any, dict[Any, float]]
+) -> tuple[float, float]:
+    """Functional margin (score of ``y`` minus the best other score) and geometric margin (that
+    divided by the distance between the two classes' vectors) of a multi-class linear rule."""
+    if y not in scores:
+        return -math.inf, -math.inf
+    if len(scores) < 2:
+        return math.inf, math.inf
+    rival = max((c for c in scores if c != y), key=scores.__getitem__)
+    functional = scores[y] - scores[rival]
+    wy, wr = vectors[y], vectors[rival]
+    distance = norm(wy.get(k, 0.0) - wr.get(k, 0.0) for k in wy.keys() | wr.keys())
+    return functional, (functional / distance if distance else 0.0)
 
 
 def _is_dataframe(X: Any) -> bool:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stream_perceptron.learners._base import StreamClassifier, norm, pairs, softmax, to_json_key
+from stream_perceptron.learners._base import (
+    StreamClassifier,
+    class_margins,
+    norm,
+    pairs,
+    softmax,
+    to_json_key,
+)
 
 __all__ = ["CentroidClassifier"]
 
@@ -134,22 +141,11 @@ class CentroidClassifier(StreamClassifier):
 
     def margin(self, x: dict, y: Any) -> float:
         """Score of ``y`` minus the best other score."""
-        scores = self._scores(x)
-        if y not in scores:
-            return -math.inf
-        others = [s for c, s in scores.items() if c != y]
-        return scores[y] - max(others) if others else math.inf
+        return class_margins(self._scores(x), y, self.means)[0]
 
     def geometric_margin(self, x: dict, y: Any) -> float:
         """Distance of ``x`` to the perpendicular bisector between ``y``'s mean and its rival's."""
-        scores = self._scores(x)
-        if y not in scores or len(scores) < 2:
-            return self.margin(x, y)
-        rival = max((c for c in scores if c != y), key=scores.__getitem__)
-        means = self.means
-        my, mr = means[y], means[rival]
-        diff = norm(my.get(k, 0.0) - mr.get(k, 0.0) for k in my.keys() | mr.keys())
-        return (scores[y] - scores[rival]) / diff if diff else 0.0
+        return class_margins(self._scores(x), y, self.means)[1]
 
     def _state_payload(self) -> dict[str, Any]:
         return {

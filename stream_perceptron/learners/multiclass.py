@@ -6,19 +6,20 @@ import math
 from typing import Any
 
 from stream_perceptron.learners._base import (
-    BIAS_MODES,
+    LinearHyperparameters,
     StreamClassifier,
+    class_margins,
     norm,
     pairs,
     softmax,
     to_json_key,
 )
-from stream_perceptron.learners._init_weights import WeightInitializer, new_features
+from stream_perceptron.learners._init_weights import new_features
 
 __all__ = ["MulticlassPerceptron"]
 
 
-class MulticlassPerceptron(StreamClassifier):
+class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     """Multi-class perceptron (not one-vs-rest): ``argmax_k w_k.x + b_k``, updated on mistakes.
 
     Learning ``(x, y)`` first predicts ``y_hat`` with the classes known so far; when
@@ -75,16 +76,7 @@ class MulticlassPerceptron(StreamClassifier):
         seed: int | None = None,
         averaged: bool = False,
     ) -> None:
-        if bias not in BIAS_MODES:
-            raise ValueError(f"bias must be one of {BIAS_MODES}, got {bias!r}")
-        if not lr > 0:
-            raise ValueError(f"lr must be positive, got {lr!r}")
-        self.lr = lr
-        self._bias_mode = bias
-        self.init = init
-        self.seed = seed
-        self.averaged = averaged
-        self._init = WeightInitializer(init, seed)
+        self._set_hyperparameters(lr, bias, init, seed, averaged)
         self._w: dict[Any, dict[Any, float]] = {}
         self._b: dict[Any, float] = {}
         self._u: dict[Any, dict[Any, float]] = {}
@@ -227,22 +219,11 @@ class MulticlassPerceptron(StreamClassifier):
 
     def margin(self, x: dict, y: Any) -> float:
         """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
-        scores = self._scores(x, self._w, self._b)
-        if y not in scores:
-            return -math.inf
-        others = [s for c, s in scores.items() if c != y]
-        return scores[y] - max(others) if others else math.inf
+        return class_margins(self._scores(x, self._w, self._b), y, self._w)[0]
 
     def geometric_margin(self, x: dict, y: Any) -> float:
         """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
-        scores = self._scores(x, self._w, self._b)
-        if y not in scores or len(scores) < 2:
-            return self.margin(x, y)
-        rival = max((c for c in scores if c != y), key=scores.__getitem__)
-        wy, wr = self._w[y], self._w[rival]
-        diff = norm(wy.get(k, 0.0) - wr.get(k, 0.0) for k in wy.keys() | wr.keys())
-        m = scores[y] - scores[rival]
-        return m / diff if diff else 0.0
+        return class_margins(self._scores(x, self._w, self._b), y, self._w)[1]
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:

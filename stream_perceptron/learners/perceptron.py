@@ -5,14 +5,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stream_perceptron.learners._base import BIAS_MODES, StreamClassifier, norm, pairs, sigmoid
-from stream_perceptron.learners._init_weights import WeightInitializer, new_features
+from stream_perceptron.learners._base import (
+    LinearHyperparameters,
+    StreamClassifier,
+    norm,
+    pairs,
+    sigmoid,
+)
+from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners.labels import BinaryLabels
 
 __all__ = ["Perceptron"]
 
 
-class Perceptron(StreamClassifier):
+class Perceptron(LinearHyperparameters, StreamClassifier):
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -77,16 +83,7 @@ class Perceptron(StreamClassifier):
         seed: int | None = None,
         averaged: bool = False,
     ) -> None:
-        if bias not in BIAS_MODES:
-            raise ValueError(f"bias must be one of {BIAS_MODES}, got {bias!r}")
-        if not lr > 0:
-            raise ValueError(f"lr must be positive, got {lr!r}")
-        self.lr = lr
-        self._bias_mode = bias
-        self.init = init
-        self.seed = seed
-        self.averaged = averaged
-        self._init = WeightInitializer(init, seed)
+        self._set_hyperparameters(lr, bias, init, seed, averaged)
         self._labels = BinaryLabels()
         self._w: dict[Any, float] = {}
         self._b = 0.0

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for kafka_broker
 
-from kafka_broker import BrokerError, broker_running, start_broker, stop_broker  # noqa: E402
+def _load_kafka_broker() -> ModuleType:
+    """Import ``tests/kafka_broker.py`` by path, as module ``kafka_broker``.
+
+    Not through ``sys.path``: ``tests/connectors/`` would shadow the ``connectors`` package.
+    """
+    path = Path(__file__).resolve().parents[2] / "kafka_broker.py"
+    spec = importlib.util.spec_from_file_location("kafka_broker", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kafka_broker"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+kafka_broker = sys.modules.get("kafka_broker") or _load_kafka_broker()
+BrokerError = kafka_broker.BrokerError
 
 Produce = Callable[..., list[tuple[int, int]]]
 
@@ -31,14 +47,14 @@ def kafka_bootstrap() -> Iterator[str]:
     if given:
         yield given
         return
-    started_here = not broker_running()
+    started_here = not kafka_broker.broker_running()
     try:
-        bootstrap = start_broker()
+        bootstrap = kafka_broker.start_broker()
     except BrokerError as exc:
         pytest.fail(f"cannot start the test broker: {exc}")
     yield bootstrap
     if started_here:
-        stop_broker()
+        kafka_broker.stop_broker()
 
 
 @pytest.fixture
