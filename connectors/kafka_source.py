@@ -572,7 +572,7 @@ class KafkaSource:
                 "group %r lost its coordinator (broker unreachable?); reconnecting", self.group_id
             )
         elif not lost and self._lost_since is not None:
-            logger.warning(
+            logger.info(
                 "group %r reached its coordinator again after %.1f s",
                 self.group_id,
                 time.monotonic() - self._lost_since,
@@ -582,7 +582,9 @@ class KafkaSource:
     def _close_consumer(self) -> None:
         from kafka.errors import KafkaError
 
-        with self._close_lock:
+        if not self._close_lock.acquire(blocking=False):
+            return  # being closed (this may be on_revoke calling close())
+        try:
             consumer = self._consumer
             if consumer is None:
                 return
@@ -595,6 +597,8 @@ class KafkaSource:
                 with self._lock:
                     self._assigned = []
                 logger.info("closed the Kafka consumer of %s", self.topics)
+        finally:
+            self._close_lock.release()
         self._raise_callback_error()
 
     def _raise_callback_error(self) -> None:
@@ -708,9 +712,11 @@ class KafkaSource:
         with self._lock:
             announced = set(self._assigned)
         keys = sorted(k for k in ((tp.topic, tp.partition) for tp in partitions) if k in announced)
+        if not keys:
+            return
         logger.info("group %r gives up %s", self.group_id, keys)
         try:
-            if keys and self._on_revoke is not None:
+            if self._on_revoke is not None:
                 self._on_revoke(list(keys))
         finally:
             with self._lock:

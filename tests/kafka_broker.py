@@ -1,9 +1,7 @@
 """Start and stop the local test broker of ``kafka/`` (not a test module).
 
-Usable from any test folder. Load it by path, as ``tests/connectors/kafka/conftest.py``
-does (``importlib.util.spec_from_file_location("kafka_broker", ...)``, then register it
-in ``sys.modules``): putting ``tests/`` on ``sys.path`` would let ``tests/connectors/``
-shadow the ``connectors`` package.
+Usable from any test folder as ``import kafka_broker`` (``tests/conftest.py`` puts
+``tests/`` on ``sys.path``; ``tests/connectors/kafka/conftest.py`` loads it by path).
 """
 
 from __future__ import annotations

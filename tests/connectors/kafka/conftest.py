@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -35,26 +34,6 @@ Produce = Callable[..., list[tuple[int, int]]]
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a minute")
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """``"127.0.0.1:PORT"`` of a broker: ``$KAFKA_BOOTSTRAP_SERVERS``, else ``kafka-up.sh``.
-
-    The broker is stopped at the end only if this fixture started it.
-    """
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if given:
-        yield given
-        return
-    started_here = not kafka_broker.broker_running()
-    try:
-        bootstrap = kafka_broker.start_broker()
-    except BrokerError as exc:
-        pytest.fail(f"cannot start the test broker: {exc}")
-    yield bootstrap
-    if started_here:
-        kafka_broker.stop_broker()
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def collect_batches(source: KafkaSource, timeout: float = 60) -> list[list[Recor
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             errors.append(exc)
 
-    thread = threading.Thread(target=run, name="collect")
+    thread = threading.Thread(target=run, name="collect", daemon=True)
     thread.start()
     thread.join(timeout)
     if thread.is_alive():

@@ -7,7 +7,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from connectors_kafka_testutil import FAST_GROUP, Learner, collect, collect_batches, triples
+from connectors_kafka_testutil import (
+    FAST_GROUP,
+    Learner,
+    collect,
+    collect_batches,
+    triples,
+    wait_for,
+)
 from kafka_broker import free_port
 
 from connectors import ConnectorError, KafkaSource, Source
@@ -352,3 +359,26 @@ def test_a_tombstone_becomes_one_empty_record(
         (1, b"k2", b""),
         (2, b"k3", b"b"),
     ]
+
+
+def test_close_called_inside_on_revoke_returns(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+) -> None:
+    topic = make_topic()
+    produce(topic, [b"x"])
+    revoked = []
+
+    def on_revoke(partitions: list[tuple[str, int]]) -> None:
+        revoked.append(partitions)
+        source.close()  # e.g. an engine shutting down from its callback
+
+    source = source_for(kafka_bootstrap, topic, group_id, exit_at_end=False, on_revoke=on_revoke)
+
+    def close_when_read() -> None:
+        wait_for(lambda: source.lag() == {(topic, 0): 0}, "the message to be read")
+        source.close()  # from another thread while polling: the iterating thread closes
+
+    threading.Thread(target=close_when_read, daemon=True).start()
+    assert [r.value for r in collect(source, timeout=30)] == [b"x"]
+    assert revoked == [[(topic, 0)]]
+    assert source.assignment == []
