@@ -7,11 +7,11 @@ or machine learning.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 from connectors.record import Record
 
-__all__ = ["Sink", "Source"]
+__all__ = ["Closing", "Sink", "Source"]
 
 
 @runtime_checkable
@@ -59,3 +59,13 @@ class Sink(Protocol):
     def close(self) -> None:
         """Flush and release resources."""
         ...
+
+
+class Closing:
+    """Context-manager support for sources and sinks: ``with`` calls :meth:`close` at exit."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()  # type: ignore[attr-defined]

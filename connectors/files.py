@@ -6,10 +6,9 @@ import logging
 import os
 import stat
 import sys
-from types import TracebackType
 from typing import BinaryIO
 
-from connectors.base import Sink
+from connectors.base import Closing, Sink
 from connectors.errors import ConnectorError
 
 __all__ = ["FileSink", "open_sink"]
@@ -17,7 +16,7 @@ __all__ = ["FileSink", "open_sink"]
 logger = logging.getLogger(__name__)
 
 
-class FileSink:
+class FileSink(Closing):
     """Append lines to a file, or write them to stdout for ``"-"``.
 
     Writes are buffered; :meth:`flush` pushes the buffer to the operating
@@ -139,17 +138,6 @@ class FileSink:
                 except OSError as exc:
                     logger.debug("closing %r failed: %s", self.path, exc)
             logger.debug("closed file sink %r", self.path)
-
-    def __enter__(self) -> FileSink:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"FileSink(path={self.path!r})"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.kafka_source import merge_client_options
 
@@ -21,7 +21,7 @@ _RESERVED_PRODUCER_OPTIONS = frozenset({"bootstrap_servers", "key_serializer", "
 _BYTES = (bytes, bytearray, memoryview)
 
 
-class KafkaSink:
+class KafkaSink(Closing):
     """Produce messages to a Kafka topic.
 
     The producer (``acks="all"``, ``linger_ms=5``) is created on the first
@@ -179,17 +179,6 @@ class KafkaSink:
                 self._producer.close()
                 self._producer = None
                 logger.debug("closed the Kafka producer of %r", self.topic)
-
-    def __enter__(self) -> KafkaSink:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"KafkaSink(topic={self.topic!r})"

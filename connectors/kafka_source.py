@@ -13,9 +13,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.record import Position, Record
 
@@ -144,7 +144,7 @@ def _check_offsets(offsets: object, what: str) -> dict[TopicPartitionKey, int]:
     return offsets
 
 
-class KafkaSource:
+class KafkaSource(Closing):
     """Consume Kafka topics in a consumer group, in batches of records.
 
     Parameters
@@ -427,17 +427,6 @@ class KafkaSource:
                 self._close_consumer()
             finally:
                 self._poll_lock.release()
-
-    def __enter__(self) -> KafkaSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"KafkaSource(topics={self.topics!r}, group_id={self.group_id!r})"

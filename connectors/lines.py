@@ -10,9 +10,9 @@ import io
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import BinaryIO
 
+from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
 
@@ -25,7 +25,7 @@ _LF = 10  # ord(b"\n")
 _CR = 13  # ord(b"\r")
 
 
-class LineSource:
+class LineSource(Closing):
     """Read a binary stream and yield its lines as records, in batches.
 
     Parameters
@@ -171,17 +171,6 @@ class LineSource:
             except OSError as exc:
                 raise ConnectorError(f"closing {self.name!r} failed: {exc}") from exc
         logger.debug("closed line source %r", self.name)
-
-    def __enter__(self) -> LineSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"LineSource(name={self.name!r})"

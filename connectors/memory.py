@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from types import TracebackType
 
+from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.record import Position, Record, build_records
 
@@ -25,7 +25,7 @@ def _as_bytes(value: object, what: str) -> bytes:
     raise ConnectorError(f"{what} must be bytes or str, got {type(value).__name__}")
 
 
-class MemorySource:
+class MemorySource(Closing):
     """Serve records from values held in memory.
 
     Each value becomes exactly one record (values are not split at
@@ -97,17 +97,6 @@ class MemorySource:
         """Stop iteration at the next batch; calling it again is harmless."""
         self._closed = True
 
-    def __enter__(self) -> MemorySource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def _plain_batches(self) -> Iterator[list[Record]]:
         values = iter(self._values)
         offset = 0
@@ -143,7 +132,7 @@ class MemorySource:
                 return
 
 
-class MemorySink:
+class MemorySink(Closing):
     """Collect output lines in a list.
 
     Attributes
@@ -193,14 +182,3 @@ class MemorySink:
         if not self.closed:
             self.flush()
             self.closed = True
-
-    def __enter__(self) -> MemorySink:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
