@@ -31,6 +31,11 @@ kafka-up:
 kafka-down:
 	@kafka/kafka-down.sh
 
+# The benchmark suite: ratios against River, scikit-learn and Vowpal Wabbit measured in one run.
+bench: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 

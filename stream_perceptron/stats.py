@@ -128,6 +128,17 @@ class RunStats:
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident memory, in bytes."""
+    """This process's peak resident memory, in bytes.
+
+    Linux's ``VmHWM`` starts afresh with each program; ``ru_maxrss`` can carry the peak of the
+    process that forked us, so it is only the fallback.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024

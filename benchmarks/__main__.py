@@ -1,0 +1,108 @@
+"""``python -m benchmarks [--quick] [--only N[,N]] [--repeats K] [--markdown PATH]``.
+
+Exit status: 0 when every row ran (whether or not its goal is met), 1 when a row failed to
+run, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.common import Context, Measure, Result, Sizes
+from benchmarks.report import format_line, machine_info, markdown
+from benchmarks.rows_kafka import ENV as KAFKA_ENV
+from benchmarks.rows_kafka import row_kafka
+from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
+from benchmarks.rows_memory import row_memory
+from benchmarks.rows_stdin import row_metrics, row_stdin
+
+ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
+    1: ("binary perceptron, dict API, vs River", row_binary),
+    2: ("multi-class perceptron, dict API, vs River one-vs-rest", row_multiclass),
+    3: ("exact sequential learning on arrays, vs scikit-learn", row_arrays),
+    4: ("stdin end to end (CSV, JSON lines), vs Vowpal Wabbit", row_stdin),
+    5: ("Kafka end to end", row_kafka),
+    6: ("metrics overhead", row_metrics),
+    7: ("memory: peak RSS after 1M and 10M records", row_memory),
+}
+
+
+def _rows(text: str) -> list[int]:
+    try:
+        chosen = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected row numbers like 1,4") from None
+    unknown = [n for n in chosen if n not in ROWS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"rows are 1 to {len(ROWS)}, got {text!r}")
+    return chosen
+
+
+def _repeats(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("--repeats must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="stream-perceptron benchmarks: each figure with its anchor measured in the"
+        " same run. Rows: " + "; ".join(f"{n} {name}" for n, (name, _) in ROWS.items()) + ".",
+    )
+    parser.add_argument("--quick", action="store_true", help="10x smaller sizes (smoke run)")
+    parser.add_argument("--only", type=_rows, metavar="N[,N]", help="run only these rows")
+    parser.add_argument(
+        "--repeats", type=_repeats, default=3, metavar="K", help="repeats per figure (median)"
+    )
+    parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the results table")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    sizes = Sizes().scaled_down(10) if args.quick else Sizes()
+    chosen = args.only or list(ROWS)
+    command = shlex.join(["python", "-m", "benchmarks", *argv])
+    if os.environ.get(KAFKA_ENV):
+        command = f"{KAFKA_ENV}={shlex.quote(os.environ[KAFKA_ENV])} {command}"
+    info = machine_info()
+    print(f"{command}  ({info['date']}; {info['machine']})", flush=True)
+    started = time.perf_counter()
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="stream-perceptron-bench-") as tmp:
+        ctx = Context(sizes=sizes, repeats=args.repeats, workdir=Path(tmp))
+        for n in chosen:
+            name, row = ROWS[n]
+            row_started = time.perf_counter()
+            try:
+                got = row(ctx)
+            except Exception as e:  # noqa: BLE001 (one broken row must not hide the others)
+                traceback.print_exc()
+                got = [Result(str(n), name, Measure("ours", missing=f"error: {e}"), error=True)]
+            for result in got:
+                print(format_line(result), flush=True)
+            print(f"    (row {n}: {time.perf_counter() - row_started:.1f} s)", flush=True)
+            results.extend(got)
+    elapsed = time.perf_counter() - started
+    table = markdown(results, info, command, sizes, elapsed)
+    print()
+    print(table)
+    if args.markdown is not None:
+        args.markdown.write_text(table)
+        print(f"wrote {args.markdown}")
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

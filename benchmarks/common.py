@@ -1,0 +1,155 @@
+"""What the rows share: sizes, the run context, results, repeats and medians."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Context",
+    "Measure",
+    "Result",
+    "Sizes",
+    "count",
+    "frozen_gc",
+    "interleaved",
+    "median",
+]
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Examples (or lines, records) per row; ``--quick`` divides them all by 10."""
+
+    binary: int = 200_000
+    multiclass: int = 100_000
+    array: int = 1_000_000
+    array_batch: int = 10_000
+    stdin: int = 1_000_000
+    kafka: int = 1_000_000
+    metrics: int = 1_000_000
+    memory_small: int = 1_000_000
+    memory_large: int = 10_000_000
+    memory_block: int = 10_000
+
+    def scaled_down(self, factor: int) -> Sizes:
+        """Every size divided by ``factor`` (batch and block sizes stay as they are)."""
+        keep = {"array_batch", "memory_block"}
+        return dataclasses.replace(
+            self,
+            **{
+                f.name: max(1, getattr(self, f.name) // factor)
+                for f in dataclasses.fields(self)
+                if f.name not in keep
+            },
+        )
+
+
+@dataclass
+class Context:
+    """One run of the suite: sizes, repeats, a scratch directory and its generated files."""
+
+    sizes: Sizes
+    repeats: int
+    workdir: Path
+    files: dict[tuple[str, int], Path] = field(default_factory=dict)
+
+
+@dataclass
+class Measure:
+    """One figure: a value with its unit, or the reason it is missing."""
+
+    label: str
+    value: float | None = None
+    unit: str = ""
+    missing: str | None = None
+
+    def text(self) -> str:
+        """``label: value unit``; just ``value unit`` for our own figures (label ``ours``)."""
+        if self.value is None:
+            shown = self.missing or "n/a"
+        else:
+            shown = format_value(self.value, self.unit)
+        return shown if self.label == "ours" else f"{self.label}: {shown}"
+
+
+@dataclass
+class Result:
+    """A row of the table: our figure, the anchor's, the ratio and the goal."""
+
+    row: str
+    name: str
+    figure: Measure
+    anchor: Measure | None = None
+    ratio: float | None = None
+    ratio_text: str = "x anchor"
+    goal: str = ""
+    met: bool | None = None
+    notes: list[str] = field(default_factory=list)
+    error: bool = False
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "error"
+        return "n/a" if self.met is None else ("yes" if self.met else "NO")
+
+    @property
+    def ratio_str(self) -> str:
+        return "n/a" if self.ratio is None else f"{self.ratio:.3g}{self.ratio_text}"
+
+
+def format_value(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / MiB:,.1f} MiB"
+    if unit == "s":
+        return f"{value:,.3f} s"
+    if unit == "%":
+        return f"{value:.2f} %"
+    if unit in ("", "x"):
+        return f"{value:.3g}{unit}"
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    return f"{value:,.3g} {unit}"
+
+
+def count(n: int) -> str:
+    """A count for people: 200k, 1M, 10M."""
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return f"{n:,}"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def interleaved(repeats: int, runs: dict[str, Callable[[], Any]]) -> dict[str, list[Any]]:
+    """Call every run once per round, ``repeats`` rounds, so drift hits them all alike."""
+    out: dict[str, list[Any]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            out[name].append(run())
+    return out
+
+
+@contextmanager
+def frozen_gc() -> Iterator[None]:
+    """Move what exists now (the data set) out of the collector's way for the timed loops."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect()

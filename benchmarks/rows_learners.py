@@ -1,0 +1,225 @@
+"""Rows 1-3: the learners in process (dict API against River; arrays against scikit-learn)."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import Context, Measure, Result, count, frozen_gc, interleaved, median
+from benchmarks.data import binary_arrays, dict_rows
+
+__all__ = ["row_binary", "row_multiclass", "row_arrays"]
+
+MULTICLASS_GAP = 0.3  # our prequential accuracy over 100k examples: about 97 %
+MULTICLASS_SEED = 7
+
+
+def _split(model: Any, rows: list[dict], ys: list[Any]) -> tuple[float, float]:
+    """``predict_one`` then ``learn_one`` per example: (seconds, prequential accuracy)."""
+    predict = model.predict_one
+    learn = model.learn_one
+    right = 0
+    started = time.perf_counter()
+    for x, y in zip(rows, ys):
+        if predict(x) == y:
+            right += 1
+        learn(x, y)
+    return time.perf_counter() - started, right / len(ys)
+
+
+def _fused(model: Any, rows: list[dict], ys: list[Any]) -> tuple[float, float]:
+    """``predict_learn_one`` per example: (seconds, prequential accuracy)."""
+    step = model.predict_learn_one
+    right = 0
+    started = time.perf_counter()
+    for x, y in zip(rows, ys):
+        if step(x, y) == y:
+            right += 1
+    return time.perf_counter() - started, right / len(ys)
+
+
+def _throughputs(
+    ctx: Context, n: int, runs: dict[str, Callable[[], tuple[float, float]]]
+) -> dict[str, tuple[float, float]]:
+    """Per run: (median examples/s, median accuracy)."""
+    with frozen_gc():
+        outcomes = interleaved(ctx.repeats, runs)
+    return {
+        name: (n / median([s for s, _ in got]), median([a for _, a in got]))
+        for name, got in outcomes.items()
+    }
+
+
+def row_binary(ctx: Context) -> list[Result]:
+    from river.linear_model import Perceptron as RiverPerceptron
+
+    from stream_perceptron import Perceptron
+
+    n = ctx.sizes.binary
+    X, y = binary_arrays(n)
+    rows, ys = dict_rows(X), y.tolist()
+    del X, y
+    got = _throughputs(
+        ctx,
+        n,
+        {
+            "split": lambda: _split(Perceptron(), rows, ys),
+            "fused": lambda: _fused(Perceptron(), rows, ys),
+            "river": lambda: _split(RiverPerceptron(), rows, ys),
+        },
+    )
+    river_rate, river_acc = got["river"]
+    anchor = Measure("river Perceptron predict_one+learn_one", river_rate, "ex/s")
+    results = []
+    for row, key, api in (
+        ("1a", "split", "predict_one + learn_one"),
+        ("1b", "fused", "predict_learn_one (fused)"),
+    ):
+        rate, acc = got[key]
+        ratio = rate / river_rate
+        results.append(
+            Result(
+                row,
+                f"binary, dict API, prequential, {api}; {count(n)} ex x 20 dense",
+                Measure("ours", rate, "ex/s"),
+                anchor,
+                ratio,
+                goal=">= 4x",
+                met=ratio >= 4,
+                notes=[f"accuracy ours {acc:.2%}, river {river_acc:.2%}"],
+            )
+        )
+    return results
+
+
+def row_multiclass(ctx: Context) -> list[Result]:
+    from river.linear_model import Perceptron as RiverPerceptron
+    from river.multiclass import OneVsRestClassifier
+
+    from stream_perceptron import MulticlassPerceptron
+    from stream_perceptron.synthetic import separable_multiclass
+
+    n = ctx.sizes.multiclass
+    data = list(
+        separable_multiclass(
+            n, n_classes=10, n_features=20, gap=MULTICLASS_GAP, seed=MULTICLASS_SEED
+        )
+    )
+    rows = [x for x, _ in data]
+    ys = [label for _, label in data]
+    del data
+    got = _throughputs(
+        ctx,
+        n,
+        {
+            "split": lambda: _split(MulticlassPerceptron(), rows, ys),
+            "fused": lambda: _fused(MulticlassPerceptron(), rows, ys),
+            "river": lambda: _split(OneVsRestClassifier(RiverPerceptron()), rows, ys),
+        },
+    )
+    river_rate, river_acc = got["river"]
+    anchor = Measure("river OneVsRest(Perceptron)", river_rate, "ex/s")
+    what = f"{count(n)} ex, 10 classes x 20 features, gap {MULTICLASS_GAP}"
+    results = []
+    for row, key, api in (
+        ("2a", "split", "predict_one + learn_one"),
+        ("2b", "fused", "predict_learn_one (fused)"),
+    ):
+        rate, acc = got[key]
+        ratio = rate / river_rate
+        results.append(
+            Result(
+                row,
+                f"multi-class, dict API, prequential, {api}; {what}",
+                Measure("ours", rate, "ex/s"),
+                anchor,
+                ratio,
+                goal=">= 10x at accuracy >= 95 %",
+                met=ratio >= 10 and acc >= 0.95,
+                notes=[f"accuracy ours {acc:.2%}"],
+            )
+        )
+    acc = got["split"][1]
+    results.append(
+        Result(
+            "2c",
+            f"multi-class prequential accuracy; {what}",
+            Measure("ours", 100 * acc, "%"),
+            Measure("river OneVsRest(Perceptron)", 100 * river_acc, "%"),
+            acc / river_acc if river_acc else None,
+            goal="ours >= 95 %",
+            met=acc >= 0.95,
+        )
+    )
+    return results
+
+
+def row_arrays(ctx: Context) -> list[Result]:
+    from sklearn.linear_model import Perceptron as SkPerceptron
+
+    n, batch = ctx.sizes.array, ctx.sizes.array_batch
+    X, y_bool = binary_arrays(n, dtype=np.float32)
+    X = np.ascontiguousarray(X)
+    y = np.where(y_bool, 1, -1).astype(np.int8)
+    del y_bool
+    classes = np.array([-1, 1], dtype=np.int8)
+
+    def sklearn_run() -> float:
+        model = SkPerceptron(random_state=0)
+        started = time.perf_counter()
+        for i in range(0, n, batch):
+            model.partial_fit(X[i : i + batch], y[i : i + batch], classes=classes)
+        return time.perf_counter() - started
+
+    learn_array = _learn_array()
+    runs: dict[str, Callable[[], float]] = {"sklearn": sklearn_run}
+    if learn_array is not None:
+
+        def ours_run() -> float:
+            started = time.perf_counter()
+            learn_array(X, y)
+            return time.perf_counter() - started
+
+        runs["ours"] = ours_run
+    times = interleaved(ctx.repeats, runs)
+    sk_rate = n / median(times["sklearn"])
+    anchor = Measure(f"sklearn Perceptron.partial_fit, batches of {count(batch)}", sk_rate, "ex/s")
+    name = f"exact sequential learning on arrays; {count(n)} x 20 float32"
+    notes = ["anchor shuffles each batch (sklearn default): not sequential-exact"]
+    if learn_array is None:
+        return [
+            Result(
+                "3",
+                name,
+                Measure("ours", missing="skipped: no array fast path yet"),
+                anchor,
+                goal=">= 20M ex/s",
+                notes=notes,
+            )
+        ]
+    rate = n / median(times["ours"])
+    notes.insert(0, "stream_perceptron.fast.learn_array(X, y), y int8 in {-1, +1}")
+    return [
+        Result(
+            "3",
+            name,
+            Measure("ours", rate, "ex/s"),
+            anchor,
+            rate / sk_rate,
+            goal=">= 20M ex/s",
+            met=rate >= 20e6,
+            notes=notes,
+        )
+    ]
+
+
+def _learn_array() -> Callable[..., Any] | None:
+    try:
+        fast = importlib.import_module("stream_perceptron.fast")
+    except ImportError:
+        return None
+    return getattr(fast, "learn_array", None)

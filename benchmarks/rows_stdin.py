@@ -1,0 +1,184 @@
+"""Rows 4 and 6: ``stream-perceptron run`` on stdin end to end, against VW; metrics overhead."""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.common import Context, Measure, Result, count, interleaved, median
+from benchmarks.data import data_file
+from benchmarks.procs import VW_MISSING, Run, cli_command, run_command, vw_command
+
+__all__ = ["row_stdin", "row_metrics", "check_summary"]
+
+METRICS_LINE = re.compile(r"metrics on (http://\S+/metrics)")
+
+
+def check_summary(run: Run, n: int) -> list[str]:
+    """Notes when the CLI did not read every record as a good one."""
+    s = run.summary or {}
+    if s.get("records") != n or s.get("invalid_total"):
+        return [f"CHECK: summary says records={s.get('records')}, invalid={s.get('invalid')}"]
+    return []
+
+
+def _engine_notes(runs: list[Run]) -> str:
+    rates = [r.summary["records_per_second"] for r in runs if r.summary]
+    accuracies = [r.summary["accuracy"] for r in runs if r.summary]
+    if not rates:
+        return ""
+    return (
+        f"engine's own records_per_second {median(rates):,.0f}, accuracy {median(accuracies):.2%}"
+    )
+
+
+def _cli_run(fmt: str, path: Path, summary: Path, *extra: str) -> Callable[[], Run]:
+    cmd = [*cli_command(), "run", "--format", fmt, "--summary-json", str(summary), *extra]
+    return lambda: run_command(cmd, input_path=path, summary_path=summary)
+
+
+def row_stdin(ctx: Context) -> list[Result]:
+    n = ctx.sizes.stdin
+    summary = ctx.workdir / "summary-stdin.json"
+    runs: dict[str, Callable[[], Run]] = {
+        "csv": _cli_run("csv", data_file(ctx, "csv", n), summary),
+        "jsonl": _cli_run("jsonl", data_file(ctx, "jsonl", n), summary),
+    }
+    vw = vw_command()
+    if vw is not None:
+        vw_input = data_file(ctx, "vw", n)
+        runs["vw"] = lambda: run_command(vw, input_path=vw_input)
+    got = interleaved(ctx.repeats, runs)
+    rates = {name: n / median([r.wall for r in done]) for name, done in got.items()}
+    if vw is None:
+        anchor = Measure("Vowpal Wabbit", missing=VW_MISSING)
+    else:
+        runner = "vw" if "vowpalwabbit" not in " ".join(vw) else "python -m vowpalwabbit"
+        anchor = Measure(f"VW ({runner} --loss_function hinge, stdin)", rates["vw"], "lines/s")
+    vw_rate = rates.get("vw")
+    results = []
+    for row, fmt, goal in (("4a", "csv", ">= 1.0x VW"), ("4b", "jsonl", ">= 250k lines/s")):
+        rate = rates[fmt]
+        ratio = rate / vw_rate if vw_rate else None
+        met = (ratio >= 1.0 if ratio is not None else None) if fmt == "csv" else rate >= 250_000
+        notes = [n for n in (_engine_notes(got[fmt]),) if n] + check_summary(got[fmt][-1], n)
+        results.append(
+            Result(
+                row,
+                f"stdin end to end, `cat file | stream-perceptron run --format {fmt}`;"
+                f" {count(n)} lines x 20 features (wall time of the whole command)",
+                Measure("ours", rate, "lines/s"),
+                anchor,
+                ratio,
+                ratio_text="x VW",
+                goal=goal,
+                met=met,
+                notes=notes,
+            )
+        )
+    return results
+
+
+class Scraper:
+    """Hits a /metrics URL every ``interval`` seconds from a thread until stopped."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.ok = 0
+        self.failed = 0
+        # Failures with no success after them: the CLI had already closed its server.
+        self.after_close = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, url: str) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, args=(url,), daemon=True)
+            self._thread.start()
+
+    def _loop(self, url: str) -> None:
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (loopback)
+                    body = response.read()
+                if b"stream_perceptron_examples_total" not in body:
+                    raise OSError("no stream_perceptron_examples_total in /metrics")
+                self.ok += 1
+                self.failed += self.after_close
+                self.after_close = 0
+            except OSError:
+                if self._stop.is_set():
+                    return
+                self.after_close += 1
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def row_metrics(ctx: Context) -> list[Result]:
+    n = ctx.sizes.metrics
+    path = data_file(ctx, "csv", n)
+    summary = ctx.workdir / "summary-metrics.json"
+    scrapes: list[tuple[Scraper, bool]] = []
+    cmd = [*cli_command(), "run", "--format", "csv", "--summary-json", str(summary)]
+
+    def with_metrics() -> Run:
+        scraper = Scraper()
+        seen = False
+
+        def on_line(line: str) -> None:
+            nonlocal seen
+            found = METRICS_LINE.search(line)
+            if found and not seen:
+                seen = True
+                scraper.start(found.group(1))
+
+        try:
+            return run_command(
+                [*cmd, "--metrics-port", "0"],
+                input_path=path,
+                summary_path=summary,
+                on_stderr_line=on_line,
+            )
+        finally:
+            scraper.stop()
+            scrapes.append((scraper, seen))
+
+    got = interleaved(
+        ctx.repeats,
+        {
+            "without": lambda: run_command(cmd, input_path=path, summary_path=summary),
+            "with": with_metrics,
+        },
+    )
+    plain = median([r.wall for r in got["without"]])
+    metered = median([r.wall for r in got["with"]])
+    ratio = metered / plain
+    notes = [
+        f"{(ratio - 1):+.1%} wall time",
+        "scrapes per run, ok/failed/refused after the CLI closed its server: "
+        + ", ".join(f"{s.ok}/{s.failed}/{s.after_close}" for s, _ in scrapes),
+    ]
+    if not all(seen for _, seen in scrapes):
+        notes.append("CHECK: the 'metrics on http://...' stderr line was not seen")
+    notes += check_summary(got["with"][-1], n)
+    return [
+        Result(
+            "6",
+            f"metrics overhead: stdin CSV, {count(n)} lines, --metrics-port 0 and a scrape"
+            " of /metrics every second, vs without",
+            Measure("with metrics", metered, "s"),
+            Measure("without", plain, "s"),
+            ratio,
+            ratio_text="x without",
+            goal="<= 1.05x (<= 5 % slower)",
+            met=ratio <= 1.05,
+            notes=notes,
+        )
+    ]

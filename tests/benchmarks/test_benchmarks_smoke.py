@@ -1,0 +1,29 @@
+"""The benchmark suite runs end to end at --quick sizes (numbers are not asserted: timings belong
+to the benchmark, not to tests)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = ["[1a]", "[1b]", "[2a]", "[2b]", "[2c]", "[3]", "[4a]", "[4b]", "[5a]", "[5b]", "[6]", "[7]"]
+
+
+def test_quick_run_prints_every_row(tmp_path):
+    table = tmp_path / "results.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--repeats", "1", "--markdown", str(table)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"},
+    )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    for row in ROWS:
+        assert row in out, f"row {row} missing from:\n{out}"
+    text = table.read_text()
+    assert "| row |" in text and "python" in text
