@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,fast]'
 	touch $@
 
 # The main job on its embedded default: River's bundled Phishing data set, written as CSV by
@@ -33,7 +33,7 @@ kafka-down:
 
 # The benchmark suite: ratios against River, scikit-learn and Vowpal Wabbit measured in one run.
 bench: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,fast,bench]'
 	$(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md
 
 lint: $(BIN)/.installed

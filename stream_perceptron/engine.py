@@ -20,6 +20,7 @@ from connectors import Record, Sink, Source
 from stream_perceptron.checkpoint import Checkpoint, CheckpointPolicy, PositionKey, save_checkpoint
 from stream_perceptron.errors import LabelError, RecordError, StreamPerceptronError
 from stream_perceptron.formats import Parser
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
@@ -28,7 +29,6 @@ __all__ = ["Engine", "EngineError", "BadRecordError", "LABEL_OUTSIDE_ENCODING"]
 
 logger = logging.getLogger(__name__)
 
-LABEL_OUTSIDE_ENCODING = "label_outside_encoding"
 
 
 class EngineError(StreamPerceptronError):
@@ -90,6 +90,9 @@ class Engine:
         (metrics scrapes) take it too.
     keep_recent
         How many of the last labelled examples to keep in ``recent_examples`` (0: none).
+    dense
+        Let batches of plain dense CSV records go through the exact vectorised path
+        (:mod:`stream_perceptron.dense_batches`) when the learner supports it.
 
     Examples
     --------
@@ -119,6 +122,7 @@ class Engine:
         on_batch: Callable[[float], None] | None = None,
         lock: threading.Lock | None = None,
         keep_recent: int = 0,
+        dense: bool = True,
     ) -> None:
         if on_error not in ("skip", "fail"):
             raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
@@ -141,6 +145,10 @@ class Engine:
         self._stop = False
         self._waiting_for_input = False
         self._source: Source | None = None
+        # Whole batches of plain dense records through the exact vectorised kernel.
+        from stream_perceptron.dense_batches import DenseBatches
+
+        self._dense = DenseBatches(self) if dense and DenseBatches.usable(self) else None
 
     # -- control -------------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -197,6 +205,8 @@ class Engine:
             yield batch
 
     def _process(self, batch: list[Record]) -> None:
+        if self._dense is not None and self._dense.process(batch):
+            return
         parser = self.parser
         learner = self.learner
         stats = self.stats

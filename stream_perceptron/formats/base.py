@@ -17,7 +17,9 @@ NON_NUMERIC = "non_numeric_value"
 NON_FINITE = "non_finite_value"
 WRONG_COLUMN_COUNT = "wrong_column_count"
 MALFORMED_TOKEN = "malformed_token"
+MALFORMED_CSV = "malformed_csv"
 EMPTY_RECORD = "empty_record"
+LABEL_OUTSIDE_ENCODING = "label_outside_encoding"  # a third label for a binary learner
 
 
 class Example(NamedTuple):

@@ -1,0 +1,108 @@
+"""The engine's vectorised path: a whole batch of plain CSV lines through the exact kernel.
+
+Used automatically when the learner and the batch allow it; any batch it cannot take whole
+(a bad line, a skipped line, a Kafka batch) goes the per-record way. Both paths leave the same
+model, counts and outputs: ``tests/fast`` and ``tests/engine/test_dense_batches.py`` check it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from connectors import Record
+from stream_perceptron import fast
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, parse_label
+from stream_perceptron.learners.labels import BinaryLabels
+
+__all__ = ["DenseBatches"]
+
+
+class DenseBatches:
+    """Processes batches of an engine whose parser has ``parse_dense`` and whose learner
+    :func:`stream_perceptron.fast.supports`."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    @staticmethod
+    def usable(engine: Any) -> bool:
+        return hasattr(engine.parser, "parse_dense") and fast.supports(engine.learner)
+
+    def process(self, batch: list[Record]) -> bool:
+        """Process ``batch`` whole and return True, or return False having changed nothing."""
+        engine = self.engine
+        first, last = batch[0].position, batch[-1].position
+        if first.partition is not None or engine.parser.header_pending:
+            return False
+        key = (first.source, None)
+        if first.offset < engine._skip_before.get(key, 0):
+            return False
+        if any(record.error is not None for record in batch):
+            return False
+        dense = engine.parser.parse_dense([record.value for record in batch])
+        if dense is None:
+            return False
+        features, X, label_cells = dense
+        learner = engine.learner
+        saved_labels = learner._labels.get_state()
+        signs, classes, errors = _settled_signs(learner._labels, label_cells) or fast.encode_labels(
+            learner, label_cells
+        )
+        if errors and engine.on_error == "fail":
+            # The per-record path stops at the first bad label, having seen only the labels
+            # before it: give it the batch with the encoding as it was.
+            learner._labels = BinaryLabels.from_state(saved_labels)
+            return False
+        rows = np.arange(len(batch))
+        if errors:
+            keep = np.array([i not in errors for i in range(len(batch))])
+            X, signs, rows = X[keep], signs[keep], rows[keep]
+        predicted = fast.learn_dense(learner, features, X, signs)
+
+        stats = engine.stats
+        labelled = signs != 0
+        mistakes = (predicted != signs) & labelled
+        n_labelled = int(labelled.sum())
+        stats.learned += n_labelled
+        stats.mistakes += int(mistakes.sum())
+        stats.unlabelled += len(signs) - n_labelled
+        stats.records_this_run += len(signs)
+        window = stats.recent_mistakes.maxlen
+        stats.recent_mistakes.extend(mistakes[labelled][-window:].tolist())
+        for i, error in errors.items():
+            engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
+        if engine.recent_examples is not None:
+            window = engine.recent_examples.maxlen or 0
+            for j in np.flatnonzero(labelled)[-window:].tolist():
+                y = parse_label(label_cells[rows[j]].decode("utf-8"))
+                engine.recent_examples.append((dict(zip(features, X[j].tolist())), y))
+        if engine.outputs.predictions is not None:
+            for j, i in enumerate(rows.tolist()):
+                negative, positive = classes[i]
+                prediction = positive if predicted[j] > 0 else negative
+                if signs[j]:
+                    y = parse_label(label_cells[i].decode("utf-8"))
+                    engine._emit(batch[i], prediction, y, bool(mistakes[j]))
+                else:
+                    engine._emit(batch[i], prediction)
+        engine.next_offsets[key] = last.offset + 1
+        return True
+
+
+def _settled_signs(labels: BinaryLabels, cells: list[bytes]) -> Any:
+    """Signs for a batch whose labels all fit an encoding already settled (the usual case):
+    one lookup per row instead of the general encoder. ``None`` when that is not the case."""
+    if not labels.settled:
+        return None
+    sign_of: dict[bytes, int] = {}
+    for cell in set(cells):
+        y = parse_label(cell.decode("utf-8", errors="replace"))
+        code = labels._codes.get(y) if y is not None else None
+        if code is None:
+            return None  # unlabelled rows or a label outside the encoding: the general way
+        sign_of[cell] = code
+    signs = np.fromiter(map(sign_of.__getitem__, cells), dtype=np.int8, count=len(cells))
+    pair = (labels.negative, labels.positive)
+    return signs, [pair] * len(cells), {}

@@ -1,0 +1,70 @@
+"""The engine's vectorised dense path against its per-record path: same model, counts, outputs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from connectors import MemorySink, MemorySource
+from stream_perceptron import Perceptron, fast
+from stream_perceptron.engine import Engine, Outputs
+from stream_perceptron.formats import make_parser
+
+
+def _lines(seed: int, n: int = 3000, noise: bool = True) -> list[bytes]:
+    rng = random.Random(seed)
+    lines = [b"a,b,c,y"]
+    for i in range(n):
+        x = [rng.gauss(0, 1) for _ in range(3)]
+        label = int(x[0] - 0.5 * x[1] + 0.2 > 0)
+        cell = "" if noise and i % 97 == 5 else str(label)  # some unlabelled rows
+        lines.append(",".join([*(repr(v) for v in x), cell]).encode())
+        if noise and i % 331 == 7:
+            lines.append(b"1,2,oops,1")  # a bad line: that batch goes the per-record way
+        if noise and i % 613 == 11:
+            lines.append(b"1,2,3,7")  # a third label: dead-lettered in either path
+    return lines
+
+
+def _run(learner, lines, dense: bool, batch_size: int):
+    predictions, dead = MemorySink(), MemorySink()
+    engine = Engine(
+        learner,
+        make_parser("csv"),
+        Outputs(predictions=predictions, dead_letters=dead),
+        dense=dense,
+        keep_recent=50,
+    )
+    engine.run(MemorySource(lines, batch_size=batch_size))
+    return engine, predictions.lines, dead.lines
+
+
+@pytest.mark.parametrize("bias", ["learned", "r2", "none"])
+@pytest.mark.parametrize("averaged", [False, True])
+@pytest.mark.parametrize("batch_size", [64, 1000])
+def test_dense_path_equals_the_per_record_path(bias, averaged, batch_size):
+    lines = _lines(seed=batch_size + averaged)
+    a, preds_a, dead_a = _run(Perceptron(bias=bias, averaged=averaged), lines, True, batch_size)
+    b, preds_b, dead_b = _run(Perceptron(bias=bias, averaged=averaged), lines, False, batch_size)
+    assert a._dense is not None and b._dense is None
+    assert a.learner.get_state() == b.learner.get_state()
+    assert a.stats.get_state() == b.stats.get_state()
+    assert a.stats.summary()["invalid"] == {"non_numeric_value": 10, "label_outside_encoding": 5}
+    assert preds_a == preds_b and dead_a == dead_b
+    assert list(a.recent_examples) == list(b.recent_examples)
+    assert a.next_offsets == b.next_offsets
+
+
+def test_dense_path_is_really_taken(monkeypatch):
+    calls = []
+    original = fast.learn_dense
+    monkeypatch.setattr(fast, "learn_dense", lambda *a, **k: calls.append(1) or original(*a, **k))
+    engine, _, _ = _run(Perceptron(), _lines(seed=1, noise=False), True, 500)
+    assert len(calls) == 6 and engine.stats.learned == 3000
+
+
+def test_unsupported_learners_use_the_per_record_path():
+    engine = Engine(Perceptron(init="random", seed=1), make_parser("csv"))
+    assert engine._dense is None
+    assert Engine(Perceptron(), make_parser("jsonl"))._dense is None
