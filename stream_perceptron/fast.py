@@ -57,7 +57,14 @@ from stream_perceptron.formats.base import parse_label
 from stream_perceptron.learners._base import BIAS_MODES
 from stream_perceptron.learners.perceptron import Perceptron
 
-__all__ = ["learn_dense", "learn_array", "supports", "compiled", "encode_labels", "parse_csv_numbers"]
+__all__ = [
+    "compiled",
+    "encode_labels",
+    "learn_array",
+    "learn_dense",
+    "parse_csv_numbers",
+    "supports",
+]
 
 logger = logging.getLogger(__name__)
 
