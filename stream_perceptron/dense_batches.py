@@ -7,6 +7,7 @@ model, counts and outputs: ``tests/fast`` and ``tests/engine/test_dense_batches.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -73,22 +74,35 @@ class DenseBatches:
         stats.recent_mistakes.extend(mistakes[labelled][-window:].tolist())
         for i, error in errors.items():
             engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
+        labels = _LabelCache()
         if engine.recent_examples is not None:
+            # Kept as (features, row) pairs: the metrics collector makes dicts when it scrapes.
             window = engine.recent_examples.maxlen or 0
-            for j in np.flatnonzero(labelled)[-window:].tolist():
-                y = parse_label(label_cells[rows[j]].decode("utf-8"))
-                engine.recent_examples.append((dict(zip(features, X[j].tolist())), y))
+            picked = np.flatnonzero(labelled)[-window:]
+            engine.recent_examples.extend(
+                zip(
+                    zip(repeat(features), X[picked]),
+                    [labels[label_cells[i]] for i in rows[picked].tolist()],
+                )
+            )
         if engine.outputs.predictions is not None:
             for j, i in enumerate(rows.tolist()):
                 negative, positive = classes[i]
                 prediction = positive if predicted[j] > 0 else negative
                 if signs[j]:
-                    y = parse_label(label_cells[i].decode("utf-8"))
-                    engine._emit(batch[i], prediction, y, bool(mistakes[j]))
+                    engine._emit(batch[i], prediction, labels[label_cells[i]], bool(mistakes[j]))
                 else:
                     engine._emit(batch[i], prediction)
         engine.next_offsets[key] = last.offset + 1
         return True
+
+
+class _LabelCache(dict):
+    """Label cell -> parsed label, parsed once per distinct cell."""
+
+    def __missing__(self, cell: bytes) -> Any:
+        label = self[cell] = parse_label(cell.decode("utf-8"))
+        return label
 
 
 def _settled_signs(labels: BinaryLabels, cells: list[bytes]) -> Any:

@@ -30,7 +30,6 @@ __all__ = ["Engine", "EngineError", "BadRecordError", "LABEL_OUTSIDE_ENCODING"]
 logger = logging.getLogger(__name__)
 
 
-
 class EngineError(StreamPerceptronError):
     """The run cannot go on (unusable header, unreadable source, failed checkpoint)."""
 
@@ -138,8 +137,9 @@ class Engine:
         # Held while a batch is processed: a metrics scrape reads a consistent model.
         self.lock = lock or threading.Lock()
         self.last_checkpoint_time: float | None = None
-        # The last labelled examples, for the live margin metrics (only when asked for).
-        self.recent_examples: deque[tuple[dict, Any]] | None = (
+        # The last labelled examples, for the live margin metrics (only when asked for); the
+        # dense path keeps an example as ((feature names, values array), label).
+        self.recent_examples: deque[tuple[Any, Any]] | None = (
             deque(maxlen=keep_recent) if keep_recent else None
         )
         self._stop = False

@@ -162,6 +162,8 @@ class EngineCollector(Collector):
         margins = []
         radius = 0.0
         for x, y in recent:
+            if not isinstance(x, dict):  # a dense row kept as (feature names, values)
+                x = dict(zip(x[0], x[1].tolist()))
             try:
                 margins.append(learner.geometric_margin(x, y))
             except ValueError:  # a label the model cannot score

@@ -63,3 +63,18 @@ def test_metrics_use_only_the_injected_registry():
 
     _run(Perceptron(), [b'{"a": 1, "y": 1}'])
     assert REGISTRY.get_sample_value("stream_perceptron_examples_total") is None
+
+
+def test_margin_metrics_are_the_same_on_the_dense_path():
+    lines = [b"a,b,y"] + [b"2.0,0.5,1", b"-1.0,0.25,0"] * 300
+    registries = []
+    for dense in (True, False):
+        engine = Engine(Perceptron(), make_parser("csv"), keep_recent=20, dense=dense)
+        registry = CollectorRegistry()
+        MetricsExporter(engine, registry=registry)
+        engine.run(MemorySource(lines, batch_size=128))
+        assert (engine._dense is not None) == dense
+        registries.append(registry)
+    for name in ("stream_perceptron_margin_min", "stream_perceptron_mistake_bound"):
+        values = [r.get_sample_value(name) for r in registries]
+        assert values[0] is not None and values[0] == values[1]
