@@ -7,7 +7,6 @@ model, counts and outputs: ``tests/fast`` and ``tests/engine/test_dense_batches.
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -76,15 +75,12 @@ class DenseBatches:
             engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
         labels = _LabelCache()
         if engine.recent_examples is not None:
-            # Kept as (features, row) pairs: the metrics collector makes dicts when it scrapes.
-            window = engine.recent_examples.maxlen or 0
-            picked = np.flatnonzero(labelled)[-window:]
-            engine.recent_examples.extend(
-                zip(
-                    zip(repeat(features), X[picked]),
-                    [labels[label_cells[i]] for i in rows[picked].tolist()],
-                )
-            )
+            # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
+            if errors or not labelled.all():
+                picked = np.flatnonzero(labelled)
+                engine.defer_recent(features, X[picked], [label_cells[i] for i in rows[picked]])
+            else:
+                engine.defer_recent(features, X, label_cells)
         if engine.outputs.predictions is not None:
             for j, i in enumerate(rows.tolist()):
                 negative, positive = classes[i]

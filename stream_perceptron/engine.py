@@ -14,13 +14,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from connectors import Record, Sink, Source
 from stream_perceptron.checkpoint import Checkpoint, CheckpointPolicy, PositionKey, save_checkpoint
 from stream_perceptron.errors import LabelError, RecordError, StreamPerceptronError
 from stream_perceptron.formats import Parser
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, parse_label
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
@@ -142,6 +143,9 @@ class Engine:
         self.recent_examples: deque[tuple[Any, Any]] | None = (
             deque(maxlen=keep_recent) if keep_recent else None
         )
+        # Batches of the dense path not yet added to recent_examples: (names, rows, labels).
+        self._recent_pending: deque[tuple[list, Any, list]] = deque()
+        self._recent_pending_rows = 0
         self._stop = False
         self._waiting_for_input = False
         self._source: Source | None = None
@@ -214,6 +218,8 @@ class Engine:
         next_offsets = self.next_offsets
         skip_before = self._skip_before
         recent = self.recent_examples
+        if self._recent_pending:
+            self._flush_recent()
         first = batch[0].position
         key = (first.source, first.partition)
         skip_until = skip_before.get(key, 0)
@@ -300,6 +306,38 @@ class Engine:
             send(line, key=record.key)
         else:
             sink.write(line)  # type: ignore[union-attr]
+
+    # -- the window of recent examples (metrics) ---------------------------------------------
+    def defer_recent(self, names: list, rows: Any, labels: list[bytes]) -> None:
+        """Remember a dense batch's labelled rows (values and raw label cells) for the window,
+        without building dicts or parsing labels now."""
+        window = self.recent_examples.maxlen or 0  # type: ignore[union-attr]
+        self._recent_pending.append((names, rows, labels))
+        self._recent_pending_rows += len(labels)
+        while self._recent_pending_rows - len(self._recent_pending[0][2]) >= window:
+            self._recent_pending_rows -= len(self._recent_pending.popleft()[2])
+
+    def _flush_recent(self) -> None:
+        recent = self.recent_examples
+        assert recent is not None
+        window = recent.maxlen or 0
+        parsed: dict[bytes, Any] = {}
+        while self._recent_pending:
+            names, rows, cells = self._recent_pending.popleft()
+            start = max(0, len(cells) - window)
+            for cell in set(cells[start:]) - parsed.keys():
+                parsed[cell] = parse_label(cell.decode("utf-8"))
+            labels = [parsed[cell] for cell in cells[start:]]
+            recent.extend(zip(zip(repeat(names), rows[start:]), labels))
+        self._recent_pending_rows = 0
+
+    def recent_window(self) -> list[tuple[Any, Any]]:
+        """The last labelled examples, oldest first (call with the lock held)."""
+        if self.recent_examples is None:
+            return []
+        if self._recent_pending:
+            self._flush_recent()
+        return list(self.recent_examples)
 
     # -- partitioned sources (Kafka) ------------------------------------------------------------
     def assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:

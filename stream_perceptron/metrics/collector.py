@@ -80,7 +80,7 @@ class EngineCollector(Collector):
         with engine.lock:
             yield from self._counts(engine.stats)
             yield from self._model(engine.learner)
-            yield from self._theory(engine.learner, engine.recent_examples)
+            yield from self._theory(engine.learner, engine.recent_window())
             checkpoint_time = engine.last_checkpoint_time
         if checkpoint_time is not None:
             yield GaugeMetricFamily(

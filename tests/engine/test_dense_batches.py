@@ -57,7 +57,7 @@ def test_dense_path_equals_the_per_record_path(bias, averaged, batch_size):
     assert a.stats.get_state() == b.stats.get_state()
     assert a.stats.summary()["invalid"] == {"non_numeric_value": 10, "label_outside_encoding": 5}
     assert preds_a == preds_b and dead_a == dead_b
-    assert _examples(a.recent_examples) == _examples(b.recent_examples)
+    assert _examples(a.recent_window()) == _examples(b.recent_window())
     assert a.next_offsets == b.next_offsets
 
 

@@ -27,7 +27,7 @@ def test_margin_and_mistake_bound_from_the_window():
     lines = [b'{"a": 2.0, "y": 1}', b'{"a": -1.0, "y": 0}'] * 5 + [b'{"a": 0.5, "b": 3, "y": 1}']
     engine, registry = _run(Perceptron(bias="none"), lines, window=4)
     model = engine.learner
-    window = list(engine.recent_examples)
+    window = engine.recent_window()
     margins = [model.geometric_margin(x, y) for x, y in window]
     radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in window)
     assert min(margins) > 0
