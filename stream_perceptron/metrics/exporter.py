@@ -106,6 +106,14 @@ class MetricsExporter:
             self._pusher.join(timeout=10)
         pushed = self.push() if self._push is not None else True
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            # shutdown() waits for the server loop's next poll (up to 0.5 s): let a daemon thread
+            # wait for it instead of the engine's caller.
+            server = self._server
+            self._server = None
+
+            def stop_server() -> None:
+                server.shutdown()
+                server.server_close()
+
+            threading.Thread(target=stop_server, name="metrics-server-stop", daemon=True).start()
         return pushed
