@@ -13,7 +13,7 @@ import numpy as np
 
 from connectors import Record
 from stream_perceptron import fast
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, parse_label
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.learners.labels import BinaryLabels
 
 __all__ = ["DenseBatches"]
@@ -61,19 +61,12 @@ class DenseBatches:
             X, signs, rows = X[keep], signs[keep], rows[keep]
         predicted = fast.learn_dense(learner, features, X, signs)
 
-        stats = engine.stats
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
-        n_labelled = int(labelled.sum())
-        stats.learned += n_labelled
-        stats.mistakes += int(mistakes.sum())
-        stats.unlabelled += len(signs) - n_labelled
-        stats.records_this_run += len(signs)
-        window = stats.recent_mistakes.maxlen
-        stats.recent_mistakes.extend(mistakes[labelled][-window:].tolist())
+        engine.stats.count_many(mistakes[labelled].tolist(), unlabelled=int((~labelled).sum()))
         for i, error in errors.items():
             engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
-        labels = _LabelCache()
+        labels = engine.parser._labels
         if engine.recent_examples is not None:
             # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
             if errors or not labelled.all():
@@ -93,22 +86,15 @@ class DenseBatches:
         return True
 
 
-class _LabelCache(dict):
-    """Label cell -> parsed label, parsed once per distinct cell."""
-
-    def __missing__(self, cell: bytes) -> Any:
-        label = self[cell] = parse_label(cell.decode("utf-8"))
-        return label
-
-
 def _settled_signs(labels: BinaryLabels, cells: list[bytes]) -> Any:
     """Signs for a batch whose labels all fit an encoding already settled (the usual case):
     one lookup per row instead of the general encoder. ``None`` when that is not the case."""
     if not labels.settled:
         return None
     sign_of: dict[bytes, int] = {}
+    parsed = LabelCache()
     for cell in set(cells):
-        y = parse_label(cell.decode("utf-8", errors="replace"))
+        y = parsed[cell]  # parse_dense only returns UTF-8 label cells
         code = labels._codes.get(y) if y is not None else None
         if code is None:
             return None  # unlabelled rows or a label outside the encoding: the general way

@@ -21,7 +21,7 @@ from connectors import Record, Sink, Source
 from stream_perceptron.checkpoint import Checkpoint, CheckpointPolicy, PositionKey, save_checkpoint
 from stream_perceptron.errors import LabelError, RecordError, StreamPerceptronError
 from stream_perceptron.formats import Parser
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, parse_label
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
@@ -163,10 +163,6 @@ class Engine:
         self._stop = True
         if self._waiting_for_input:
             raise _Interrupted
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, source: Source) -> RunStats:
@@ -321,14 +317,13 @@ class Engine:
         recent = self.recent_examples
         assert recent is not None
         window = recent.maxlen or 0
-        parsed: dict[bytes, Any] = {}
+        labels = LabelCache()
         while self._recent_pending:
             names, rows, cells = self._recent_pending.popleft()
             start = max(0, len(cells) - window)
-            for cell in set(cells[start:]) - parsed.keys():
-                parsed[cell] = parse_label(cell.decode("utf-8"))
-            labels = [parsed[cell] for cell in cells[start:]]
-            recent.extend(zip(zip(repeat(names), rows[start:]), labels))
+            recent.extend(
+                zip(zip(repeat(names), rows[start:]), map(labels.__getitem__, cells[start:]))
+            )
         self._recent_pending_rows = 0
 
     def recent_window(self) -> list[tuple[Any, Any]]:

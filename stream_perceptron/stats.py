@@ -62,6 +62,14 @@ class RunStats:
         self.records_this_run += 1
         self.recent_mistakes.append(mistake)
 
+    def count_many(self, mistakes: list[bool], unlabelled: int = 0) -> None:
+        """Count a batch at once: one entry per learned example in ``mistakes``."""
+        self.learned += len(mistakes)
+        self.mistakes += sum(mistakes)
+        self.unlabelled += unlabelled
+        self.records_this_run += len(mistakes) + unlabelled
+        self.recent_mistakes.extend(mistakes[-(self.recent_mistakes.maxlen or 0) :])
+
     def count_unlabelled(self) -> None:
         self.unlabelled += 1
         self.records_this_run += 1

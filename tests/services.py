@@ -71,25 +71,9 @@ def prometheus_server(
         "    static_configs:\n"
         f"      - targets: {json.dumps(targets)}\n"
     )
-    log = (workdir / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={workdir / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/-/ready", proc=proc)
+    args = [f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}"]
+    with _serve([binary, *args], port, workdir / "prometheus.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def query(prometheus_url: str, promql: str) -> list[dict[str, Any]]:
@@ -115,16 +99,23 @@ def wait_query(prometheus_url: str, promql: str, timeout: float = 60.0) -> list[
 def pushgateway_server(workdir: Path) -> Iterator[str]:
     """A real Prometheus Pushgateway; yields its base URL."""
     binary = require("prometheus-pushgateway", "prometheus-pushgateway")
-    port = free_port()
-    log = (workdir / "pushgateway.log").open("wb")
-    proc = subprocess.Popen(
-        [binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/-/ready", proc=proc)
+    with _serve([binary], free_port(), workdir / "pushgateway.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+
+
+@contextmanager
+def _serve(command: list[str], port: int, log_path: Path) -> Iterator[str]:
+    """Run a Prometheus-family server on 127.0.0.1:port until it is ready; yield its URL."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [*command, f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(f"{url}/-/ready", proc=proc)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)

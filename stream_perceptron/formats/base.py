@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Protocol
 
 from stream_perceptron.errors import RecordError
 
-__all__ = ["Example", "Parser", "decode_utf8", "parse_label", "to_number"]
+__all__ = ["Example", "LabelCache", "Parser", "decode_utf8", "parse_label", "to_number"]
 
 # Reasons a record is rejected: metric label values and dead-letter "reason" fields.
 INVALID_UTF8 = "invalid_utf8"
@@ -81,3 +81,28 @@ def parse_label(text: str) -> Any:
     if v.is_integer():
         return int(v)
     return text
+
+
+class LabelCache(dict):
+    """Label cell (bytes) -> :func:`parse_label` of it, parsed once per distinct cell.
+
+    Keeps at most ``limit`` cells, so a stream of ever-new class names cannot grow it without
+    bound. A cell that is not UTF-8 raises ``UnicodeDecodeError``.
+
+    Examples
+    --------
+    >>> labels = LabelCache()
+    >>> labels[b"+1"], labels[b"spam"], len(labels)
+    (1, 'spam', 2)
+
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __missing__(self, cell: bytes) -> Any:
+        label = parse_label(cell.decode("utf-8"))
+        if len(self) < self.limit:
+            self[cell] = label
+        return label

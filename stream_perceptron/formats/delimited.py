@@ -11,14 +11,13 @@ from stream_perceptron.formats.base import (
     MALFORMED_CSV,
     WRONG_COLUMN_COUNT,
     Example,
+    LabelCache,
     decode_utf8,
     parse_label,
     to_number,
 )
 
 __all__ = ["CsvParser", "CsvHeaderError"]
-
-_MISSING = object()
 
 
 class CsvHeaderError(RecordError):
@@ -51,7 +50,7 @@ class CsvParser:
         self._names: list[str] = []
         self._feature_names: list[str] = []
         self._label_index = -1
-        self._labels: dict[bytes, Any] = {}  # label cell -> parsed label, for the fast path
+        self._labels = LabelCache()  # label cell -> parsed label, for the fast path
 
     def parse(self, value: bytes) -> Example | None:
         if not self.header_pending:
@@ -74,14 +73,10 @@ class CsvParser:
         total = sum(values)
         if total - total != 0.0:  # a NaN or an infinity (or an overflowing sum: re-checked)
             return None
-        y = self._labels.get(label_cell, _MISSING)
-        if y is _MISSING:
-            try:
-                y = parse_label(label_cell.decode("utf-8"))
-            except UnicodeDecodeError:
-                return None
-            if len(self._labels) < 10_000:
-                self._labels[label_cell] = y
+        try:
+            y = self._labels[label_cell]
+        except UnicodeDecodeError:
+            return None
         return Example(dict(zip(self._feature_names, values)), y)
 
     def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
