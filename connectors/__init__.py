@@ -24,6 +24,7 @@ from connectors.errors import ConnectorError
 from connectors.files import FileSink, open_sink
 from connectors.kafka_sink import KafkaSink
 from connectors.kafka_source import KafkaSource, TopicPartitionKey
+from connectors.line_block import LineBlock
 from connectors.lines import LineSource, open_line_source
 from connectors.memory import MemorySink, MemorySource
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
@@ -34,6 +35,7 @@ __all__ = [
     "FileSink",
     "KafkaSink",
     "KafkaSource",
+    "LineBlock",
     "LineSource",
     "MemorySink",
     "MemorySource",

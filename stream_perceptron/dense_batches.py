@@ -7,11 +7,12 @@ model, counts and outputs: ``tests/fast`` and ``tests/engine/test_dense_batches.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from connectors import Record
+from connectors import LineBlock, Record
 from stream_perceptron import fast
 from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.learners.labels import BinaryLabels
@@ -30,21 +31,46 @@ class DenseBatches:
     def usable(engine: Any) -> bool:
         return hasattr(engine.parser, "parse_dense") and fast.supports(engine.learner)
 
+    @property
+    def takes_blocks(self) -> bool:
+        """Whether the parser reads a :class:`~connectors.LineBlock` whole."""
+        return hasattr(self.engine.parser, "parse_dense_block")
+
     def process(self, batch: list[Record]) -> bool:
         """Process ``batch`` whole and return True, or return False having changed nothing."""
-        engine = self.engine
         first, last = batch[0].position, batch[-1].position
-        if first.partition is not None or engine.parser.header_pending:
-            return False
-        key = (first.source, None)
-        if first.offset < engine._skip_before.get(key, 0):
+        if first.partition is not None or not self._ready(first.source, first.offset):
             return False
         if any(record.error is not None for record in batch):
             return False
-        dense = engine.parser.parse_dense([record.value for record in batch])
+        dense = self.engine.parser.parse_dense([record.value for record in batch])
+        return self._learn(dense, first.source, last.offset + 1, lambda: batch)
+
+    def process_block(self, block: LineBlock) -> bool:
+        """Process a block of lines whole and return True, or return False having changed
+        nothing (then the caller gives its records to the per-record path)."""
+        if not self._ready(block.source, block.start):
+            return False
+        dense = self.engine.parser.parse_dense_block(block.data, block.count)
+        return self._learn(dense, block.source, block.end, block.records)
+
+    def _ready(self, source: str, first_offset: int) -> bool:
+        """False while the header is to come or the lines are still to be skipped (resume)."""
+        engine = self.engine
+        if engine.parser.header_pending:
+            return False
+        return first_offset >= engine._skip_before.get((source, None), 0)
+
+    def _learn(
+        self, dense: Any, source: str, end: int, records: Callable[[], list[Record]]
+    ) -> bool:
+        """Learn the parsed lines (``None``: not plain, nothing done); ``records`` gives the
+        lines as records, made only when a prediction or a dead letter needs them."""
         if dense is None:
             return False
+        engine = self.engine
         features, X, label_cells = dense
+        n = len(label_cells)
         learner = engine.learner
         saved_labels = learner._labels.get_state()
         signs, classes, errors = _settled_signs(learner._labels, label_cells) or fast.encode_labels(
@@ -55,15 +81,16 @@ class DenseBatches:
             # before it: give it the batch with the encoding as it was.
             learner._labels = BinaryLabels.from_state(saved_labels)
             return False
-        rows = np.arange(len(batch))
+        rows = np.arange(n)
         if errors:
-            keep = np.array([i not in errors for i in range(len(batch))])
+            keep = np.array([i not in errors for i in range(n)])
             X, signs, rows = X[keep], signs[keep], rows[keep]
         predicted = fast.learn_dense(learner, features, X, signs)
 
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
         engine.stats.count_many(mistakes[labelled].tolist(), unlabelled=int((~labelled).sum()))
+        batch = records() if errors or engine.outputs.predictions is not None else []
         for i, error in errors.items():
             engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
         labels = engine.parser._labels
@@ -82,7 +109,7 @@ class DenseBatches:
                     engine._emit(batch[i], prediction, labels[label_cells[i]], bool(mistakes[j]))
                 else:
                     engine._emit(batch[i], prediction)
-        engine.next_offsets[key] = last.offset + 1
+        engine.next_offsets[(source, None)] = end
         return True
 
 

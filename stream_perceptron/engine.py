@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from connectors import Record, Sink, Source
+from connectors import LineBlock, Record, Sink, Source
 from stream_perceptron.checkpoint import Checkpoint, CheckpointPolicy, PositionKey, save_checkpoint
 from stream_perceptron.errors import LabelError, RecordError, StreamPerceptronError
 from stream_perceptron.formats import Parser
@@ -25,6 +25,9 @@ from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
+
+# A block the dense path does not take goes the per-record way in batches of this many lines.
+BLOCK_BATCH_SIZE = 256
 
 __all__ = ["Engine", "EngineError", "BadRecordError", "LABEL_OUTSIDE_ENCODING"]
 
@@ -169,12 +172,15 @@ class Engine:
         """Process the source to its end (or until stopped); always checkpoint at the end."""
         self._source = source
         try:
-            for batch in self._batches(source):
+            for unit in self._batches(source):
                 started = time.perf_counter()
                 if not self.stats.records_this_run:
                     self.stats.started = time.monotonic()  # rates count from the first record
                 with self.lock:
-                    self._process(batch)
+                    if type(unit) is LineBlock:
+                        self._process_block(unit)
+                    else:
+                        self._process(unit)
                 if self.on_batch is not None:
                     self.on_batch(time.perf_counter() - started)
                 if self._stop:
@@ -187,8 +193,13 @@ class Engine:
                 self.save_checkpoint()
         return self.stats
 
-    def _batches(self, source: Source) -> Iterator[list[Record]]:
-        batches = source.batches()
+    def _batches(self, source: Source) -> Iterator[list[Record] | LineBlock]:
+        # A line source can hand whole reads to the dense path, without a record per line.
+        blocks = getattr(source, "blocks", None)
+        if self._dense is not None and blocks is not None and self._dense.takes_blocks:
+            batches: Iterator[Any] = blocks()
+        else:
+            batches = source.batches()
         while not self._stop:
             self._waiting_for_input = True
             try:
@@ -203,6 +214,14 @@ class Engine:
             if batch is None:
                 return
             yield batch
+
+    def _process_block(self, block: LineBlock) -> None:
+        if self._dense is not None and self._dense.process_block(block):
+            return
+        records = block.records()
+        size = BLOCK_BATCH_SIZE
+        for lo in range(0, len(records), size):
+            self._process(records[lo : lo + size])
 
     def _process(self, batch: list[Record]) -> None:
         if self._dense is not None and self._dense.process(batch):

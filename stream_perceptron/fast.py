@@ -477,55 +477,131 @@ def _parse_decimal(buf, start, end):
 
 
 def _scan_csv(buf, n, ncol, label_col, X, labels, slow):
-    """Parse ``n`` lines of ``ncol`` cells joined by newlines into X (the label column apart).
+    """Parse ``n`` lines of ``ncol`` cells, each ending with a newline, into X (the label apart).
 
+    ``buf`` must end with a newline: every inner loop stops at it without a bounds check.
     Returns ``(status, n_labels, n_slow)``. Status 0: done; 1: a quote; 2: more cells for
     float() than ``slow`` holds; 3: not ``n`` lines of ``ncol`` cells. The label cells are
     copied into ``labels[:n_labels]``, joined by newlines; ``slow[k]`` is the
     (start, end, row, column) of a cell for float() to decide.
+
+    One pass: a cell of the plain form ``[-+]digits[.digits][(e|E)[-+]digits]`` with at most 19
+    digits (leading zeros included, so the mantissa fits in 64 bits) is converted as it is
+    read; any other cell goes to :func:`_parse_decimal`, which handles the rest of what
+    ``float()`` accepts or leaves it to ``float()``.
     """
     size = buf.shape[0]
     row = 0
     col = 0
-    start = 0
     n_slow = 0
     n_labels = 0
-    for i in range(size + 1):
-        c = 10 if i == size else buf[i]
-        if c == 34:  # a quote
-            return 1, n_labels, n_slow
-        if c != 44 and c != 10:
-            continue
-        if col >= ncol or row >= n:
-            return 3, n_labels, n_slow
+    i = 0
+    while i < size:
+        start = i
         if col == label_col:
             if row:
                 labels[n_labels] = 10
                 n_labels += 1
-            for k in range(start, i):
-                labels[n_labels] = buf[k]
+            c = buf[i]
+            while c != 44 and c != 10:
+                if c == 34:
+                    return 1, n_labels, n_slow
+                labels[n_labels] = c
                 n_labels += 1
+                i += 1
+                c = buf[i]
         else:
-            j = col if col < label_col else col - 1
-            ok, value = _parse_decimal(buf, start, i)
+            j = i
+            c = buf[j]
+            neg = c == 45
+            if neg or c == 43:
+                j += 1
+            man = _U0
+            d0 = j
+            d = np.int64(buf[j]) - 48
+            while 0 <= d <= 9:
+                man = man * _U10 + np.uint64(d)
+                j += 1
+                d = np.int64(buf[j]) - 48
+            n_digits = j - d0
+            exp10 = 0
+            if buf[j] == 46:
+                j += 1
+                f0 = j
+                d = np.int64(buf[j]) - 48
+                while 0 <= d <= 9:
+                    man = man * _U10 + np.uint64(d)
+                    j += 1
+                    d = np.int64(buf[j]) - 48
+                exp10 = f0 - j
+                n_digits += j - f0
+            plain = 0 < n_digits <= 19
+            c = buf[j]
+            if plain and (c == 101 or c == 69):
+                j += 1
+                eneg = buf[j] == 45
+                if eneg or buf[j] == 43:
+                    j += 1
+                e = 0
+                e0 = j
+                d = np.int64(buf[j]) - 48
+                while 0 <= d <= 9:
+                    if e < 100000:
+                        e = e * 10 + d
+                    j += 1
+                    d = np.int64(buf[j]) - 48
+                if j == e0:
+                    plain = False
+                exp10 += -e if eneg else e
+                c = buf[j]
+            ok = False
+            value = 0.0
+            if plain and (c == 44 or c == 10):
+                if man == _U0:
+                    ok = True
+                elif man <= _TWO53 and -22 <= exp10 <= 22:
+                    value = float(man)
+                    if exp10 >= 0:
+                        value = value * _POW10[exp10]
+                    else:
+                        value = value / _POW10[-exp10]
+                    ok = True
+                else:
+                    ok, value = _eisel_lemire(man, exp10)
+                if neg:
+                    value = -value
+                i = j
+            else:
+                while c != 44 and c != 10:
+                    if c == 34:
+                        return 1, n_labels, n_slow
+                    j += 1
+                    c = buf[j]
+                i = j
+                ok, value = _parse_decimal(buf, start, i)
+            if col >= ncol or row >= n:
+                return 3, n_labels, n_slow
+            k = col if col < label_col else col - 1
             if ok:
-                X[row, j] = value
+                X[row, k] = value
             else:
                 if n_slow == slow.shape[0]:
                     return 2, n_labels, n_slow
                 slow[n_slow, 0] = start
                 slow[n_slow, 1] = i
                 slow[n_slow, 2] = row
-                slow[n_slow, 3] = j
+                slow[n_slow, 3] = k
                 n_slow += 1
-        start = i + 1
-        if c == 44:
-            col += 1
-        else:
+        if col >= ncol or row >= n:
+            return 3, n_labels, n_slow
+        if buf[i] == 10:
             if col != ncol - 1:
                 return 3, n_labels, n_slow
             row += 1
             col = 0
+        else:
+            col += 1
+        i += 1
     if row != n:
         return 3, n_labels, n_slow
     return 0, n_labels, n_slow
@@ -562,10 +638,22 @@ def parse_csv_numbers(
     n = len(values)
     if _scan_csv_compiled is None or not n:
         return NotImplemented
-    joined = b"\n".join(values)
-    buf = np.frombuffer(joined, dtype=np.uint8)
+    block = b"\n".join(values) + b"\n"
+    if block.count(b"\n") != n:  # a line holds a newline: let another way say
+        return NotImplemented
+    return parse_csv_block(block, n, ncol, label_col)
+
+
+def parse_csv_block(
+    block: bytes, n: int, ncol: int, label_col: int
+) -> tuple[np.ndarray, list[bytes]] | None:
+    """:func:`parse_csv_numbers` of ``n`` lines given as one block, each line ending with a
+    newline (a line source's block, or lines joined): no list of lines is ever made."""
+    if _scan_csv_compiled is None or not n:
+        return NotImplemented
+    buf = np.frombuffer(block, dtype=np.uint8)
     X = np.empty((n, ncol - 1), dtype=np.float64)
-    label_buf = np.empty(len(joined), dtype=np.uint8)
+    label_buf = np.empty(len(block), dtype=np.uint8)
     slow = np.empty((min(_SLOW_CELLS, n * ncol), 4), dtype=np.int64)
     try:
         status, n_labels, n_slow = _scan_csv_compiled(buf, n, ncol, label_col, X, label_buf, slow)
@@ -575,18 +663,16 @@ def parse_csv_numbers(
         logger.warning("numba could not compile the CSV parser (%r): using float()", e)
         _disable_csv_parser()
         return NotImplemented
-    if status == 1:
+    if status == 1 or status == 3:  # a quote; a wrong column count
         return None
-    if status == 3:  # a wrong column count; or a line holds a newline: let another way say
-        return None if joined.count(b"\n") == n - 1 else NotImplemented
     if status == 2:
         return NotImplemented
     for start, end, row, col in slow[:n_slow].tolist():
         try:
-            X[row, col] = float(joined[start:end])
+            X[row, col] = float(block[start:end])
         except ValueError:
             return None
-    if not np.isfinite(X).all():
+    if n_slow and not np.isfinite(X).all():  # the plain form is always finite
         return None
     label_bytes = label_buf[:n_labels].tobytes()
     try:

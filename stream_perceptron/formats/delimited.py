@@ -100,21 +100,47 @@ class CsvParser:
         True
 
         """
-        import numpy as np
+        if self.header_pending:
+            return None
+        block = b"\n".join(values) + b"\n"
+        if block.count(b"\n") != len(values):  # a line holds a newline
+            return self._dense_by_float(values)
+        return self.parse_dense_block(block, len(values), values)
 
+    def parse_dense_block(
+        self, block: bytes, n: int, values: list[bytes] | None = None
+    ) -> tuple[list[str], Any, list[bytes]] | None:
+        """:meth:`parse_dense` of ``n`` lines given as one block, each line ending with a newline
+        (``values``, the same lines as a list, if the caller has it).
+
+        Examples
+        --------
+        >>> p = CsvParser("y")
+        >>> p.parse(b"a,y,b")
+        >>> names, X, labels = p.parse_dense_block(b"1.5,1,-2\\n0,,1e3\\n", 2)
+        >>> X.tolist(), labels
+        ([[1.5, -2.0], [0.0, 1000.0]], [b'1', b''])
+
+        """
         from stream_perceptron import fast
 
         if self.header_pending:
             return None
-        n = len(values)
-        ncol = len(self._names)
-        names = list(self._feature_names)
         # An exact parser compiled with numba (float() for the cells it leaves), if installed:
-        dense = fast.parse_csv_numbers(values, ncol, self._label_index)
+        dense = fast.parse_csv_block(block, n, len(self._names), self._label_index)
         if dense is None:
             return None
         if dense is not NotImplemented:
-            return names, dense[0], dense[1]
+            return list(self._feature_names), dense[0], dense[1]
+        return self._dense_by_float(values if values is not None else block[:-1].split(b"\n"))
+
+    def _dense_by_float(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
+        """:meth:`parse_dense` without numba: ``float()`` on every cell, called from C."""
+        import numpy as np
+
+        n = len(values)
+        ncol = len(self._names)
+        names = list(self._feature_names)
         commas = ncol - 1
         for value in values:  # the column count of every line (a quote is checked below)
             if value.count(b",") != commas:

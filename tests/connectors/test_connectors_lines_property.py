@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors import LINE_TOO_LONG, LineSource
+from connectors.line_block import LineBlock
 
 BOM = b"\xef\xbb\xbf"
 
@@ -86,3 +87,42 @@ def test_final_newline_does_not_change_records(data: bytes, chunk_size: int) -> 
     if data.endswith(b"\n") or data in (b"", BOM):
         return
     assert run(data) == run(data + b"\n")
+
+
+def flatten_blocks(source: LineSource) -> list[tuple[int, bytes, str | None]]:
+    """The lines of ``source.blocks()``, blocks checked and expanded into records."""
+    out = []
+    for unit in source.blocks():
+        if isinstance(unit, LineBlock):
+            assert unit.count > 0 and unit.data.endswith(b"\n")
+            assert unit.data.count(b"\n") == unit.count
+            assert max(map(len, unit.data[:-1].split(b"\n"))) <= source.max_line_bytes
+            records = unit.records()
+            assert [r.position.offset for r in records] == list(range(unit.start, unit.end))
+        else:
+            records = unit
+        assert out == [] or records[0].position.offset == out[-1][0] + 1
+        out += [(r.position.offset, r.value, r.error) for r in records]
+    return out
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    data=streams,
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=10),
+    chunk_size=st.integers(1, 64),
+    limit=st.one_of(st.integers(1, 6), st.just(1 << 20)),
+)
+def test_blocks_match_reference(data: bytes, sizes: list[int], chunk_size: int, limit: int) -> None:
+    # The same lines, values, offsets and errors as batches(), for any chunking and limit.
+    with LineSource(PieceStream(data, sizes), chunk_size=chunk_size, max_line_bytes=limit) as src:
+        assert flatten_blocks(src) == reference(data, limit)
+
+
+def test_blocks_hold_whole_reads() -> None:
+    data = b"".join(b"%d,%d\n" % (i, -i) for i in range(10000))
+    with LineSource(io.BytesIO(data), chunk_size=1 << 16) as src:
+        units = list(src.blocks())
+    assert all(isinstance(u, LineBlock) for u in units)
+    assert 2 <= len(units) <= len(data) // (1 << 15)
+    assert b"".join(u.data for u in units) == data

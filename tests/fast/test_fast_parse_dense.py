@@ -324,7 +324,7 @@ def decimal_strings(n: int, seed: int) -> list[str]:
 @pytest.mark.parametrize("seed", range(3))
 def test_decimal_parser_is_float_bit_for_bit(seed):
     texts = [t.encode() for t in decimal_strings(20000, seed)]
-    joined = b"\n".join(t + b",1" for t in texts)
+    joined = b"".join(t + b",1\n" for t in texts)  # each line ends with a newline
     n = len(texts)
     X = np.empty((n, 1))
     labels = np.empty(len(joined), np.uint8)
