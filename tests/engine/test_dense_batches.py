@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import random
 
 import pytest
 
-from connectors import MemorySink, MemorySource
+from connectors import LineSource, MemorySink, MemorySource
 from stream_perceptron import Perceptron, fast
+from stream_perceptron.dense_batches import DenseBatches
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.formats import make_parser
 
@@ -73,3 +75,62 @@ def test_unsupported_learners_use_the_per_record_path():
     engine = Engine(Perceptron(init="random", seed=1), make_parser("csv"))
     assert engine._dense is None
     assert Engine(Perceptron(), make_parser("jsonl"))._dense is None
+
+
+def _run_source(learner, source, dense: bool = True):
+    predictions, dead = MemorySink(), MemorySink()
+    engine = Engine(
+        learner,
+        make_parser("csv"),
+        Outputs(predictions=predictions, dead_letters=dead),
+        dense=dense,
+        keep_recent=50,
+    )
+    engine.run(source)
+    return engine, predictions.lines, dead.lines
+
+
+@pytest.mark.parametrize("bias", ["learned", "r2"])
+@pytest.mark.parametrize("chunk_size", [700, 1 << 16])
+@pytest.mark.parametrize("crlf", [False, True])
+def test_line_blocks_equal_the_per_record_path(bias, chunk_size, crlf):
+    # Whole reads of a line source through the dense path: blocks with bad lines, unlabelled
+    # rows and dead letters go the per-record way in part; the result is the same throughout.
+    lines = _lines(seed=chunk_size + crlf)
+    data = b"".join(line + (b"\r\n" if crlf else b"\n") for line in lines)
+    taken = []
+    original = DenseBatches.process_block
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            DenseBatches,
+            "process_block",
+            lambda self, block: taken.append(original(self, block)) or taken[-1],
+        )
+        source = LineSource(io.BytesIO(data), chunk_size=chunk_size)
+        a, preds_a, dead_a = _run_source(Perceptron(bias=bias), source)
+    reference = LineSource(io.BytesIO(data), chunk_size=chunk_size)
+    b, preds_b, dead_b = _run_source(Perceptron(bias=bias), reference, dense=False)
+    assert False in taken and (chunk_size > 1 << 15 or True in taken)
+    assert a.learner.get_state() == b.learner.get_state()
+    assert a.stats.get_state() == b.stats.get_state()
+    assert preds_a == preds_b and dead_a == dead_b
+    assert _examples(a.recent_window()) == _examples(b.recent_window())
+    assert a.next_offsets == b.next_offsets == {("stdin", None): len(lines)}
+
+
+def test_line_blocks_skip_what_a_resume_skips():
+    lines = _lines(seed=3, noise=False)
+    data = b"".join(line + b"\n" for line in lines)
+    first = Engine(Perceptron(), make_parser("csv"))
+    first.run(MemorySource(lines[:1201]))
+    resumed = Engine(
+        Perceptron.from_state(first.learner.get_state()),
+        make_parser("csv"),
+        next_offsets={("stdin", None): 1201},
+        stats=first.stats,
+    )
+    resumed.run(LineSource(io.BytesIO(data), chunk_size=4096))
+    whole = Engine(Perceptron(), make_parser("csv"))
+    whole.run(LineSource(io.BytesIO(data), chunk_size=4096))
+    assert resumed.learner.get_state() == whole.learner.get_state()
+    assert resumed.stats.learned == whole.stats.learned == 3000
