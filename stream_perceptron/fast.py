@@ -59,6 +59,8 @@ from stream_perceptron.learners.perceptron import Perceptron
 
 __all__ = [
     "compiled",
+    "default_backend",
+    "load_numba",
     "encode_labels",
     "learn_array",
     "learn_dense",
@@ -157,24 +159,50 @@ def _kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_m
 
 _numba_kernel: Any = None
 _numba_error: str | None = None
+_numba_loaded = False
 
-if os.environ.get("STREAM_PERCEPTRON_NO_NUMBA"):
-    _numba_error = "disabled by STREAM_PERCEPTRON_NO_NUMBA"
-else:
+
+def load_numba() -> bool:
+    """Import numba and compile (or load from its cache) the numba kernel and CSV parser.
+
+    Done at import only when the C extension is not built: numba's import and its first call
+    cost about half a second of start-up, which the C kernels do not. True when numba works.
+    """
+    global _numba_kernel, _numba_error, _numba_loaded
+    global _mul64, _eisel_lemire, _is_space, _parse_decimal, _scan_csv_numba
+    if _numba_loaded:
+        return _numba_kernel is not None
+    _numba_loaded = True
+    if os.environ.get("STREAM_PERCEPTRON_NO_NUMBA"):
+        _numba_error = "disabled by STREAM_PERCEPTRON_NO_NUMBA"
+        return False
     try:
         import numba
     except ImportError as e:  # the default install: the NumPy kernel
         _numba_error = f"numba is not installed ({e})"
-    else:
-        # fastmath stays off: no reassociation, no mul+add contraction into FMA. nogil: other
-        # threads (a Kafka client's heartbeat) run meanwhile; the kernel owns its arrays.
-        _jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-        _numba_kernel = _jit(_kernel)
+        return False
+    # fastmath stays off: no reassociation, no mul+add contraction into FMA. nogil: other
+    # threads (a Kafka client's heartbeat) run meanwhile; the kernel owns its arrays.
+    jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+    _numba_kernel = jit(_kernel)
+    _mul64 = jit(_mul64)
+    _eisel_lemire = jit(_eisel_lemire)
+    _is_space = jit(_is_space)
+    _parse_decimal = jit(_parse_decimal)
+    _scan_csv_numba = jit(_scan_csv)
+    return True
 
 
 def compiled() -> bool:
-    """Whether :func:`learn_dense` runs the numba kernel (else the exact NumPy one)."""
-    return _numba_kernel is not None
+    """Whether :func:`learn_dense` runs a compiled kernel, C or numba (else the NumPy one)."""
+    return _c is not None or _numba_kernel is not None
+
+
+def default_backend() -> str:
+    """The kernel :func:`learn_dense` uses by default: ``"c"``, ``"numba"`` or ``"numpy"``."""
+    if _c is not None:
+        return "c"
+    return "numba" if _numba_kernel is not None else "numpy"
 
 
 def _run_numba(*args: Any) -> tuple:
@@ -607,13 +635,26 @@ def _scan_csv(buf, n, ncol, label_col, X, labels, slow):
     return 0, n_labels, n_slow
 
 
-_scan_csv_compiled: Any = None
-if _numba_kernel is not None:
-    _mul64 = _jit(_mul64)
-    _eisel_lemire = _jit(_eisel_lemire)
-    _is_space = _jit(_is_space)
-    _parse_decimal = _jit(_parse_decimal)
-    _scan_csv_compiled = _jit(_scan_csv)
+_scan_csv_numba: Any = None
+
+# -- the compiled backends: the C extension (stream_perceptron/_dense.c), else numba ----------
+
+_c: Any = None
+_c_error: str | None = None
+if os.environ.get("STREAM_PERCEPTRON_NO_C"):
+    _c_error = "disabled by STREAM_PERCEPTRON_NO_C"
+else:
+    try:
+        from stream_perceptron import _dense as _c
+    except ImportError as e:  # built without a C compiler: numba, if installed
+        _c_error = f"the C extension is not built ({e})"
+    else:
+        _c.set_tables(_POW10_LO, _POW10_HI)
+if _c is None:
+    load_numba()
+
+# The CSV scanner parse_csv_block runs (None: float() on every cell).
+_scan_csv_compiled: Any = _c.scan_csv if _c is not None else _scan_csv_numba
 
 _SLOW_CELLS = 4096
 
@@ -729,7 +770,7 @@ def learn_dense(
         The labels encoded by ``model._labels`` (-1/+1); ``0`` marks an unlabelled row, only
         predicted (as ``predict_one`` does).
     backend
-        ``"numba"``, ``"numpy"`` or ``None`` (numba when :func:`compiled`).
+        ``"c"``, ``"numba"``, ``"numpy"`` or ``None`` (:func:`default_backend`).
 
     Returns
     -------
@@ -764,10 +805,12 @@ def learn_dense(
         raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
     signs = signs.astype(np.int8)
     if backend is None:
-        backend = "numba" if compiled() else "numpy"
-    if backend not in ("numba", "numpy"):
-        raise ValueError(f"backend must be 'numba' or 'numpy', got {backend!r}")
-    if backend == "numba" and not compiled():
+        backend = default_backend()
+    if backend not in ("c", "numba", "numpy"):
+        raise ValueError(f"backend must be 'c', 'numba' or 'numpy', got {backend!r}")
+    if backend == "c" and _c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {_c_error}")
+    if backend == "numba" and not load_numba():
         raise RuntimeError(f"the numba kernel is unavailable: {_numba_error}")
     preds = np.empty(n, dtype=np.int8)
     if n == 0:
@@ -793,7 +836,9 @@ def learn_dense(
         float(model._max_norm),
         preds,
     )
-    if backend == "numba":
+    if backend == "c":
+        out = _c.kernel(*args, n, X.shape[1])
+    elif backend == "numba":
         out = _run_numba(*args)
     else:
         with np.errstate(all="ignore"):  # overflows to inf and NaN, exactly as in Python

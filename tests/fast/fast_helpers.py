@@ -20,11 +20,12 @@ MODES = [
 ]
 MODE_IDS = [f"{m['bias']}-{'avg' if m['averaged'] else 'plain'}-lr{m['lr']}" for m in MODES]
 
+HAS_C = fast._c is not None
+HAS_NUMBA = fast.load_numba()
+
 BACKENDS = [
-    pytest.param(
-        "numba",
-        marks=pytest.mark.skipif(not fast.compiled(), reason="numba is not installed"),
-    ),
+    pytest.param("c", marks=pytest.mark.skipif(not HAS_C, reason="the C extension is not built")),
+    pytest.param("numba", marks=pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed")),
     "numpy",
 ]
 

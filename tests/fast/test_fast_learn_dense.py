@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
-from fast_helpers import BACKENDS, MODE_IDS, MODES, assert_same_model, check, reference, run_fast
+from fast_helpers import (
+    BACKENDS,
+    HAS_C,
+    HAS_NUMBA,
+    MODE_IDS,
+    MODES,
+    assert_same_model,
+    check,
+    reference,
+    run_fast,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from river import datasets
@@ -222,7 +234,7 @@ def _mismatches(backend):
     return bad
 
 
-@pytest.mark.skipif(not fast.compiled(), reason="numba is not installed")
+@pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed")
 def test_an_fma_contracting_kernel_would_be_caught(monkeypatch):
     import numba
 
@@ -247,8 +259,21 @@ def test_a_reordering_numpy_kernel_would_be_caught(monkeypatch, inexact):
     assert _mismatches("numpy") > 0
 
 
+def test_the_c_kernels_compile_without_fma():
+    if not HAS_C:
+        pytest.skip("the C extension is not built")
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump is not installed")
+    asm = subprocess.run(
+        [objdump, "-d", fast._c.__file__], capture_output=True, text=True, check=True
+    ).stdout
+    assert "<py_kernel>:" in asm  # the disassembly is really there
+    assert not re.search(r"vfn?m(add|sub)", asm)
+
+
 def test_the_exact_kernels_compile_without_fma():
-    if not fast.compiled():
+    if not HAS_NUMBA:
         pytest.skip("numba is not installed")
     import numba
 
@@ -375,10 +400,12 @@ def test_mixed_batch_with_label_errors_as_the_engine_would_run_it(backend):
     assert_same_model(got, want)
 
 
-def test_compiled_reports_numba():
+def test_compiled_reports_the_backends():
+    assert fast.compiled() == (HAS_C or HAS_NUMBA)
+    assert fast.default_backend() == ("c" if HAS_C else "numba" if HAS_NUMBA else "numpy")
     try:
         import numba  # noqa: F401
     except ImportError:
-        assert not fast.compiled()
+        assert not HAS_NUMBA and fast._numba_error
     else:
-        assert fast.compiled() or fast._numba_error
+        assert HAS_NUMBA or fast._numba_error

@@ -20,21 +20,21 @@ from stream_perceptron.formats.delimited import CsvParser
 
 HEADER = b"a,b,y,c"
 
-PATHS = [
-    pytest.param(
-        "numba",
-        marks=pytest.mark.skipif(fast._scan_csv_compiled is None, reason="numba is not installed"),
-    ),
-    "generic",
-]
+HAS_C = fast._c is not None
+HAS_NUMBA = fast.load_numba()
+SCANNERS = {"c": fast._c.scan_csv if HAS_C else None, "numba": fast._scan_csv_numba}
+needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
+needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed")
+
+PATHS = [pytest.param("c", marks=needs_c), pytest.param("numba", marks=needs_numba), "generic"]
+COMPILED = [pytest.param("c", marks=needs_c), pytest.param("numba", marks=needs_numba)]
 
 
 @contextlib.contextmanager
 def path(name: str):
-    """parse_dense with the numba parser, or with np.array/float() only."""
+    """parse_dense with the C or the numba parser, or with np.array/float() only."""
     saved = fast._scan_csv_compiled
-    if name == "generic":
-        fast._scan_csv_compiled = None
+    fast._scan_csv_compiled = SCANNERS.get(name)
     try:
         yield
     finally:
@@ -261,8 +261,6 @@ def test_more_cells_for_float_than_the_numba_parser_keeps(via):
 
 # -- the numba decimal parser ---------------------------------------------------------------------
 
-needs_numba = pytest.mark.skipif(fast._scan_csv_compiled is None, reason="numba is not installed")
-
 
 def test_powers_of_ten_table_matches_go_strconv():
     def row(e):
@@ -320,9 +318,9 @@ def decimal_strings(n: int, seed: int) -> list[str]:
     return out
 
 
-@needs_numba
+@pytest.mark.parametrize("scanner", COMPILED)
 @pytest.mark.parametrize("seed", range(3))
-def test_decimal_parser_is_float_bit_for_bit(seed):
+def test_decimal_parser_is_float_bit_for_bit(scanner, seed):
     texts = [t.encode() for t in decimal_strings(20000, seed)]
     joined = b"".join(t + b",1\n" for t in texts)  # each line ends with a newline
     n = len(texts)
@@ -330,7 +328,7 @@ def test_decimal_parser_is_float_bit_for_bit(seed):
     labels = np.empty(len(joined), np.uint8)
     slow = np.empty((2 * n, 4), np.int64)
     buf = np.frombuffer(joined, np.uint8)
-    status, _, n_slow = fast._scan_csv_compiled(buf, n, 2, 1, X, labels, slow)
+    status, _, n_slow = SCANNERS[scanner](buf, n, 2, 1, X, labels, slow)
     assert status == 0
     left = set(slow[:n_slow, 2].tolist())
     assert len(left) < n / 3  # most cells are decided by the compiled parser
@@ -340,10 +338,13 @@ def test_decimal_parser_is_float_bit_for_bit(seed):
     # the cells left are cells float() must decide: inf, nan, subnormals, > 19 digits, ...
 
 
-@needs_numba
-def test_decimal_parser_takes_the_cells_it_should():
+@pytest.mark.parametrize("scanner", COMPILED)
+def test_decimal_parser_takes_the_cells_it_should(scanner):
     def decided(text: bytes) -> bool:
-        ok, value = fast._parse_decimal(np.frombuffer(text, np.uint8), 0, len(text))
+        if scanner == "c":
+            ok, value = fast._c.parse_decimal(text)
+        else:
+            ok, value = fast._parse_decimal(np.frombuffer(text, np.uint8), 0, len(text))
         if ok:
             assert bits(value) == bits(float(text))
         return ok
@@ -357,9 +358,29 @@ def test_decimal_parser_takes_the_cells_it_should():
         assert not decided(text), text
 
 
-@needs_numba
-def test_plain_batches_take_the_compiled_parser():
+@pytest.mark.parametrize("scanner", COMPILED)
+def test_plain_batches_take_the_compiled_parser(scanner):
     lines = [b"%r,%r,1,%r" % (v, -v, v / 3) for v in np.linspace(-5, 5, 999).tolist()]
-    dense = fast.parse_csv_numbers(lines, 4, 2)
+    with path(scanner):
+        dense = fast.parse_csv_numbers(lines, 4, 2)
     assert dense is not NotImplemented and dense is not None
     assert dense[1] == [b"1"] * 999
+    assert [bits(v) for v in dense[0].ravel().tolist()] == [
+        bits(float(c)) for line in lines for i, c in enumerate(line.split(b",")) if i != 2
+    ]
+
+
+@needs_c
+def test_the_default_scanner_is_c_when_built():
+    assert fast._scan_csv_compiled is fast._c.scan_csv and fast.default_backend() == "c"
+
+
+@needs_c
+def test_the_c_scanner_refuses_bad_buffers():
+    X, labels, slow = np.empty((1, 1)), np.empty(8, np.uint8), np.empty((4, 4), np.int64)
+    with pytest.raises(ValueError, match="newline"):
+        fast._c.scan_csv(b"1,2", 1, 2, 1, X, labels, slow)
+    with pytest.raises(ValueError, match="X"):
+        fast._c.scan_csv(b"1,2\n2,3\n", 2, 2, 1, X, labels, slow)
+    with pytest.raises(ValueError, match="label_col"):
+        fast._c.scan_csv(b"1,2\n", 1, 2, 2, X, labels, slow)

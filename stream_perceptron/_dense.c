@@ -1,0 +1,644 @@
+/* The dense fast path in C: the CSV number scanner and the exact sequential perceptron kernel.
+ *
+ * Both do what stream_perceptron/fast.py's numba functions ``_scan_csv`` and ``_kernel`` do,
+ * operation for operation (fast.py documents the contracts; tests/fast holds every backend to
+ * the same bits). Compiled with -ffp-contract=off: every multiply and add is rounded on its
+ * own, as in Python. Both release the GIL while they run.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define E10_MIN (-348)
+#define E10_MAX 347
+#define N_POW10 (E10_MAX - E10_MIN + 1)
+
+static uint64_t pow10_lo[N_POW10];
+static uint64_t pow10_hi[N_POW10];
+static int tables_ready = 0;
+
+static const double pow10_exact[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+static const uint64_t TWO53 = (uint64_t)1 << 53;
+
+/* -- 128-bit products -------------------------------------------------------------------- */
+
+static inline void mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
+{
+#ifdef __SIZEOF_INT128__
+    unsigned __int128 p = (unsigned __int128)a * b;
+    *hi = (uint64_t)(p >> 64);
+    *lo = (uint64_t)p;
+#else
+    uint64_t a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32, b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
+    uint64_t p0 = a_lo * b_lo, p1 = a_lo * b_hi, p2 = a_hi * b_lo, p3 = a_hi * b_hi;
+    uint64_t mid = (p0 >> 32) + (p1 & 0xFFFFFFFFu) + (p2 & 0xFFFFFFFFu);
+    *hi = p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32);
+    *lo = (mid << 32) | (p0 & 0xFFFFFFFFu);
+#endif
+}
+
+static inline int leading_zeros(uint64_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_clzll(x);
+#else
+    int n = 0;
+    while (!(x >> 63)) {
+        x <<= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+/* man * 10**exp10 correctly rounded, for man > 0; 0 when undecided (float() decides). */
+static int eisel_lemire(uint64_t man, int64_t exp10, double *out)
+{
+    if (exp10 < E10_MIN || exp10 > E10_MAX)
+        return 0;
+    int clz = leading_zeros(man);
+    man <<= clz;
+    int64_t exp2 = ((217706 * exp10) >> 16) + 64 + 1023 - clz;
+    int64_t k = exp10 - E10_MIN;
+    uint64_t x_hi, x_lo;
+    mul64(man, pow10_hi[k], &x_hi, &x_lo);
+    if ((x_hi & 0x1FF) == 0x1FF && x_lo + man < man) {
+        uint64_t y_hi, y_lo;
+        mul64(man, pow10_lo[k], &y_hi, &y_lo);
+        uint64_t merged_hi = x_hi, merged_lo = x_lo + y_hi;
+        if (merged_lo < x_lo)
+            merged_hi += 1;
+        if ((merged_hi & 0x1FF) == 0x1FF && merged_lo == UINT64_MAX && y_lo + man < man)
+            return 0;
+        x_hi = merged_hi;
+        x_lo = merged_lo;
+    }
+    uint64_t msb = x_hi >> 63;
+    uint64_t mantissa = x_hi >> (msb + 9);
+    exp2 -= 1 - (int64_t)msb;
+    if (x_lo == 0 && (x_hi & 0x1FF) == 0 && (mantissa & 3) == 1)
+        return 0; /* halfway between two doubles, maybe */
+    mantissa += mantissa & 1;
+    mantissa >>= 1;
+    if (mantissa >> 53) {
+        mantissa >>= 1;
+        exp2 += 1;
+    }
+    if (exp2 <= 0 || exp2 >= 0x7FF)
+        return 0; /* subnormal, infinite */
+    /* mantissa in [2**52, 2**53): the double with that significand and biased exponent exp2
+       (= ldexp(mantissa, exp2 - 1075), without the call) */
+    uint64_t bits = (mantissa & ((((uint64_t)1) << 52) - 1)) | ((uint64_t)exp2 << 52);
+    memcpy(out, &bits, sizeof bits);
+    return 1;
+}
+
+/* man * 10**exp10 for the plain form: Clinger's exact case, else Eisel-Lemire. */
+static inline int decimal_value(uint64_t man, int64_t exp10, double *out)
+{
+    if (man == 0) {
+        *out = 0.0;
+        return 1;
+    }
+    if (man <= TWO53 && exp10 >= -22 && exp10 <= 22) {
+        double v = (double)man;
+        *out = exp10 >= 0 ? v * pow10_exact[exp10] : v / pow10_exact[-exp10];
+        return 1;
+    }
+    return eisel_lemire(man, exp10, out);
+}
+
+/* Eight ASCII digits at p, as a number; 0 when they are not all digits (fast_float's trick). */
+static inline int eight_digits(const unsigned char *p, uint64_t *out)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    if (((v & 0xF0F0F0F0F0F0F0F0u) | (((v + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) >> 4)) !=
+        0x3333333333333333u)
+        return 0;
+    v -= 0x3030303030303030u; /* little-endian: the first digit is the lowest byte */
+    v = (v * 10) + (v >> 8);
+    v = (((v & 0x000000FF000000FFu) * (100 + (1000000ull << 32))) +
+         (((v >> 16) & 0x000000FF000000FFu) * (1 + (10000ull << 32)))) >>
+        32;
+    *out = v;
+    return 1;
+}
+
+static inline int is_space(unsigned char c) { return c == 32 || (c >= 9 && c <= 13); }
+
+/* fast.py's _parse_decimal: the careful parser of one cell buf[start:end]. */
+static int parse_decimal(const unsigned char *buf, Py_ssize_t start, Py_ssize_t end, double *out)
+{
+    Py_ssize_t i = start;
+    while (i < end && is_space(buf[i]))
+        i++;
+    while (end > i && is_space(buf[end - 1]))
+        end--;
+    if (i == end)
+        return 0;
+    int neg = 0;
+    if (buf[i] == '-') {
+        neg = 1;
+        i++;
+    }
+    else if (buf[i] == '+') {
+        i++;
+    }
+    uint64_t man = 0;
+    int n_significant = 0, n_digits = 0;
+    int64_t exp10 = 0;
+    while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+        unsigned d = buf[i] - '0';
+        if (n_significant || d) {
+            if (n_significant == 19)
+                return 0;
+            man = man * 10 + d;
+            n_significant++;
+        }
+        n_digits++;
+        i++;
+    }
+    if (i < end && buf[i] == '.') {
+        i++;
+        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+            unsigned d = buf[i] - '0';
+            if (n_significant || d) {
+                if (n_significant == 19)
+                    return 0;
+                man = man * 10 + d;
+                n_significant++;
+            }
+            exp10--;
+            n_digits++;
+            i++;
+        }
+    }
+    if (n_digits == 0)
+        return 0;
+    if (i < end && (buf[i] == 'e' || buf[i] == 'E')) {
+        i++;
+        int exp_neg = 0;
+        if (i < end && (buf[i] == '-' || buf[i] == '+')) {
+            exp_neg = buf[i] == '-';
+            i++;
+        }
+        if (i == end || !(buf[i] >= '0' && buf[i] <= '9'))
+            return 0;
+        int64_t e = 0;
+        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+            if (e < 100000)
+                e = e * 10 + (buf[i] - '0');
+            i++;
+        }
+        exp10 += exp_neg ? -e : e;
+    }
+    if (i != end)
+        return 0;
+    double value;
+    if (!decimal_value(man, exp10, &value))
+        return 0;
+    *out = neg ? -value : value;
+    return 1;
+}
+
+/* fast.py's _scan_csv. buf ends with a newline: the loops stop at it. */
+static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_ssize_t ncol,
+                    Py_ssize_t label_col, double *X, unsigned char *labels, int64_t *slow,
+                    Py_ssize_t slow_cap, Py_ssize_t *n_labels_out, Py_ssize_t *n_slow_out)
+{
+    Py_ssize_t row = 0, col = 0, n_slow = 0, n_labels = 0, i = 0;
+    Py_ssize_t d = ncol - 1;
+    int status = 0;
+    while (i < size) {
+        Py_ssize_t start = i;
+        if (col == label_col) {
+            if (row)
+                labels[n_labels++] = '\n';
+            unsigned char c = buf[i];
+            while (c != ',' && c != '\n') {
+                if (c == '"') {
+                    status = 1;
+                    goto done;
+                }
+                labels[n_labels++] = c;
+                c = buf[++i];
+            }
+        }
+        else {
+            Py_ssize_t j = i;
+            unsigned char c = buf[j];
+            int neg = c == '-';
+            if (neg || c == '+')
+                j++;
+            uint64_t man = 0;
+            Py_ssize_t d0 = j;
+            unsigned dig = (unsigned)buf[j] - '0';
+            while (dig <= 9) {
+                man = man * 10 + dig;
+                dig = (unsigned)buf[++j] - '0';
+            }
+            Py_ssize_t n_digits = j - d0;
+            int64_t exp10 = 0;
+            if (buf[j] == '.') {
+                Py_ssize_t f0 = ++j;
+                uint64_t eight;
+                while (j + 8 <= size && eight_digits(buf + j, &eight)) {
+                    man = man * 100000000u + eight; /* wraps past 19 digits: not plain then */
+                    j += 8;
+                }
+                dig = (unsigned)buf[j] - '0';
+                while (dig <= 9) {
+                    man = man * 10 + dig;
+                    dig = (unsigned)buf[++j] - '0';
+                }
+                exp10 = f0 - j;
+                n_digits += j - f0;
+            }
+            int plain = n_digits > 0 && n_digits <= 19;
+            c = buf[j];
+            if (plain && (c == 'e' || c == 'E')) {
+                j++;
+                int eneg = buf[j] == '-';
+                if (eneg || buf[j] == '+')
+                    j++;
+                int64_t e = 0;
+                Py_ssize_t e0 = j;
+                dig = (unsigned)buf[j] - '0';
+                while (dig <= 9) {
+                    if (e < 100000)
+                        e = e * 10 + dig;
+                    dig = (unsigned)buf[++j] - '0';
+                }
+                if (j == e0)
+                    plain = 0;
+                exp10 += eneg ? -e : e;
+                c = buf[j];
+            }
+            int ok = 0;
+            double value = 0.0;
+            if (plain && (c == ',' || c == '\n')) {
+                ok = decimal_value(man, exp10, &value);
+                if (neg)
+                    value = -value;
+                i = j;
+            }
+            else {
+                while (c != ',' && c != '\n') {
+                    if (c == '"') {
+                        status = 1;
+                        goto done;
+                    }
+                    c = buf[++j];
+                }
+                i = j;
+                ok = parse_decimal(buf, start, i, &value);
+            }
+            if (col >= ncol || row >= n) {
+                status = 3;
+                goto done;
+            }
+            Py_ssize_t k = col < label_col ? col : col - 1;
+            if (ok) {
+                X[row * d + k] = value;
+            }
+            else {
+                if (n_slow == slow_cap) {
+                    status = 2;
+                    goto done;
+                }
+                int64_t *s = slow + 4 * n_slow;
+                s[0] = start;
+                s[1] = i;
+                s[2] = row;
+                s[3] = k;
+                n_slow++;
+            }
+        }
+        if (col >= ncol || row >= n) {
+            status = 3;
+            goto done;
+        }
+        if (buf[i] == '\n') {
+            if (col != ncol - 1) {
+                status = 3;
+                goto done;
+            }
+            row++;
+            col = 0;
+        }
+        else {
+            col++;
+        }
+        i++;
+    }
+    if (row != n)
+        status = 3;
+done:
+    *n_labels_out = n_labels;
+    *n_slow_out = n_slow;
+    return status;
+}
+
+static int get_buffer(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t min_bytes,
+                      const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : PyBUF_SIMPLE)) < 0)
+        return -1;
+    if (!PyBuffer_IsContiguous(view, 'C') || view->len < min_bytes) {
+        PyErr_Format(PyExc_ValueError, "%s: a contiguous buffer of at least %zd bytes is needed",
+                     what, min_bytes);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(scan_csv_doc,
+"scan_csv(buf, n, ncol, label_col, X, labels, slow) -> (status, n_labels, n_slow)\n\n"
+"fast.py's _scan_csv: ``buf`` (bytes ending with a newline) holds ``n`` lines of ``ncol``\n"
+"cells; X is float64 (n, ncol - 1), labels uint8 (len(buf)), slow int64 (k, 4).");
+
+static PyObject *py_scan_csv(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf, *o_X, *o_labels, *o_slow;
+    Py_ssize_t n, ncol, label_col;
+    if (!PyArg_ParseTuple(args, "OnnnOOO", &o_buf, &n, &ncol, &label_col, &o_X, &o_labels,
+                          &o_slow))
+        return NULL;
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "call set_tables first");
+        return NULL;
+    }
+    if (n < 0 || ncol < 1 || label_col < 0 || label_col >= ncol) {
+        PyErr_SetString(PyExc_ValueError, "bad n, ncol or label_col");
+        return NULL;
+    }
+    Py_buffer buf, X, labels, slow;
+    if (get_buffer(o_buf, &buf, 0, 1, "buf") < 0)
+        return NULL;
+    const unsigned char *b = buf.buf;
+    if (b[buf.len - 1] != '\n') {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
+        return NULL;
+    }
+    if (get_buffer(o_X, &X, 1, n * (ncol - 1) * (Py_ssize_t)sizeof(double), "X") < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (get_buffer(o_labels, &labels, 1, buf.len, "labels") < 0) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&X);
+        return NULL;
+    }
+    if (get_buffer(o_slow, &slow, 1, 0, "slow") < 0) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&X);
+        PyBuffer_Release(&labels);
+        return NULL;
+    }
+    Py_ssize_t n_labels = 0, n_slow = 0;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_csv(b, buf.len, n, ncol, label_col, X.buf, labels.buf, slow.buf,
+                      slow.len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels, &n_slow);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&X);
+    PyBuffer_Release(&labels);
+    PyBuffer_Release(&slow);
+    return Py_BuildValue("inn", status, n_labels, n_slow);
+}
+
+PyDoc_STRVAR(parse_decimal_doc,
+"parse_decimal(text) -> (ok, value)\n\n"
+"fast.py's _parse_decimal on a whole bytes object (for tests).");
+
+static PyObject *py_parse_decimal(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "call set_tables first");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    double value = 0.0;
+    int ok = parse_decimal(view.buf, 0, view.len, &value);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("Od", ok ? Py_True : Py_False, ok ? value : 0.0);
+}
+
+PyDoc_STRVAR(set_tables_doc,
+"set_tables(lo, hi)\n\n"
+"The 128-bit powers of ten of Eisel-Lemire (fast.py's _POW10_LO, _POW10_HI: uint64 arrays).");
+
+static PyObject *py_set_tables(PyObject *self, PyObject *args)
+{
+    PyObject *o_lo, *o_hi;
+    if (!PyArg_ParseTuple(args, "OO", &o_lo, &o_hi))
+        return NULL;
+    Py_buffer lo, hi;
+    Py_ssize_t size = N_POW10 * (Py_ssize_t)sizeof(uint64_t);
+    if (get_buffer(o_lo, &lo, 0, size, "lo") < 0)
+        return NULL;
+    if (get_buffer(o_hi, &hi, 0, size, "hi") < 0) {
+        PyBuffer_Release(&lo);
+        return NULL;
+    }
+    memcpy(pow10_lo, lo.buf, size);
+    memcpy(pow10_hi, hi.buf, size);
+    PyBuffer_Release(&lo);
+    PyBuffer_Release(&hi);
+    tables_ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* -- the kernel ---------------------------------------------------------------------------- */
+
+typedef struct {
+    double b, ub, max_norm;
+    long long n_seen, n_mistakes;
+    int w_updated, u_updated, finite;
+} KernelState;
+
+static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
+                   const unsigned char *present, double *u, double lr, int bias_mode,
+                   int averaged, int8_t *preds, KernelState *st)
+{
+    double b = st->b, ub = st->ub, max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    int all_present = 1, w_updated = 0, u_updated = 0;
+    for (Py_ssize_t j = 0; j < d; j++)
+        if (!present[j])
+            all_present = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *x = X + i * d;
+        int y = signs[i];
+        double dot = 0.0, adot = 0.0, sq = 0.0, nonfinite = 0.0;
+        int with_average = averaged && n_seen > 0;
+        double tp = (double)n_seen;
+        if (all_present && !with_average) {
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double v = x[j];
+                dot += w[j] * v;
+                sq += v * v;
+                nonfinite += v - v;
+            }
+        }
+        else if (all_present) {
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double v = x[j], wj = w[j];
+                dot += wj * v;
+                adot += (wj - u[j] / tp) * v;
+                sq += v * v;
+                nonfinite += v - v;
+            }
+        }
+        else {
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double v = x[j];
+                if (present[j]) {
+                    double wj = w[j];
+                    dot += wj * v;
+                    if (with_average)
+                        adot += (wj - u[j] / tp) * v;
+                }
+                sq += v * v;
+                nonfinite += v - v;
+            }
+        }
+        if (nonfinite != 0.0) { /* NaN: X breaks the precondition; the caller drops it all */
+            st->finite = 0;
+            return;
+        }
+        double score = dot + b;
+        if (with_average)
+            preds[i] = adot + (b - ub / tp) > 0 ? 1 : -1;
+        else
+            preds[i] = score > 0 ? 1 : -1;
+        if (y == 0)
+            continue;
+        n_seen += 1;
+        long long t = n_seen;
+        double r = sqrt(sq);
+        if (r > max_norm)
+            max_norm = r;
+        if ((double)y * score <= 0) {
+            n_mistakes += 1;
+            double step = lr * (double)y;
+            for (Py_ssize_t j = 0; j < d; j++)
+                w[j] = w[j] + step * x[j];
+            all_present = 1;
+            w_updated = 1;
+            double db;
+            if (bias_mode == 0)
+                db = step;
+            else if (bias_mode == 1)
+                db = (double)y * max_norm * max_norm;
+            else
+                db = 0.0;
+            b += db;
+            if (averaged && t > 1) {
+                double c = (double)(t - 1) * step;
+                for (Py_ssize_t j = 0; j < d; j++)
+                    u[j] = u[j] + c * x[j];
+                ub += (double)(t - 1) * db;
+                u_updated = 1;
+            }
+        }
+    }
+    st->b = b;
+    st->ub = ub;
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->w_updated = w_updated;
+    st->u_updated = u_updated;
+    st->finite = 1;
+}
+
+PyDoc_STRVAR(kernel_doc,
+"kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
+"       max_norm, preds, n, d)\n"
+"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite)\n\n"
+"fast.py's _kernel: X float64 (n, d), signs int8 (n), w and u float64 (d), present bool (d),\n"
+"preds int8 (n). w, u and preds are written in place.");
+
+static PyObject *py_kernel(PyObject *self, PyObject *args)
+{
+    PyObject *o_X, *o_signs, *o_w, *o_present, *o_u, *o_preds;
+    double lr, b, ub, max_norm;
+    int bias_mode, averaged;
+    long long n_seen, n_mistakes;
+    Py_ssize_t n, d;
+    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnn", &o_X, &o_signs, &o_w, &o_present, &o_u, &lr,
+                          &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
+                          &o_preds, &n, &d))
+        return NULL;
+    if (n < 0 || d < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad n or d");
+        return NULL;
+    }
+    Py_buffer X, signs, w, present, u, preds;
+    Py_buffer *held[6];
+    int n_held = 0;
+    PyObject *result = NULL;
+    if (get_buffer(o_X, &X, 0, n * d * (Py_ssize_t)sizeof(double), "X") < 0)
+        goto out;
+    held[n_held++] = &X;
+    if (get_buffer(o_signs, &signs, 0, n, "signs") < 0)
+        goto out;
+    held[n_held++] = &signs;
+    if (get_buffer(o_w, &w, 1, d * (Py_ssize_t)sizeof(double), "w") < 0)
+        goto out;
+    held[n_held++] = &w;
+    if (get_buffer(o_present, &present, 0, d, "present") < 0)
+        goto out;
+    held[n_held++] = &present;
+    if (get_buffer(o_u, &u, 1, d * (Py_ssize_t)sizeof(double), "u") < 0)
+        goto out;
+    held[n_held++] = &u;
+    if (get_buffer(o_preds, &preds, 1, n, "preds") < 0)
+        goto out;
+    held[n_held++] = &preds;
+    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0};
+    Py_BEGIN_ALLOW_THREADS
+    kernel(X.buf, n, d, signs.buf, w.buf, present.buf, u.buf, lr, bias_mode, averaged,
+           preds.buf, &st);
+    Py_END_ALLOW_THREADS
+    if (!st.finite)
+        result = Py_BuildValue("ddLLdOOO", b, ub, n_seen, n_mistakes, max_norm, Py_False,
+                               Py_False, Py_False);
+    else
+        result = Py_BuildValue("ddLLdOOO", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
+                               st.w_updated ? Py_True : Py_False,
+                               st.u_updated ? Py_True : Py_False, Py_True);
+out:
+    for (int k = 0; k < n_held; k++)
+        PyBuffer_Release(held[k]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
+    {"parse_decimal", py_parse_decimal, METH_O, parse_decimal_doc},
+    {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
+    {"kernel", py_kernel, METH_VARARGS, kernel_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_dense",
+    "The dense fast path in C: CSV number scanner and exact perceptron kernel (see fast.py).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__dense(void) { return PyModule_Create(&module); }
