@@ -346,6 +346,207 @@ done:
     return status;
 }
 
+/* -- JSON lines ----------------------------------------------------------------------------
+ *
+ * scan_jsonl reads lines that are flat JSON objects with exactly the given keys in the given
+ * order (no escapes in the keys), every value but the label's a JSON number or a boolean.
+ * Numbers follow JSON's grammar strictly (json.loads would reject anything else). A JSON
+ * integer is float(int(text)) in Python: as float(text), but for -0, which is +0.0. Status 3
+ * for any line of another form: the caller parses the block line by line instead.
+ */
+
+static inline Py_ssize_t skip_ws(const unsigned char *buf, Py_ssize_t i)
+{
+    while (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r')
+        i++;
+    return i;
+}
+
+typedef struct {
+    const char *text;
+    Py_ssize_t len;
+} Key;
+
+static int scan_jsonl(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, const Key *keys,
+                      Py_ssize_t nkeys, Py_ssize_t label_index, double *X, unsigned char *labels,
+                      int64_t *slow, Py_ssize_t slow_cap, Py_ssize_t *n_labels_out,
+                      Py_ssize_t *n_slow_out)
+{
+    Py_ssize_t row = 0, n_slow = 0, n_labels = 0, i = 0;
+    Py_ssize_t d = nkeys - 1;
+    int status = 0;
+    while (i < size) {
+        if (row >= n) {
+            status = 3;
+            goto done;
+        }
+        i = skip_ws(buf, i);
+        if (buf[i] != '{') {
+            status = 3;
+            goto done;
+        }
+        i++;
+        for (Py_ssize_t k = 0; k < nkeys; k++) {
+            i = skip_ws(buf, i);
+            if (buf[i] != '"' || i + 1 + keys[k].len >= size ||
+                memcmp(buf + i + 1, keys[k].text, keys[k].len) != 0 ||
+                buf[i + 1 + keys[k].len] != '"') {
+                status = 3;
+                goto done;
+            }
+            i = skip_ws(buf, i + 2 + keys[k].len);
+            if (buf[i] != ':') {
+                status = 3;
+                goto done;
+            }
+            i = skip_ws(buf, i + 1);
+            Py_ssize_t start = i;
+            if (k == label_index) {
+                if (row)
+                    labels[n_labels++] = '\n';
+                if (buf[i] == '"') {
+                    i++;
+                    while (buf[i] != '"') {
+                        if (buf[i] == '\n') {
+                            status = 3;
+                            goto done;
+                        }
+                        i += buf[i] == '\\' && buf[i + 1] != '\n' ? 2 : 1;
+                    }
+                    i++;
+                }
+                else {
+                    while (buf[i] != ',' && buf[i] != '}' && buf[i] != ' ' && buf[i] != '\t' &&
+                           buf[i] != '\r' && buf[i] != '\n')
+                        i++;
+                }
+                memcpy(labels + n_labels, buf + start, i - start);
+                n_labels += i - start;
+            }
+            else {
+                Py_ssize_t col = k < label_index ? k : k - 1;
+                double value = 0.0;
+                int ok = 1;
+                unsigned char c = buf[i];
+                if (c == 't' && i + 4 <= size && memcmp(buf + i, "true", 4) == 0) {
+                    value = 1.0;
+                    i += 4;
+                }
+                else if (c == 'f' && i + 5 <= size && memcmp(buf + i, "false", 5) == 0) {
+                    i += 5;
+                }
+                else {
+                    int neg = c == '-';
+                    if (neg)
+                        i++;
+                    uint64_t man = 0;
+                    Py_ssize_t d0 = i;
+                    if (buf[i] == '0') {
+                        i++;
+                    }
+                    else if (buf[i] >= '1' && buf[i] <= '9') {
+                        unsigned dig = (unsigned)buf[i] - '0';
+                        while (dig <= 9) {
+                            man = man * 10 + dig;
+                            dig = (unsigned)buf[++i] - '0';
+                        }
+                    }
+                    else {
+                        status = 3; /* not a number: a string, null, an object... */
+                        goto done;
+                    }
+                    Py_ssize_t n_digits = i - d0;
+                    int64_t exp10 = 0;
+                    int integer = 1;
+                    if (buf[i] == '.') {
+                        integer = 0;
+                        Py_ssize_t f0 = ++i;
+                        uint64_t eight;
+                        while (i + 8 <= size && eight_digits(buf + i, &eight)) {
+                            man = man * 100000000u + eight;
+                            i += 8;
+                        }
+                        unsigned dig = (unsigned)buf[i] - '0';
+                        while (dig <= 9) {
+                            man = man * 10 + dig;
+                            dig = (unsigned)buf[++i] - '0';
+                        }
+                        if (i == f0) {
+                            status = 3;
+                            goto done;
+                        }
+                        exp10 = f0 - i;
+                        n_digits += i - f0;
+                    }
+                    if (buf[i] == 'e' || buf[i] == 'E') {
+                        integer = 0;
+                        i++;
+                        int eneg = buf[i] == '-';
+                        if (eneg || buf[i] == '+')
+                            i++;
+                        int64_t e = 0;
+                        Py_ssize_t e0 = i;
+                        unsigned dig = (unsigned)buf[i] - '0';
+                        while (dig <= 9) {
+                            if (e < 100000)
+                                e = e * 10 + dig;
+                            dig = (unsigned)buf[++i] - '0';
+                        }
+                        if (i == e0) {
+                            status = 3;
+                            goto done;
+                        }
+                        exp10 += eneg ? -e : e;
+                    }
+                    if (n_digits > 19)
+                        ok = 0;
+                    else if (integer && man == 0)
+                        value = 0.0; /* float(int("-0")) is +0.0 */
+                    else {
+                        ok = decimal_value(man, exp10, &value);
+                        if (neg)
+                            value = -value;
+                    }
+                }
+                if (ok) {
+                    X[row * d + col] = value;
+                }
+                else {
+                    if (n_slow == slow_cap) {
+                        status = 2;
+                        goto done;
+                    }
+                    int64_t *sl = slow + 4 * n_slow;
+                    sl[0] = start;
+                    sl[1] = i;
+                    sl[2] = row;
+                    sl[3] = col;
+                    n_slow++;
+                }
+            }
+            i = skip_ws(buf, i);
+            if (buf[i] != (k == nkeys - 1 ? '}' : ',')) {
+                status = 3;
+                goto done;
+            }
+            i++;
+        }
+        i = skip_ws(buf, i);
+        if (buf[i] != '\n') {
+            status = 3;
+            goto done;
+        }
+        i++;
+        row++;
+    }
+    if (row != n)
+        status = 3;
+done:
+    *n_labels_out = n_labels;
+    *n_slow_out = n_slow;
+    return status;
+}
+
 static int get_buffer(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t min_bytes,
                       const char *what)
 {
@@ -415,6 +616,78 @@ static PyObject *py_scan_csv(PyObject *self, PyObject *args)
     PyBuffer_Release(&labels);
     PyBuffer_Release(&slow);
     return Py_BuildValue("inn", status, n_labels, n_slow);
+}
+
+PyDoc_STRVAR(scan_jsonl_doc,
+"scan_jsonl(buf, n, keys, label_index, X, labels, slow) -> (status, n_labels, n_slow)\n\n"
+"``buf`` (bytes ending with a newline) holds ``n`` flat JSON objects, one a line, with the\n"
+"keys ``keys`` (a list of UTF-8 bytes, no escapes) in that order; ``label_index`` is the\n"
+"label's place in ``keys``. X is float64 (n, len(keys) - 1), labels uint8 (len(buf)): the\n"
+"raw label values joined by newlines; slow int64 (k, 4): (start, end, row, column) of the\n"
+"numbers left to Python. Status 0 done, 2 slow is full, 3 a line of another form.");
+
+static PyObject *py_scan_jsonl(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf, *o_keys, *o_X, *o_labels, *o_slow;
+    Py_ssize_t n, label_index;
+    if (!PyArg_ParseTuple(args, "OnO!nOOO", &o_buf, &n, &PyList_Type, &o_keys, &label_index,
+                          &o_X, &o_labels, &o_slow))
+        return NULL;
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "call set_tables first");
+        return NULL;
+    }
+    Py_ssize_t nkeys = PyList_GET_SIZE(o_keys);
+    if (n < 0 || nkeys < 1 || label_index < 0 || label_index >= nkeys) {
+        PyErr_SetString(PyExc_ValueError, "bad n, keys or label_index");
+        return NULL;
+    }
+    Key *keys = PyMem_Malloc(nkeys * sizeof(Key));
+    if (keys == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        PyObject *key = PyList_GET_ITEM(o_keys, k);
+        if (!PyBytes_Check(key)) {
+            PyMem_Free(keys);
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            return NULL;
+        }
+        keys[k].text = PyBytes_AS_STRING(key);
+        keys[k].len = PyBytes_GET_SIZE(key);
+    }
+    PyObject *result = NULL;
+    Py_buffer buf, X, labels, slow;
+    if (get_buffer(o_buf, &buf, 0, 1, "buf") < 0)
+        goto free_keys;
+    if (((const unsigned char *)buf.buf)[buf.len - 1] != '\n') {
+        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
+        goto release_buf;
+    }
+    if (get_buffer(o_X, &X, 1, n * (nkeys - 1) * (Py_ssize_t)sizeof(double), "X") < 0)
+        goto release_buf;
+    if (get_buffer(o_labels, &labels, 1, buf.len, "labels") < 0)
+        goto release_X;
+    if (get_buffer(o_slow, &slow, 1, 0, "slow") < 0)
+        goto release_labels;
+    Py_ssize_t n_labels = 0, n_slow = 0;
+    int status;
+    /* keys point into bytes objects the caller's list holds: no Python call runs meanwhile */
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_jsonl(buf.buf, buf.len, n, keys, nkeys, label_index, X.buf, labels.buf,
+                        slow.buf, slow.len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels,
+                        &n_slow);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("inn", status, n_labels, n_slow);
+    PyBuffer_Release(&slow);
+release_labels:
+    PyBuffer_Release(&labels);
+release_X:
+    PyBuffer_Release(&X);
+release_buf:
+    PyBuffer_Release(&buf);
+free_keys:
+    PyMem_Free(keys);
+    return result;
 }
 
 PyDoc_STRVAR(parse_decimal_doc,
@@ -629,6 +902,7 @@ out:
 
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
+    {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
     {"parse_decimal", py_parse_decimal, METH_O, parse_decimal_doc},
     {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},

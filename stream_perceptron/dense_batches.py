@@ -29,6 +29,8 @@ class DenseBatches:
 
     @staticmethod
     def usable(engine: Any) -> bool:
+        # A parser with a dense form keeps its label cells' parsed values in ``_labels``, a
+        # LabelCache (CSV cells and JSON values are parsed differently).
         return hasattr(engine.parser, "parse_dense") and fast.supports(engine.learner)
 
     @property
@@ -73,9 +75,10 @@ class DenseBatches:
         n = len(label_cells)
         learner = engine.learner
         saved_labels = learner._labels.get_state()
-        signs, classes, errors = _settled_signs(learner._labels, label_cells) or fast.encode_labels(
-            learner, label_cells
-        )
+        parsed = engine.parser._labels
+        signs, classes, errors = _settled_signs(
+            learner._labels, label_cells, parsed.fresh()
+        ) or fast.encode_labels(learner, [parsed[cell] for cell in label_cells])
         if errors and engine.on_error == "fail":
             # The per-record path stops at the first bad label, having seen only the labels
             # before it: give it the batch with the encoding as it was.
@@ -93,7 +96,7 @@ class DenseBatches:
         batch = records() if errors or engine.outputs.predictions is not None else []
         for i, error in errors.items():
             engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
-        labels = engine.parser._labels
+        labels = parsed
         if engine.recent_examples is not None:
             # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
             if errors or not labelled.all():
@@ -113,15 +116,14 @@ class DenseBatches:
         return True
 
 
-def _settled_signs(labels: BinaryLabels, cells: list[bytes]) -> Any:
+def _settled_signs(labels: BinaryLabels, cells: list[bytes], parsed: LabelCache) -> Any:
     """Signs for a batch whose labels all fit an encoding already settled (the usual case):
     one lookup per row instead of the general encoder. ``None`` when that is not the case."""
     if not labels.settled:
         return None
     sign_of: dict[bytes, int] = {}
-    parsed = LabelCache()
     for cell in set(cells):
-        y = parsed[cell]  # parse_dense only returns UTF-8 label cells
+        y = parsed[cell]  # parse_dense only returns label cells that parse
         code = labels._codes.get(y) if y is not None else None
         if code is None:
             return None  # unlabelled rows or a label outside the encoding: the general way

@@ -21,7 +21,7 @@ from connectors import LineBlock, Record, Sink, Source
 from stream_perceptron.checkpoint import Checkpoint, CheckpointPolicy, PositionKey, save_checkpoint
 from stream_perceptron.errors import LabelError, RecordError, StreamPerceptronError
 from stream_perceptron.formats import Parser
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
@@ -336,7 +336,7 @@ class Engine:
         recent = self.recent_examples
         assert recent is not None
         window = recent.maxlen or 0
-        labels = LabelCache()
+        labels = self.parser._labels.fresh()  # type: ignore[attr-defined]
         while self._recent_pending:
             names, rows, cells = self._recent_pending.popleft()
             start = max(0, len(cells) - window)

@@ -64,7 +64,9 @@ __all__ = [
     "encode_labels",
     "learn_array",
     "learn_dense",
+    "parse_csv_block",
     "parse_csv_numbers",
+    "parse_jsonl_block",
     "supports",
 ]
 
@@ -721,6 +723,37 @@ def parse_csv_block(
     except UnicodeDecodeError:
         return None
     return X, label_bytes.split(b"\n")
+
+
+def parse_jsonl_block(
+    block: bytes, n: int, keys: list[bytes], label_index: int
+) -> tuple[np.ndarray, list[bytes]] | None:
+    """``n`` flat JSON objects, one a line (each line ending with a newline), with exactly the
+    keys ``keys`` (UTF-8, no escapes) in that order, the label at ``label_index`` and numbers or
+    booleans everywhere else: ``(X, raw label values)``, ``X`` holding what
+    :class:`~stream_perceptron.formats.JsonLinesParser` makes of each value (``float(int)``
+    for an integer, ``float`` for a number with a fraction or exponent, 1.0/0.0 for
+    true/false). ``None`` when a line is of another form, or without the C extension."""
+    if _c is None or not n:
+        return None
+    buf = np.frombuffer(block, dtype=np.uint8)
+    X = np.empty((n, len(keys) - 1), dtype=np.float64)
+    label_buf = np.empty(len(block), dtype=np.uint8)
+    slow = np.empty((min(_SLOW_CELLS, n * len(keys)), 4), dtype=np.int64)
+    status, n_labels, n_slow = _c.scan_jsonl(buf, n, keys, label_index, X, label_buf, slow)
+    if status != 0:
+        return None
+    for start, end, row, col in slow[:n_slow].tolist():
+        text = block[start:end]
+        try:  # a JSON integer is a Python int first
+            X[row, col] = float(text) if b"." in text or b"e" in text or b"E" in text else float(
+                int(text)
+            )
+        except (ValueError, OverflowError):
+            return None
+    if n_slow and not np.isfinite(X).all():
+        return None
+    return X, label_buf[:n_labels].tobytes().split(b"\n")
 
 
 # -- the public API -------------------------------------------------------------------------------

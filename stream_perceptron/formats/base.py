@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from stream_perceptron.errors import RecordError
@@ -84,10 +85,11 @@ def parse_label(text: str) -> Any:
 
 
 class LabelCache(dict):
-    """Label cell (bytes) -> :func:`parse_label` of it, parsed once per distinct cell.
+    """Label cell (bytes) -> ``parse`` of its text (:func:`parse_label` by default), parsed once
+    per distinct cell.
 
     Keeps at most ``limit`` cells, so a stream of ever-new class names cannot grow it without
-    bound. A cell that is not UTF-8 raises ``UnicodeDecodeError``.
+    bound. A cell that is not UTF-8 raises ``UnicodeDecodeError``; ``parse`` may raise too.
 
     Examples
     --------
@@ -97,12 +99,17 @@ class LabelCache(dict):
 
     """
 
-    def __init__(self, limit: int = 10_000) -> None:
+    def __init__(self, limit: int = 10_000, parse: Callable[[str], Any] = parse_label) -> None:
         super().__init__()
         self.limit = limit
+        self.parse = parse
+
+    def fresh(self) -> LabelCache:
+        """An empty cache that parses as this one does."""
+        return LabelCache(self.limit, self.parse)
 
     def __missing__(self, cell: bytes) -> Any:
-        label = parse_label(cell.decode("utf-8"))
+        label = self.parse(cell.decode("utf-8"))
         if len(self) < self.limit:
             self[cell] = label
         return label

@@ -14,6 +14,7 @@ from stream_perceptron.formats.base import (
     NON_NUMERIC,
     NOT_AN_OBJECT,
     Example,
+    LabelCache,
     decode_utf8,
 )
 
@@ -48,6 +49,79 @@ class JsonLinesParser:
 
     def __init__(self, label: str = "y") -> None:
         self.label = label
+        self._labels = LabelCache(parse=_label_of_text)  # raw label value -> label
+        # The keys of the last dense block: (keys as UTF-8, label index, feature names).
+        self._schema: tuple[list[bytes], int, list[str]] | None = None
+
+    def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
+        """:meth:`parse_dense_block` of a list of lines."""
+        block = b"\n".join(values) + b"\n"
+        if block.count(b"\n") != len(values):
+            return None
+        return self.parse_dense_block(block, len(values))
+
+    def parse_dense_block(
+        self, block: bytes, n: int, values: list[bytes] | None = None
+    ) -> tuple[list[str], Any, list[bytes]] | None:
+        """``n`` lines (each ending with a newline) as one dense float64 matrix, when they are
+        all flat objects with the same keys in the same order, the label among them and
+        numbers or booleans as the other values: ``(feature names, X, raw label values)``,
+        the same floats :meth:`parse` gives. Otherwise ``None``: parse the lines one by one.
+        Needs the C extension (``None`` without it).
+
+        Examples
+        --------
+        >>> p = JsonLinesParser("y")
+        >>> block = b'{"a": 1, "y": "no"}\\n{"a": -2.5e0, "y": 1}\\n'
+        >>> names, X, labels = p.parse_dense_block(block, 2)
+        >>> names, X.tolist(), labels, [p._labels[c] for c in labels]
+        (['a'], [[1.0], [-2.5]], [b'"no"', b'1'], ['no', 1])
+
+        """
+        from stream_perceptron import fast
+
+        if fast._c is None or n == 0:
+            return None
+        schema = self._schema
+        for _ in range(2):
+            if schema is None:
+                schema = self._schema = self._schema_of(block[: block.index(b"\n")])
+                if schema is None:
+                    return None
+            keys, label_index, names = schema
+            dense = fast.parse_jsonl_block(block, n, keys, label_index)
+            if dense is not None:
+                break
+            if self._schema_of(block[: block.index(b"\n")]) in (schema, None):
+                return None
+            schema = None  # the keys changed: once more with the new ones
+        else:
+            return None
+        X, cells = dense
+        try:
+            for cell in set(cells):
+                self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
+        except (ValueError, RecordError):  # UnicodeDecodeError and JSONDecodeError are ones
+            return None
+        return names, X, cells
+
+    def _schema_of(self, line: bytes) -> tuple[list[bytes], int, list[str]] | None:
+        """The keys of a flat object line the dense path can read, or ``None``."""
+        try:
+            obj = _decoder.decode(line.decode("utf-8"))
+        except (ValueError, RecordError):
+            return None
+        if not isinstance(obj, dict) or self.label not in obj:
+            return None
+        for key, v in obj.items():
+            if key != self.label and type(v) not in (int, float, bool):
+                return None
+            if json.dumps(key, ensure_ascii=False) != f'"{key}"':  # escapes in the key
+                return None
+        keys = list(obj)
+        return [k.encode() for k in keys], keys.index(self.label), [
+            k for k in keys if k != self.label
+        ]
 
     def parse(self, value: bytes) -> Example:
         text = decode_utf8(value)
@@ -82,6 +156,11 @@ def _features(obj: dict[str, Any], label: str | None) -> dict[str, float]:
         else:
             raise RecordError(NON_NUMERIC, f"feature {name!r} is a JSON {t.__name__}")
     return x
+
+
+def _label_of_text(text: str) -> Any:
+    """A raw JSON label value (as the dense path copies it) -> the label :meth:`parse` gives."""
+    return _label(_decoder.decode(text))
 
 
 def _label(y: Any) -> Any:

@@ -74,7 +74,8 @@ def test_dense_path_is_really_taken(monkeypatch):
 def test_unsupported_learners_use_the_per_record_path():
     engine = Engine(Perceptron(init="random", seed=1), make_parser("csv"))
     assert engine._dense is None
-    assert Engine(Perceptron(), make_parser("jsonl"))._dense is None
+    assert Engine(Perceptron(), make_parser("libsvm"))._dense is None
+    assert Engine(Perceptron(), make_parser("jsonl"))._dense is not None
 
 
 def _run_source(learner, source, dense: bool = True):
