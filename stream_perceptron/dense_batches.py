@@ -14,6 +14,7 @@ import numpy as np
 
 from connectors import LineBlock, Record
 from stream_perceptron import fast
+from stream_perceptron.checkpoint import PositionKey
 from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.learners.labels import BinaryLabels
 
@@ -39,32 +40,35 @@ class DenseBatches:
         return hasattr(self.engine.parser, "parse_dense_block")
 
     def process(self, batch: list[Record]) -> bool:
-        """Process ``batch`` whole and return True, or return False having changed nothing."""
+        """Process ``batch`` (records of one source and partition) whole and return True, or
+        return False having changed nothing."""
         first, last = batch[0].position, batch[-1].position
-        if first.partition is not None or not self._ready(first.source, first.offset):
+        key = (first.source, first.partition)
+        if not self._ready(key, first.offset):
             return False
         if any(record.error is not None for record in batch):
             return False
         dense = self.engine.parser.parse_dense([record.value for record in batch])
-        return self._learn(dense, first.source, last.offset + 1, lambda: batch)
+        return self._learn(dense, key, last.offset + 1, lambda: batch)
 
     def process_block(self, block: LineBlock) -> bool:
         """Process a block of lines whole and return True, or return False having changed
         nothing (then the caller gives its records to the per-record path)."""
-        if not self._ready(block.source, block.start):
+        key = (block.source, None)
+        if not self._ready(key, block.start):
             return False
         dense = self.engine.parser.parse_dense_block(block.data, block.count)
-        return self._learn(dense, block.source, block.end, block.records)
+        return self._learn(dense, key, block.end, block.records)
 
-    def _ready(self, source: str, first_offset: int) -> bool:
+    def _ready(self, key: PositionKey, first_offset: int) -> bool:
         """False while the header is to come or the lines are still to be skipped (resume)."""
         engine = self.engine
         if engine.parser.header_pending:
             return False
-        return first_offset >= engine._skip_before.get((source, None), 0)
+        return first_offset >= engine._skip_before.get(key, 0)
 
     def _learn(
-        self, dense: Any, source: str, end: int, records: Callable[[], list[Record]]
+        self, dense: Any, key: PositionKey, end: int, records: Callable[[], list[Record]]
     ) -> bool:
         """Learn the parsed lines (``None``: not plain, nothing done); ``records`` gives the
         lines as records, made only when a prediction or a dead letter needs them."""
@@ -112,7 +116,7 @@ class DenseBatches:
                     engine._emit(batch[i], prediction, labels[label_cells[i]], bool(mistakes[j]))
                 else:
                     engine._emit(batch[i], prediction)
-        engine.next_offsets[(source, None)] = end
+        engine.next_offsets[key] = end
         return True
 
 

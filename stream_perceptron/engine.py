@@ -224,8 +224,16 @@ class Engine:
             self._process(records[lo : lo + size])
 
     def _process(self, batch: list[Record]) -> None:
-        if self._dense is not None and self._dense.process(batch):
+        dense = self._dense
+        if dense is None:
+            self._process_records(batch)
             return
+        # The dense path takes one source and partition at a time (a Kafka batch has several).
+        for run in _runs(batch):
+            if not dense.process(run):
+                self._process_records(run)
+
+    def _process_records(self, batch: list[Record]) -> None:
         parser = self.parser
         learner = self.learner
         stats = self.stats
@@ -389,6 +397,20 @@ class Engine:
         if commit is not None and offsets:
             commit(offsets)
         logger.debug("checkpoint at %d records", self.stats.records)
+
+
+def _runs(batch: list[Record]) -> Iterator[list[Record]]:
+    """The batch cut where the source or partition changes."""
+    position = batch[0].position
+    key = (position.source, position.partition)
+    start = 0
+    for i, record in enumerate(batch):
+        position = record.position
+        if position.partition != key[1] or position.source != key[0]:
+            yield batch[start:i]
+            start = i
+            key = (position.source, position.partition)
+    yield batch if start == 0 else batch[start:]
 
 
 def _dead_letter_headers(record: Record, reason: str, detail: str) -> list[tuple[str, bytes]]:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from connectors import LineSource, MemorySink, MemorySource
+from connectors import LineSource, MemorySink, MemorySource, Position, Record
 from stream_perceptron import Perceptron, fast
 from stream_perceptron.dense_batches import DenseBatches
 from stream_perceptron.engine import Engine, Outputs
@@ -135,3 +135,50 @@ def test_line_blocks_skip_what_a_resume_skips():
     whole.run(LineSource(io.BytesIO(data), chunk_size=4096))
     assert resumed.learner.get_state() == whole.learner.get_state()
     assert resumed.stats.learned == whole.stats.learned == 3000
+
+
+class _PartitionedSource:
+    """Batches as a Kafka source makes them: records of several partitions, several records
+    (lines) per message sharing its offset."""
+
+    def __init__(self, batches: list[list[Record]]) -> None:
+        self._batches = batches
+
+    def batches(self):
+        yield from self._batches
+
+
+def _partitioned(lines: list[bytes], seed: int) -> list[list[Record]]:
+    rng = random.Random(seed)
+    header, rows = lines[0], lines[1:]
+    offsets = {0: 0, 1: 0, 2: 0}
+    records = [Record(header, Position("t", 0, 0))]
+    offsets[0] = 1
+    i = 0
+    while i < len(rows):
+        partition = rng.choice([0, 1, 2])
+        size = rng.choice([1, 1, 3])  # a message of one line or of three
+        offset = offsets[partition]
+        offsets[partition] += 1
+        for line in rows[i : i + size]:
+            records.append(Record(line, Position("t", offset, partition), key=b"k"))
+        i += size
+    cuts = sorted(rng.sample(range(1, len(records)), 12))
+    return [records[a:b] for a, b in zip([0, *cuts], [*cuts, len(records)])]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_partitioned_batches_equal_the_per_record_path(seed, monkeypatch):
+    lines = _lines(seed=seed)
+    batches = _partitioned(lines, seed)
+    calls = []
+    original = fast.learn_dense
+    monkeypatch.setattr(fast, "learn_dense", lambda *a, **k: calls.append(1) or original(*a, **k))
+    a, preds_a, dead_a = _run_source(Perceptron(), _PartitionedSource(batches))
+    monkeypatch.setattr(fast, "learn_dense", original)
+    b, preds_b, dead_b = _run_source(Perceptron(), _PartitionedSource(batches), dense=False)
+    assert len(calls) > 10
+    assert a.learner.get_state() == b.learner.get_state()
+    assert a.stats.get_state() == b.stats.get_state()
+    assert preds_a == preds_b and dead_a == dead_b
+    assert a.next_offsets == b.next_offsets and len(a.next_offsets) == 3
