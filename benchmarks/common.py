@@ -35,7 +35,7 @@ class Sizes:
     array_batch: int = 10_000
     stdin: int = 1_000_000
     kafka: int = 1_000_000
-    metrics: int = 1_000_000
+    metrics: int = 5_000_000
     memory_small: int = 1_000_000
     memory_large: int = 10_000_000
     memory_block: int = 10_000

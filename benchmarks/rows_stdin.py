@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.common import Context, Measure, Result, count, interleaved, median
-from benchmarks.data import data_file
+from benchmarks.data import data_file, feed_repeated
 from benchmarks.procs import VW_MISSING, Run, cli_command, run_command, vw_command
 
 __all__ = ["row_stdin", "row_metrics", "check_summary"]
@@ -123,7 +123,8 @@ class Scraper:
 
 def row_metrics(ctx: Context) -> list[Result]:
     n = ctx.sizes.metrics
-    path = data_file(ctx, "csv", n)
+    # A block repeated into the pipe: a run long enough for several scrapes, no big file.
+    feed = feed_repeated(n, ctx.sizes.memory_block)
     summary = ctx.workdir / "summary-metrics.json"
     scrapes: list[tuple[Scraper, bool]] = []
     cmd = [*cli_command(), "run", "--format", "csv", "--summary-json", str(summary)]
@@ -142,7 +143,7 @@ def row_metrics(ctx: Context) -> list[Result]:
         try:
             return run_command(
                 [*cmd, "--metrics-port", "0"],
-                input_path=path,
+                feed=feed,
                 summary_path=summary,
                 on_stderr_line=on_line,
             )
@@ -153,7 +154,7 @@ def row_metrics(ctx: Context) -> list[Result]:
     got = interleaved(
         ctx.repeats,
         {
-            "without": lambda: run_command(cmd, input_path=path, summary_path=summary),
+            "without": lambda: run_command(cmd, feed=feed, summary_path=summary),
             "with": with_metrics,
         },
     )

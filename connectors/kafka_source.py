@@ -166,6 +166,10 @@ class KafkaSource(Closing):
         :meth:`commit` in it. Only partitions reported by ``on_assign`` are
         passed. Also called when the group membership was lost (the commit
         then fails).
+    on_idle
+        Called, from the iterating thread between two batches, after a poll
+        that returned no message: time for timed work such as a checkpoint
+        of what the last batches did.
     exit_at_end
         Stop iterating once the group is stable, partitions are assigned and
         each is read up to the end offset it had when it was assigned. An
@@ -238,6 +242,7 @@ class KafkaSource(Closing):
         *,
         on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
         on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
         exit_at_end: bool = False,
         poll_timeout_ms: int = 500,
         max_poll_records: int = 2000,
@@ -272,6 +277,7 @@ class KafkaSource(Closing):
         self.group_id = group_id
         self._on_assign = on_assign
         self._on_revoke = on_revoke
+        self._on_idle = on_idle
         self._exit_at_end = exit_at_end
         self._poll_timeout_ms = poll_timeout_ms
         self._max_poll_records = max_poll_records
@@ -444,6 +450,8 @@ class KafkaSource(Closing):
                 break
             if polled:
                 yield self._records(polled)
+            elif self._on_idle is not None:
+                self._on_idle()
             if self._exit_at_end:
                 if self._at_end(consumer, refresh=not polled):
                     logger.info("end of %s reached for group %r", self.topics, self.group_id)

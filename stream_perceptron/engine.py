@@ -366,6 +366,17 @@ class Engine:
         """Where to resume newly assigned partitions: the offsets this model has learned to."""
         return {p: self.next_offsets[p] for p in partitions if p in self.next_offsets}
 
+    def idle(self) -> None:
+        """The source has nothing new for now: save the checkpoint if one is due and records
+        came since the last one (so an interval checkpoint also covers the last batches)."""
+        policy = self.checkpoint
+        if (
+            policy is not None
+            and self.stats.records > policy.last_records
+            and policy.due(self.stats.records)
+        ):
+            self.save_checkpoint()
+
     def revoked(self, partitions: list[PositionKey]) -> None:
         """Partitions are about to go to another consumer: checkpoint and commit first."""
         logger.info("partitions revoked: %s; checkpointing before giving them up", partitions)

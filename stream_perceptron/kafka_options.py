@@ -79,6 +79,7 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         args.group,
         on_assign=engine.assigned,
         on_revoke=engine.revoked,
+        on_idle=engine.idle,
         exit_at_end=args.exit_at_end,
         client_options={**consumer_options(args.kafka_option), **client_options(args)},
     )

@@ -73,6 +73,17 @@ class StreamClassifier(base.MiniBatchClassifier):
     # The ``bias`` hyperparameter is kept as ``_bias_mode``: ``bias`` is the learned bias.
     _param_attributes: dict[str, str] = {"bias": "_bias_mode"}
 
+    # What ``predict_one`` computed for the ``learn_one`` that usually follows on the same dict:
+    # ``(x, kernel result with its snapshot of x's items, n_seen then)``. ``learn_one`` uses it
+    # only for that very dict, unchanged, with the model unchanged since (every learn bumps
+    # ``n_seen``). Never saved: not in :meth:`get_state`, pickles or deep copies.
+    _memo: tuple[Any, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_memo", None)
+        return state
+
     def _get_params(self) -> dict[str, Any]:
         return {
             name: getattr(self, self._param_attributes.get(name, name))

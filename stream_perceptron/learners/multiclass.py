@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stream_perceptron.learners._accel import speedups as _speedups
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
@@ -120,13 +121,32 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     def _learn(self, x: dict, y: Any) -> Any:
         """Learn ``(x, y)``; return the plain-weight prediction made before learning."""
         t = self._n_seen = self._n_seen + 1
-        r = math.sqrt(sum(v * v for v in x.values()))
-        if r > self._max_norm:
-            self._max_norm = r
-        if self._init.random:
-            for c in self._w:
-                self._init_entries(c, x, t)
-        y_hat = _argmax(self._scores(x, self._w, self._b))
+        memo = self._memo
+        if memo is not None:
+            self._memo = None
+        got = None
+        if _speedups is not None and not self._init.random:
+            # predict_one's argmax and norm when it was given this very dict, unchanged since,
+            # and the model has not learned since; else computed
+            if memo is not None:
+                got = _speedups.recall(memo, x, t - 1)
+            if got is None:
+                try:
+                    got = _speedups.class_argmax(self._w, self._b, x)
+                except BaseException:  # from a key's hash or eq: R was noted first in Python
+                    self._note_norm(x)
+                    raise
+        if got is not None:
+            y_hat = got[0]
+            r = got[1]
+            if r > self._max_norm:
+                self._max_norm = r
+        else:
+            self._note_norm(x)
+            if self._init.random:
+                for c in self._w:
+                    self._init_entries(c, x, t)
+            y_hat = _argmax(self._scores(x, self._w, self._b))
         if y_hat == y and y_hat is not None and y in self._w:
             return y_hat
         if y not in self._w:
@@ -145,21 +165,32 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             self._step(y_hat, x, -self.lr, -db, t)
         return y_hat
 
+    def _note_norm(self, x: dict) -> None:
+        r = math.sqrt(sum(v * v for v in x.values()))
+        if r > self._max_norm:
+            self._max_norm = r
+
     def _step(self, c: Any, x: dict, step: float, db: float, t: int) -> None:
         wc = self._w[c]
-        for k, v in x.items():
-            wc[k] = wc.get(k, 0.0) + step * v
+        if _speedups is None or not _speedups.axpy(wc, x, step):
+            for k, v in x.items():
+                wc[k] = wc.get(k, 0.0) + step * v
         self._b[c] += db
         if self.averaged and t > 1:
             uc = self._u[c]
             a = (t - 1) * step
-            for k, v in x.items():
-                uc[k] = uc.get(k, 0.0) + a * v
+            if _speedups is None or not _speedups.axpy(uc, x, a):
+                for k, v in x.items():
+                    uc[k] = uc.get(k, 0.0) + a * v
             self._ub[c] += (t - 1) * db
 
     # -- prediction ----------------------------------------------------------------------------
     @staticmethod
     def _scores(x: dict, w: dict, b: dict) -> dict[Any, float]:
+        if _speedups is not None:
+            got = _speedups.class_scores(w, b, x)
+            if got is not None:
+                return got
         scores = {}
         for c, wc in w.items():
             dot = 0.0
@@ -176,6 +207,11 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         return self._scores(x, self._w, self._b)
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        if _speedups is not None and not (self.averaged and self._n_seen):
+            got = _speedups.class_argmax(self._w, self._b, x, True)
+            if got is not None:
+                self._memo = (x, got, self._n_seen)
+                return got[0]
         return _argmax(self._predict_scores(x))
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
@@ -242,6 +278,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         }
 
     def _load_payload(self, state: dict[str, Any]) -> None:
+        self._memo = None
         for entry in state["classes"]:
             c = entry["label"]
             self._add_class(c)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stream_perceptron.learners._accel import speedups as _speedups
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
@@ -115,29 +116,46 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         """Learn from ``x`` with sign ``y``; return the score before learning."""
         t = self._n_seen = self._n_seen + 1
         w = self._w
+        memo = self._memo
+        if memo is not None:
+            self._memo = None
         if self._init.random:
             fresh = new_features(x, w)
             if fresh:
+                memo = None  # weights of x's features drawn since predict_one
                 for k, v in zip(fresh, self._init.draw(len(fresh))):
                     w[k] = v
                     if self.averaged:
                         self._u[k] = self._u.get(k, 0.0) + (t - 1) * v
-        dot = 0.0
-        sq = 0.0
-        for k, v in x.items():
-            wk = w.get(k)
-            if wk is not None:
-                dot += wk * v
-            sq += v * v
-        r = math.sqrt(sq)
+        got = None
+        if _speedups is not None:
+            # predict_one's dot and norm when it was given this very dict, unchanged since,
+            # and the model has not learned since; else computed
+            if memo is not None:
+                got = _speedups.recall(memo, x, t - 1)
+            if got is None:
+                got = _speedups.dot_norm(w, x)
+        if got is not None:
+            dot = got[0]
+            r = got[1]
+        else:
+            dot = 0.0
+            sq = 0.0
+            for k, v in x.items():
+                wk = w.get(k)
+                if wk is not None:
+                    dot += wk * v
+                sq += v * v
+            r = math.sqrt(sq)
         if r > self._max_norm:
             self._max_norm = r
         score = dot + self._b
         if y * score <= 0:
             self._n_mistakes += 1
             step = self.lr * y
-            for k, v in x.items():
-                w[k] = w.get(k, 0.0) + step * v
+            if _speedups is None or not _speedups.axpy(w, x, step):
+                for k, v in x.items():
+                    w[k] = w.get(k, 0.0) + step * v
             if self._bias_mode == "learned":
                 db = step
             elif self._bias_mode == "r2":
@@ -148,8 +166,9 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             if self.averaged and t > 1:
                 u = self._u
                 c = (t - 1) * step
-                for k, v in x.items():
-                    u[k] = u.get(k, 0.0) + c * v
+                if _speedups is None or not _speedups.axpy(u, x, c):
+                    for k, v in x.items():
+                        u[k] = u.get(k, 0.0) + c * v
                 self._ub += (t - 1) * db
         return score
 
@@ -165,6 +184,11 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 if wk is not None:
                     dot += (wk - u.get(k, 0.0) / t) * v
             return dot + (self._b - self._ub / t)
+        if _speedups is not None:
+            got = _speedups.dot_norm(w, x, True)
+            if got is not None:
+                self._memo = (x, got, self._n_seen)
+                return got[0] + self._b
         dot = 0.0
         for k, v in x.items():
             wk = w.get(k)
@@ -173,6 +197,12 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         return dot + self._b
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        if _speedups is not None and not self.averaged:  # _score's fast path, inlined
+            got = _speedups.dot_norm(self._w, x, True)
+            if got is not None:
+                self._memo = (x, got, self._n_seen)
+                labels = self._labels
+                return labels.positive if got[0] + self._b > 0 else labels.negative
         return self._labels.decode(1 if self._score(x) > 0 else -1)
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
@@ -232,6 +262,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         }
 
     def _load_payload(self, state: dict[str, Any]) -> None:
+        self._memo = None
         self._labels = BinaryLabels.from_state(state["labels"])
         self._w = {k: float(v) for k, v in state["weights"]}
         self._b = float(state["bias"])

@@ -41,9 +41,30 @@ def args_of(parsed, keyword: str) -> list[str]:
     return [args for kw, args in parsed if kw == keyword]
 
 
-def test_base_image(parsed):
-    (base,) = args_of(parsed, "FROM")
-    assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?", base), base
+def context_sources(parsed) -> list[str]:
+    """What the COPY instructions take from the build context (not from another stage)."""
+    return [
+        source
+        for args in args_of(parsed, "COPY")
+        if not args.startswith("--from=")
+        for source in shlex.split(args)[:-1]
+    ]
+
+
+def test_base_images(parsed):
+    stages = args_of(parsed, "FROM")
+    assert len(stages) == 2, stages  # a build stage with a compiler, then the image
+    for base in stages:
+        assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?( AS \w+)?", base), base
+
+
+def test_the_c_kernels_are_built_and_checked(parsed):
+    runs = args_of(parsed, "RUN")
+    assert any("gcc" in run and "apt-get install" in run for run in runs)
+    assert any("pip wheel" in run for run in runs)
+    check = "import stream_perceptron._dense, stream_perceptron._speedups"
+    assert any(check in run for run in runs)
+    assert args_of(parsed, "COPY")[-1].startswith("--from=build /wheels")
 
 
 def test_runs_as_non_root(parsed):
@@ -54,8 +75,10 @@ def test_runs_as_non_root(parsed):
 
 
 def test_installs_the_package_from_the_build_context(parsed):
-    sources = [s for args in args_of(parsed, "COPY") for s in shlex.split(args)[:-1]]
-    assert {"pyproject.toml", "README.md", "stream_perceptron", "connectors"} <= set(sources)
+    sources = context_sources(parsed)
+    assert {"pyproject.toml", "setup.py", "README.md", "stream_perceptron", "connectors"} <= set(
+        sources
+    )
     for source in sources:
         assert (REPO / source).exists(), f"COPY {source}: not in the build context (repo root)"
     assert any("pip install" in run for run in args_of(parsed, "RUN"))
@@ -64,7 +87,7 @@ def test_installs_the_package_from_the_build_context(parsed):
 def test_dockerignore_keeps_what_is_copied(parsed):
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     kept = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
-    sources = [s for args in args_of(parsed, "COPY") for s in shlex.split(args)[:-1]]
+    sources = context_sources(parsed)
     assert set(sources) <= kept, f"Dockerfile.dockerignore excludes {set(sources) - kept}"
 
 

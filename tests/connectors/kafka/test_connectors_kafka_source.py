@@ -382,3 +382,29 @@ def test_close_called_inside_on_revoke_returns(
     assert [r.value for r in collect(source, timeout=30)] == [b"x"]
     assert revoked == [[(topic, 0)]]
     assert source.assignment == []
+
+
+
+
+def test_on_idle_is_called_after_an_empty_poll_that_follows_the_batches(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+) -> None:
+    topic = make_topic()
+    produce(topic, [b"%d" % i for i in range(20)])
+    events: list[object] = []
+
+    def on_idle() -> None:
+        events.append("idle")
+        if sum(e for e in events if isinstance(e, int)) == 20:
+            source.close()  # drained: the timed work is done, stop
+
+    source = source_for(
+        kafka_bootstrap, topic, group_id, exit_at_end=False, max_poll_records=5, on_idle=on_idle
+    )
+    with source:
+        for batch in source.batches():
+            events.append(len(batch))
+    sizes = [e for e in events if isinstance(e, int)]
+    assert sum(sizes) == 20 and all(0 < size <= 5 for size in sizes)
+    # The topic drained, the next poll found nothing: an idle call came after the last batch.
+    assert events[-1] == "idle" and events.index("idle", events.index(sizes[-1]))

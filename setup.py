@@ -1,0 +1,29 @@
+"""The optional C extension; everything else about the package is in pyproject.toml.
+
+``optional=True``: without a C compiler the install still succeeds and the learners use their
+pure-Python loops. ``-ffp-contract=off`` keeps every multiply and add separately rounded, as
+in Python (no fused multiply-add).
+"""
+
+from __future__ import annotations
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "stream_perceptron._speedups",
+            ["stream_perceptron/_speedups.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
+        # The dense fast path: CSV number scanner and exact kernel (fast.py; numba, then
+        # NumPy, without it).
+        Extension(
+            "stream_perceptron._dense",
+            ["stream_perceptron/_dense.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
+    ]
+)

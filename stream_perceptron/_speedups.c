@@ -1,0 +1,711 @@
+/*
+ * stream_perceptron._speedups: exact C kernels for the learners' dict API.
+ *
+ * Every kernel does its double arithmetic in exactly the order of the pure-Python loops of
+ * stream_perceptron/learners/perceptron.py and multiclass.py (start at 0.0, one `+=` per item,
+ * in the dict's order, missing weights skipped), so results are bit-identical. Build with
+ * -ffp-contract=off: a fused multiply-add would round once instead of twice.
+ *
+ * A kernel only handles feature values that are exact Python floats, or exact ints of at most
+ * 2**53 in magnitude (converted exactly, as Python converts them), in exact dicts, with exact
+ * float weights. On anything else it changes nothing and returns None (or False), and the
+ * caller runs its Python loop, so behaviour (numpy scalars, bools, strings and their
+ * exceptions) stays that of Python. Exceptions raised by a key's __hash__ or __eq__ during a
+ * lookup propagate, as they do from the Python loop.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <limits.h>
+#include <math.h>
+
+#define EXACT_INT_LIMIT 9007199254740992LL /* 2**53: every int up to it is a double */
+#define STACK_ITEMS 64
+#define SQRT_LLONG_MAX 3037000499LL /* the largest int whose square is a long long */
+
+/* One (key, value) of x, both references owned while the kernel runs. */
+typedef struct {
+    PyObject *key;
+    PyObject *value;
+    double v;     /* the value as Python converts it for float arithmetic */
+    long long iv; /* the value when it is an int */
+    int is_int;
+} Item;
+
+typedef struct {
+    Item *items;
+    Py_ssize_t n;
+    Item stack[STACK_ITEMS];
+} Items;
+
+/* Whether `obj` is a float, or an int converted exactly; sets *v, *iv, *is_int. */
+static int
+number_value(PyObject *obj, double *v, long long *iv, int *is_int)
+{
+    if (PyFloat_CheckExact(obj)) {
+        *v = PyFloat_AS_DOUBLE(obj);
+        *iv = 0;
+        *is_int = 0;
+        return 1;
+    }
+    if (PyLong_CheckExact(obj)) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (overflow || value > EXACT_INT_LIMIT || value < -EXACT_INT_LIMIT) {
+            return 0;
+        }
+        *v = (double)value;
+        *iv = value;
+        *is_int = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void
+items_release(Items *it)
+{
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        Py_DECREF(it->items[i].key);
+        Py_DECREF(it->items[i].value);
+    }
+    if (it->items != it->stack) {
+        PyMem_Free(it->items);
+    }
+    it->items = it->stack;
+    it->n = 0;
+}
+
+/*
+ * Load the items of x. 1: loaded (references held: release with items_release);
+ * 0: not handled (x not an exact dict, or a value that is not a float or small int; nothing
+ * held); -1: error set.
+ */
+static int
+items_load(Items *it, PyObject *x)
+{
+    it->items = it->stack;
+    it->n = 0;
+    if (!PyDict_CheckExact(x)) {
+        return 0;
+    }
+    Py_ssize_t size = PyDict_GET_SIZE(x);
+    if (size > STACK_ITEMS) {
+        it->items = PyMem_New(Item, size);
+        if (it->items == NULL) {
+            it->items = it->stack;
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    /* Nothing here runs Python code, so x cannot change while it is read. */
+    while (PyDict_Next(x, &pos, &key, &value)) {
+        if (it->n >= size) { /* cannot happen: x does not change while it is read */
+            items_release(it);
+            return 0;
+        }
+        Item *item = &it->items[it->n];
+        if (!number_value(value, &item->v, &item->iv, &item->is_int)) {
+            items_release(it);
+            return 0;
+        }
+        Py_INCREF(key);
+        Py_INCREF(value);
+        item->key = key;
+        item->value = value;
+        it->n++;
+    }
+    return 1;
+}
+
+/* The items as a flat tuple (k0, v0, k1, v1, ...); takes over the references held. */
+static PyObject *
+items_snapshot(Items *it)
+{
+    PyObject *snap = PyTuple_New(2 * it->n);
+    if (snap == NULL) {
+        items_release(it);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        PyTuple_SET_ITEM(snap, 2 * i, it->items[i].key);
+        PyTuple_SET_ITEM(snap, 2 * i + 1, it->items[i].value);
+    }
+    it->n = 0; /* the tuple owns them now */
+    items_release(it);
+    return snap;
+}
+
+/*
+ * dot = sum of w[k] * v over the items whose key is in w, in x's order. 1: done;
+ * 0: not handled (a weight that is not a float); -1: error (from a key's hash or eq).
+ */
+static int
+items_dot(Items *it, PyObject *w, double *dot)
+{
+    double acc = 0.0;
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        PyObject *wk = PyDict_GetItemWithError(w, it->items[i].key);
+        if (wk == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        if (!PyFloat_CheckExact(wk)) {
+            return 0;
+        }
+        acc += PyFloat_AS_DOUBLE(wk) * it->items[i].v;
+    }
+    *dot = acc;
+    return 1;
+}
+
+/*
+ * math.sqrt(sum(v * v for v in x.values())) exactly as the builtin sum() of this Python
+ * computes it: an exact int phase while the squares are ints, then a float phase (plain on
+ * 3.11; Neumaier-compensated floats on 3.12+). 1: done; 0: not handled.
+ */
+static int
+items_sum_norm(Items *it, double *r)
+{
+    long i_result = 0;
+    int int_phase = 1;
+    double f = 0.0;
+#if PY_VERSION_HEX >= 0x030C0000
+    double c = 0.0;
+#endif
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        Item *item = &it->items[i];
+        if (item->is_int) {
+            if (item->iv > SQRT_LLONG_MAX || item->iv < -SQRT_LLONG_MAX ||
+                item->iv * item->iv > LONG_MAX) {
+                return 0; /* a square that is no C long: sum() takes its generic path */
+            }
+            long b = (long)(item->iv * item->iv);
+            if (int_phase) {
+                if (b > LONG_MAX - i_result) {
+                    return 0;
+                }
+                i_result += b;
+            }
+            else {
+#if PY_VERSION_HEX >= 0x030E0000
+                return 0; /* not checked against this Python's sum() */
+#else
+                f += (double)b;
+#endif
+            }
+            continue;
+        }
+        double x = item->v * item->v;
+        if (int_phase) {
+            /* int + float: the int converted (correctly rounded), then one addition */
+            f = (double)i_result + x;
+            int_phase = 0;
+            continue;
+        }
+#if PY_VERSION_HEX >= 0x030C0000
+        double t = f + x;
+        if (fabs(f) >= fabs(x)) {
+            c += (f - t) + x;
+        }
+        else {
+            c += (x - t) + f;
+        }
+        f = t;
+#else
+        f += x;
+#endif
+    }
+    if (int_phase) {
+        f = (double)i_result;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    else if (c && isfinite(c)) {
+        f += c;
+    }
+#endif
+    *r = sqrt(f);
+    return 1;
+}
+
+/* The step of axpy: an exact float, or an exact int converted exactly. */
+typedef struct {
+    double v;
+    long long iv;
+    int is_int;
+} Step;
+
+/*
+ * w[k] = w.get(k, 0.0) + step * v for every item, in x's order. 0 on success, -1 on error.
+ * An int step times an int value is an exact int in Python, converted when added: its zero is
+ * +0.0, never -0.0.
+ */
+static int
+items_axpy(Items *it, PyObject *w, Step *step, PyObject *step_obj)
+{
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        Item *item = &it->items[i];
+        PyObject *old = PyDict_GetItemWithError(w, item->key);
+        if (old == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+        PyObject *updated;
+        if (old == NULL || PyFloat_CheckExact(old)) {
+            double prod;
+            if (step->is_int && item->is_int && (step->iv == 0 || item->iv == 0)) {
+                prod = 0.0;
+            }
+            else {
+                prod = step->v * item->v;
+            }
+            double base = old == NULL ? 0.0 : PyFloat_AS_DOUBLE(old);
+            updated = PyFloat_FromDouble(base + prod);
+        }
+        else {
+            /* a weight that is not a float: Python's own arithmetic */
+            Py_INCREF(old);
+            PyObject *prod = PyNumber_Multiply(step_obj, item->value);
+            updated = prod == NULL ? NULL : PyNumber_Add(old, prod);
+            Py_XDECREF(prod);
+            Py_DECREF(old);
+        }
+        if (updated == NULL) {
+            return -1;
+        }
+        int failed = PyDict_SetItem(w, item->key, updated);
+        Py_DECREF(updated);
+        if (failed) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * The multi-class scores dot(w[c], x) + b[c] for every class c of w, in w's order: either the
+ * argmax (first class wins ties, as `best is None or s > best_score`) into *best, or every
+ * score into the dict `scores`. 1: done; 0: not handled; -1: error.
+ */
+static int
+class_scores(Items *it, PyObject *w, PyObject *b, PyObject **best, PyObject *scores)
+{
+    Py_ssize_t pos = 0;
+    PyObject *c, *wc;
+    double best_score = -INFINITY;
+    int status = 1;
+    if (best != NULL) {
+        *best = Py_NewRef(Py_None);
+    }
+    while (status == 1 && PyDict_Next(w, &pos, &c, &wc)) {
+        if (!PyDict_CheckExact(wc)) {
+            status = 0;
+            break;
+        }
+        /* held: a key's __eq__ could change w during the lookups */
+        Py_INCREF(c);
+        Py_INCREF(wc);
+        double dot = 0.0;
+        status = items_dot(it, wc, &dot);
+        if (status == 1) {
+            PyObject *bc = PyDict_GetItemWithError(b, c);
+            if (bc == NULL) {
+                status = PyErr_Occurred() ? -1 : 0;
+            }
+            else if (!PyFloat_CheckExact(bc)) {
+                status = 0;
+            }
+            else {
+                double s = dot + PyFloat_AS_DOUBLE(bc);
+                if (best != NULL) {
+                    if (*best == Py_None || s > best_score) {
+                        Py_SETREF(*best, Py_NewRef(c));
+                        best_score = s;
+                    }
+                }
+                else {
+                    PyObject *value = PyFloat_FromDouble(s);
+                    if (value == NULL || PyDict_SetItem(scores, c, value) < 0) {
+                        status = -1;
+                    }
+                    Py_XDECREF(value);
+                }
+            }
+        }
+        Py_DECREF(wc);
+        Py_DECREF(c);
+    }
+    if (status != 1 && best != NULL) {
+        Py_CLEAR(*best);
+    }
+    return status;
+}
+
+/* The tuple (a, b) or (a, b, c): steals the references given; NULL (all released) on error. */
+static PyObject *
+pack(PyObject *a, PyObject *b, PyObject *c)
+{
+    Py_ssize_t n = c == NULL ? 2 : 3;
+    PyObject *result = NULL;
+    if (a != NULL && b != NULL && (n == 2 || c != NULL)) {
+        result = PyTuple_New(n);
+    }
+    if (result == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, a);
+    PyTuple_SET_ITEM(result, 1, b);
+    if (c != NULL) {
+        PyTuple_SET_ITEM(result, 2, c);
+    }
+    return result;
+}
+
+static int
+check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t low, Py_ssize_t high)
+{
+    if (nargs < low || nargs > high) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd arguments (%zd given)", name, low,
+                     high, nargs);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+check_dict(const char *name, PyObject *obj)
+{
+    if (!PyDict_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s() expects a dict, not %.100s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(dot_norm_doc,
+"dot_norm(w, x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"Binary perceptron: ``(dot, r)`` where ``dot`` is the sum of ``w[k] * v`` over the items of x\n"
+"whose key is in w and ``r = math.sqrt(sq)``, ``sq`` the sum of ``v * v`` over all items, both\n"
+"accumulated from 0.0 in x's order, exactly as ``Perceptron._learn``'s loop. With snapshot\n"
+"true, ``(dot, r, snapshot)``, snapshot the tuple ``(k0, v0, k1, v1, ...)`` of x's key and\n"
+"value objects, for :func:`unchanged`.\n"
+"\n"
+"None when not handled: x or w not an exact dict, a value that is not a float or an int of\n"
+"at most 2**53 in magnitude, or a weight that is not a float.");
+
+static PyObject *
+dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("dot_norm", nargs, 2, 3) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *x = args[1];
+    int want_snapshot = 0;
+    if (nargs == 3 && (want_snapshot = PyObject_IsTrue(args[2])) < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(w)) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double dot = 0.0;
+    status = items_dot(&it, w, &dot);
+    if (status <= 0) {
+        items_release(&it);
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double sq = 0.0;
+    for (Py_ssize_t i = 0; i < it.n; i++) {
+        sq += it.items[i].v * it.items[i].v;
+    }
+    double r = sqrt(sq);
+    if (!want_snapshot) {
+        items_release(&it);
+        return pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), NULL);
+    }
+    PyObject *snap = items_snapshot(&it);
+    if (snap == NULL) {
+        return NULL;
+    }
+    return pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), snap);
+}
+
+PyDoc_STRVAR(class_argmax_doc,
+"class_argmax(w, b, x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"Multi-class perceptron: ``(y_hat, r)``, ``y_hat`` the class of w (a dict of weight dicts)\n"
+"with the largest score ``dot(w[c], x) + b[c]`` (the first such class on ties, None when w\n"
+"is empty; as ``_argmax(MulticlassPerceptron._scores(x, w, b))``) and ``r`` the value of\n"
+"``math.sqrt(sum(v * v for v in x.values()))``. With snapshot true, ``(y_hat, r, snapshot)``\n"
+"(see :func:`dot_norm`).\n"
+"\n"
+"None when not handled (see :func:`dot_norm`; also a class missing from b, or a class's\n"
+"weights or bias of another type).");
+
+static PyObject *
+class_argmax(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("class_argmax", nargs, 3, 4) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *b = args[1], *x = args[2];
+    int want_snapshot = 0;
+    if (nargs == 4 && (want_snapshot = PyObject_IsTrue(args[3])) < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b)) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double r = 0.0;
+    PyObject *best = NULL;
+    status = items_sum_norm(&it, &r);
+    if (status == 1) {
+        status = class_scores(&it, w, b, &best, NULL);
+    }
+    if (status <= 0) {
+        items_release(&it);
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (!want_snapshot) {
+        items_release(&it);
+        return pack(best, PyFloat_FromDouble(r), NULL);
+    }
+    PyObject *snap = items_snapshot(&it);
+    if (snap == NULL) {
+        Py_DECREF(best);
+        return NULL;
+    }
+    return pack(best, PyFloat_FromDouble(r), snap);
+}
+
+PyDoc_STRVAR(class_scores_doc,
+"class_scores(w, b, x, /)\n"
+"--\n"
+"\n"
+"Multi-class perceptron: the dict ``{c: dot(w[c], x) + b[c]}`` over the classes of w in\n"
+"order, exactly as ``MulticlassPerceptron._scores``. None when not handled (see\n"
+":func:`class_argmax`).");
+
+static PyObject *
+class_scores_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("class_scores", nargs, 3, 3) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *b = args[1], *x = args[2];
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b)) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *scores = PyDict_New();
+    if (scores == NULL) {
+        items_release(&it);
+        return NULL;
+    }
+    status = class_scores(&it, w, b, NULL, scores);
+    items_release(&it);
+    if (status <= 0) {
+        Py_DECREF(scores);
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return scores;
+}
+
+PyDoc_STRVAR(axpy_doc,
+"axpy(w, x, step, /)\n"
+"--\n"
+"\n"
+"``w[k] = w.get(k, 0.0) + step * v`` for every item of x, in x's order (new keys are added\n"
+"in that order), with Python's arithmetic to the last bit. True when done; False when not\n"
+"handled (w or x not an exact dict, step or a value not a float or an int of at most 2**53\n"
+"in magnitude), and then w is unchanged.");
+
+static PyObject *
+axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("axpy", nargs, 3, 3) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *x = args[1], *step_obj = args[2];
+    Step step;
+    if (!PyDict_CheckExact(w) || !number_value(step_obj, &step.v, &step.iv, &step.is_int)) {
+        Py_RETURN_FALSE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_FALSE;
+    }
+    status = items_axpy(&it, w, &step, step_obj);
+    items_release(&it);
+    if (status < 0) {
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* Whether the dict x holds exactly the objects of snap, in order. */
+static int
+same_items(PyObject *x, PyObject *snap)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(snap);
+    if (!PyDict_CheckExact(x) || 2 * PyDict_GET_SIZE(x) != n) {
+        return 0;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(x, &pos, &key, &value)) {
+        if (i + 1 >= n || PyTuple_GET_ITEM(snap, i) != key ||
+            PyTuple_GET_ITEM(snap, i + 1) != value) {
+            return 0;
+        }
+        i += 2;
+    }
+    return i == n;
+}
+
+PyDoc_STRVAR(unchanged_doc,
+"unchanged(x, snapshot, /)\n"
+"--\n"
+"\n"
+"Whether the dict x holds exactly the key and value objects of snapshot (a tuple made by\n"
+":func:`dot_norm` or :func:`class_argmax`), in the same order: identity, not equality, so a\n"
+"value replaced by an equal new object counts as a change. The snapshot holds references\n"
+"to the objects, so none of them can have been freed and its address reused.");
+
+static PyObject *
+unchanged(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("unchanged", nargs, 2, 2) < 0) {
+        return NULL;
+    }
+    PyObject *x = args[0], *snap = args[1];
+    if (check_dict("unchanged", x) < 0) {
+        return NULL;
+    }
+    if (!PyTuple_Check(snap)) {
+        PyErr_Format(PyExc_TypeError, "unchanged() expects a tuple, not %.100s",
+                     Py_TYPE(snap)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong(same_items(x, snap));
+}
+
+PyDoc_STRVAR(recall_doc,
+"recall(memo, x, n_seen, /)\n"
+"--\n"
+"\n"
+"The result a learner memorised when it predicted x, if still valid: ``result`` when memo is\n"
+"a tuple ``(x, result, n_seen)`` with that very dict x (identity) and that n_seen, and\n"
+"x holds the key and value objects of the snapshot that ends ``result`` (see\n"
+":func:`unchanged`); None otherwise (memo may be None).");
+
+static PyObject *
+recall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("recall", nargs, 3, 3) < 0) {
+        return NULL;
+    }
+    PyObject *memo = args[0], *x = args[1], *n_seen = args[2];
+    if (!PyTuple_CheckExact(memo) || PyTuple_GET_SIZE(memo) != 3 ||
+        PyTuple_GET_ITEM(memo, 0) != x) {
+        Py_RETURN_NONE;
+    }
+    PyObject *result = PyTuple_GET_ITEM(memo, 1);
+    if (!PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) < 1) {
+        Py_RETURN_NONE;
+    }
+    PyObject *snap = PyTuple_GET_ITEM(result, PyTuple_GET_SIZE(result) - 1);
+    PyObject *then = PyTuple_GET_ITEM(memo, 2);
+    if (!PyTuple_CheckExact(snap) || !PyLong_CheckExact(then) || !PyLong_CheckExact(n_seen)) {
+        Py_RETURN_NONE;
+    }
+    int same = PyObject_RichCompareBool(then, n_seen, Py_EQ);
+    if (same < 0) {
+        return NULL;
+    }
+    if (!same || !same_items(x, snap)) {
+        Py_RETURN_NONE;
+    }
+    return Py_NewRef(result);
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"dot_norm", (PyCFunction)(void (*)(void))dot_norm, METH_FASTCALL, dot_norm_doc},
+    {"class_argmax", (PyCFunction)(void (*)(void))class_argmax, METH_FASTCALL,
+     class_argmax_doc},
+    {"class_scores", (PyCFunction)(void (*)(void))class_scores_py, METH_FASTCALL,
+     class_scores_doc},
+    {"axpy", (PyCFunction)(void (*)(void))axpy, METH_FASTCALL, axpy_doc},
+    {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL, unchanged_doc},
+    {"recall", (PyCFunction)(void (*)(void))recall, METH_FASTCALL, recall_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(module_doc,
+"Exact C kernels of the learners' dict API (optional; the learners fall back to Python).\n"
+"\n"
+"Each kernel reproduces the pure-Python loop it replaces to the last bit, and returns None\n"
+"(axpy: False) without changing anything when its input is outside what it handles.");
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    "stream_perceptron._speedups",
+    module_doc,
+    0,
+    speedups_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&speedups_module);
+}

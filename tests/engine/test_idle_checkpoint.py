@@ -1,0 +1,36 @@
+"""A source with nothing new (Kafka between messages) lets the engine save a due checkpoint."""
+
+from __future__ import annotations
+
+import time
+
+from connectors import MemorySource
+from stream_perceptron import Perceptron
+from stream_perceptron.checkpoint import CheckpointPolicy, load_checkpoint
+from stream_perceptron.engine import Engine
+from stream_perceptron.formats import make_parser
+
+
+def test_idle_saves_a_due_checkpoint_once(tmp_path):
+    path = tmp_path / "model.json"
+    policy = CheckpointPolicy(str(path), interval=0.05)
+    engine = Engine(Perceptron(), make_parser("csv"), checkpoint=policy)
+    lines = [b"a,y"] + [b"%d,%d" % (i % 7 - 3, i % 2) for i in range(50)]
+    for batch in MemorySource(lines, batch_size=10).batches():
+        engine._process(batch)  # as run() does, without its final checkpoint
+    assert not path.exists()
+    engine.idle()  # not due yet
+    assert not path.exists()
+    time.sleep(0.06)
+    engine.idle()  # due, and 51 records came since: saved
+    saved = load_checkpoint(str(path))
+    assert saved.next_offsets == {("memory", None): 51}
+    assert saved.model.get_state() == engine.learner.get_state()
+    first = path.stat().st_mtime_ns
+    time.sleep(0.06)
+    engine.idle()  # due, but nothing new: not saved again
+    assert path.stat().st_mtime_ns == first
+
+
+def test_idle_without_a_checkpoint_does_nothing():
+    Engine(Perceptron(), make_parser("csv")).idle()
