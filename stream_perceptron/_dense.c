@@ -131,6 +131,46 @@ static inline int eight_digits(const unsigned char *p, uint64_t *out)
     return 1;
 }
 
+/* The digits at buf[i...] appended to *man (wrapping past 19 digits: the callers count them
+   and give up then); returns the index after the last digit. buf ends with a non-digit. */
+static inline Py_ssize_t read_digits(const unsigned char *buf, Py_ssize_t i, Py_ssize_t size,
+                                     uint64_t *man)
+{
+    uint64_t m = *man, eight;
+    while (i + 8 <= size && eight_digits(buf + i, &eight)) {
+        m = m * 100000000u + eight;
+        i += 8;
+    }
+    unsigned dig = (unsigned)buf[i] - '0';
+    while (dig <= 9) {
+        m = m * 10 + dig;
+        dig = (unsigned)buf[++i] - '0';
+    }
+    *man = m;
+    return i;
+}
+
+/* The exponent after an 'e' or 'E' at buf[i - 1]: an optional sign and digits, added to
+   *exp10; returns the index after it, or -1 when there is no digit. */
+static inline Py_ssize_t read_exponent(const unsigned char *buf, Py_ssize_t i, int64_t *exp10)
+{
+    int neg = buf[i] == '-';
+    if (neg || buf[i] == '+')
+        i++;
+    int64_t e = 0;
+    Py_ssize_t e0 = i;
+    unsigned dig = (unsigned)buf[i] - '0';
+    while (dig <= 9) {
+        if (e < 100000)
+            e = e * 10 + dig;
+        dig = (unsigned)buf[++i] - '0';
+    }
+    if (i == e0)
+        return -1;
+    *exp10 += neg ? -e : e;
+    return i;
+}
+
 static inline int is_space(unsigned char c) { return c == 32 || (c >= 9 && c <= 13); }
 
 /* fast.py's _parse_decimal: the careful parser of one cell buf[start:end]. */
@@ -208,6 +248,27 @@ static int parse_decimal(const unsigned char *buf, Py_ssize_t start, Py_ssize_t 
     return 1;
 }
 
+/* A cell's value into *x, or (ok false) the cell onto the list left to Python's float():
+   (start, end, row, column). 0 when that list is full. */
+static inline int store_cell(double *x, int ok, double value, int64_t *slow, Py_ssize_t *n_slow,
+                             Py_ssize_t slow_cap, Py_ssize_t start, Py_ssize_t end,
+                             Py_ssize_t row, Py_ssize_t col)
+{
+    if (ok) {
+        *x = value;
+        return 1;
+    }
+    if (*n_slow == slow_cap)
+        return 0;
+    int64_t *s = slow + 4 * *n_slow;
+    s[0] = start;
+    s[1] = end;
+    s[2] = row;
+    s[3] = col;
+    ++*n_slow;
+    return 1;
+}
+
 /* fast.py's _scan_csv. buf ends with a newline: the loops stop at it. */
 static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_ssize_t ncol,
                     Py_ssize_t label_col, double *X, unsigned char *labels, int64_t *slow,
@@ -239,46 +300,23 @@ static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_
                 j++;
             uint64_t man = 0;
             Py_ssize_t d0 = j;
-            unsigned dig = (unsigned)buf[j] - '0';
-            while (dig <= 9) {
-                man = man * 10 + dig;
-                dig = (unsigned)buf[++j] - '0';
-            }
+            j = read_digits(buf, j, size, &man);
             Py_ssize_t n_digits = j - d0;
             int64_t exp10 = 0;
             if (buf[j] == '.') {
                 Py_ssize_t f0 = ++j;
-                uint64_t eight;
-                while (j + 8 <= size && eight_digits(buf + j, &eight)) {
-                    man = man * 100000000u + eight; /* wraps past 19 digits: not plain then */
-                    j += 8;
-                }
-                dig = (unsigned)buf[j] - '0';
-                while (dig <= 9) {
-                    man = man * 10 + dig;
-                    dig = (unsigned)buf[++j] - '0';
-                }
+                j = read_digits(buf, j, size, &man);
                 exp10 = f0 - j;
                 n_digits += j - f0;
             }
             int plain = n_digits > 0 && n_digits <= 19;
             c = buf[j];
             if (plain && (c == 'e' || c == 'E')) {
-                j++;
-                int eneg = buf[j] == '-';
-                if (eneg || buf[j] == '+')
-                    j++;
-                int64_t e = 0;
-                Py_ssize_t e0 = j;
-                dig = (unsigned)buf[j] - '0';
-                while (dig <= 9) {
-                    if (e < 100000)
-                        e = e * 10 + dig;
-                    dig = (unsigned)buf[++j] - '0';
-                }
-                if (j == e0)
-                    plain = 0;
-                exp10 += eneg ? -e : e;
+                Py_ssize_t after = read_exponent(buf, j + 1, &exp10);
+                if (after < 0)
+                    plain = 0; /* no exponent digit: the careful parser decides */
+                else
+                    j = after;
                 c = buf[j];
             }
             int ok = 0;
@@ -305,20 +343,9 @@ static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_
                 goto done;
             }
             Py_ssize_t k = col < label_col ? col : col - 1;
-            if (ok) {
-                X[row * d + k] = value;
-            }
-            else {
-                if (n_slow == slow_cap) {
-                    status = 2;
-                    goto done;
-                }
-                int64_t *s = slow + 4 * n_slow;
-                s[0] = start;
-                s[1] = i;
-                s[2] = row;
-                s[3] = k;
-                n_slow++;
+            if (!store_cell(X + row * d + k, ok, value, slow, &n_slow, slow_cap, start, i, row, k)) {
+                status = 2;
+                goto done;
             }
         }
         if (col >= ncol || row >= n) {
@@ -445,11 +472,7 @@ static int scan_jsonl(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, c
                         i++;
                     }
                     else if (buf[i] >= '1' && buf[i] <= '9') {
-                        unsigned dig = (unsigned)buf[i] - '0';
-                        while (dig <= 9) {
-                            man = man * 10 + dig;
-                            dig = (unsigned)buf[++i] - '0';
-                        }
+                        i = read_digits(buf, i, size, &man);
                     }
                     else {
                         status = 3; /* not a number: a string, null, an object... */
@@ -461,16 +484,7 @@ static int scan_jsonl(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, c
                     if (buf[i] == '.') {
                         integer = 0;
                         Py_ssize_t f0 = ++i;
-                        uint64_t eight;
-                        while (i + 8 <= size && eight_digits(buf + i, &eight)) {
-                            man = man * 100000000u + eight;
-                            i += 8;
-                        }
-                        unsigned dig = (unsigned)buf[i] - '0';
-                        while (dig <= 9) {
-                            man = man * 10 + dig;
-                            dig = (unsigned)buf[++i] - '0';
-                        }
+                        i = read_digits(buf, i, size, &man);
                         if (i == f0) {
                             status = 3;
                             goto done;
@@ -480,23 +494,11 @@ static int scan_jsonl(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, c
                     }
                     if (buf[i] == 'e' || buf[i] == 'E') {
                         integer = 0;
-                        i++;
-                        int eneg = buf[i] == '-';
-                        if (eneg || buf[i] == '+')
-                            i++;
-                        int64_t e = 0;
-                        Py_ssize_t e0 = i;
-                        unsigned dig = (unsigned)buf[i] - '0';
-                        while (dig <= 9) {
-                            if (e < 100000)
-                                e = e * 10 + dig;
-                            dig = (unsigned)buf[++i] - '0';
-                        }
-                        if (i == e0) {
+                        i = read_exponent(buf, i + 1, &exp10);
+                        if (i < 0) {
                             status = 3;
                             goto done;
                         }
-                        exp10 += eneg ? -e : e;
                     }
                     if (n_digits > 19)
                         ok = 0;
@@ -508,20 +510,10 @@ static int scan_jsonl(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, c
                             value = -value;
                     }
                 }
-                if (ok) {
-                    X[row * d + col] = value;
-                }
-                else {
-                    if (n_slow == slow_cap) {
-                        status = 2;
-                        goto done;
-                    }
-                    int64_t *sl = slow + 4 * n_slow;
-                    sl[0] = start;
-                    sl[1] = i;
-                    sl[2] = row;
-                    sl[3] = col;
-                    n_slow++;
+                if (!store_cell(X + row * d + col, ok, value, slow, &n_slow, slow_cap, start, i,
+                                row, col)) {
+                    status = 2;
+                    goto done;
                 }
             }
             i = skip_ws(buf, i);

@@ -171,7 +171,7 @@ def load_numba() -> bool:
     cost about half a second of start-up, which the C kernels do not. True when numba works.
     """
     global _numba_kernel, _numba_error, _numba_loaded
-    global _mul64, _eisel_lemire, _is_space, _parse_decimal, _scan_csv_numba
+    global _mul64, _eisel_lemire, _is_space, _parse_decimal, _read_digits, _scan_csv_numba
     if _numba_loaded:
         return _numba_kernel is not None
     _numba_loaded = True
@@ -191,6 +191,7 @@ def load_numba() -> bool:
     _eisel_lemire = jit(_eisel_lemire)
     _is_space = jit(_is_space)
     _parse_decimal = jit(_parse_decimal)
+    _read_digits = jit(_read_digits)
     _scan_csv_numba = jit(_scan_csv)
     return True
 
@@ -506,6 +507,17 @@ def _parse_decimal(buf, start, end):
     return True, -value if neg else value
 
 
+def _read_digits(buf, j, man):
+    """The digits at ``buf[j:]`` appended to ``man`` (wrapping past 19 digits: the caller
+    counts them); ``(index after them, man)``. ``buf`` ends with a non-digit."""
+    d = np.int64(buf[j]) - 48
+    while 0 <= d <= 9:
+        man = man * _U10 + np.uint64(d)
+        j += 1
+        d = np.int64(buf[j]) - 48
+    return j, man
+
+
 def _scan_csv(buf, n, ncol, label_col, X, labels, slow):
     """Parse ``n`` lines of ``ncol`` cells, each ending with a newline, into X (the label apart).
 
@@ -546,23 +558,14 @@ def _scan_csv(buf, n, ncol, label_col, X, labels, slow):
             neg = c == 45
             if neg or c == 43:
                 j += 1
-            man = _U0
             d0 = j
-            d = np.int64(buf[j]) - 48
-            while 0 <= d <= 9:
-                man = man * _U10 + np.uint64(d)
-                j += 1
-                d = np.int64(buf[j]) - 48
+            j, man = _read_digits(buf, j, _U0)
             n_digits = j - d0
             exp10 = 0
             if buf[j] == 46:
                 j += 1
                 f0 = j
-                d = np.int64(buf[j]) - 48
-                while 0 <= d <= 9:
-                    man = man * _U10 + np.uint64(d)
-                    j += 1
-                    d = np.int64(buf[j]) - 48
+                j, man = _read_digits(buf, j, man)
                 exp10 = f0 - j
                 n_digits += j - f0
             plain = 0 < n_digits <= 19

@@ -29,7 +29,7 @@ def _lines(seed: int, n: int = 3000, noise: bool = True) -> list[bytes]:
     return lines
 
 
-def _run(learner, lines, dense: bool, batch_size: int):
+def _run_source(learner, source, dense: bool = True):
     predictions, dead = MemorySink(), MemorySink()
     engine = Engine(
         learner,
@@ -38,8 +38,12 @@ def _run(learner, lines, dense: bool, batch_size: int):
         dense=dense,
         keep_recent=50,
     )
-    engine.run(MemorySource(lines, batch_size=batch_size))
+    engine.run(source)
     return engine, predictions.lines, dead.lines
+
+
+def _run(learner, lines, dense: bool, batch_size: int):
+    return _run_source(learner, MemorySource(lines, batch_size=batch_size), dense)
 
 
 def _examples(recent):
@@ -76,19 +80,6 @@ def test_unsupported_learners_use_the_per_record_path():
     assert engine._dense is None
     assert Engine(Perceptron(), make_parser("libsvm"))._dense is None
     assert Engine(Perceptron(), make_parser("jsonl"))._dense is not None
-
-
-def _run_source(learner, source, dense: bool = True):
-    predictions, dead = MemorySink(), MemorySink()
-    engine = Engine(
-        learner,
-        make_parser("csv"),
-        Outputs(predictions=predictions, dead_letters=dead),
-        dense=dense,
-        keep_recent=50,
-    )
-    engine.run(source)
-    return engine, predictions.lines, dead.lines
 
 
 @pytest.mark.parametrize("bias", ["learned", "r2"])
