@@ -230,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command == "run":
+        from stream_perceptron.allocator import tune_malloc
         from stream_perceptron.run_command import run_command
 
+        tune_malloc()
         return run_command(args, parser)
     if args.command == "inspect":
         from stream_perceptron.inspect_command import inspect_command

@@ -335,6 +335,10 @@ class Engine:
         """Remember a dense batch's labelled rows (values and raw label cells) for the window,
         without building dicts or parsing labels now."""
         window = self.recent_examples.maxlen or 0  # type: ignore[union-attr]
+        # A copy of the last rows only: the batch's whole matrix is freed at once, so the next
+        # batch reuses its memory instead of faulting in fresh pages (measured: 9% of a run).
+        rows = rows[-window:].copy()
+        labels = labels[-window:]
         self._recent_pending.append((names, rows, labels))
         self._recent_pending_rows += len(labels)
         while self._recent_pending_rows - len(self._recent_pending[0][2]) >= window:
