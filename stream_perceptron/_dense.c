@@ -892,12 +892,154 @@ out:
     return result;
 }
 
+/* -- the multi-class kernel -------------------------------------------------------------------
+ *
+ * MulticlassPerceptron._learn / predict_one (not averaged, init zeros) row by row. W holds one
+ * row of weights per class (0.0 where the class's dict has no weight: a left fold from +0.0
+ * gives the same sum whether such a term is skipped or added). Classes [0, n_active) exist;
+ * a labelled row whose class is n_active adds that class (rows only bring new classes in the
+ * order they are first seen). The argmax takes the first class on ties, as _argmax does.
+ */
+
+typedef struct {
+    double max_norm;
+    long long n_seen, n_mistakes;
+    Py_ssize_t n_active;
+} MultiState;
+
+static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
+                              double *W, double *b, unsigned char *updated, double lr,
+                              int bias_mode, int64_t *preds, MultiState *st)
+{
+    double max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    Py_ssize_t n_active = st->n_active;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *x = X + i * d;
+        int64_t best = -1;
+        double best_score = 0.0;
+        for (Py_ssize_t c = 0; c < n_active; c++) {
+            const double *wc = W + c * d;
+            double dot = 0.0;
+            for (Py_ssize_t j = 0; j < d; j++)
+                dot += wc[j] * x[j];
+            double score = dot + b[c];
+            if (best < 0 || score > best_score) {
+                best = c;
+                best_score = score;
+            }
+        }
+        preds[i] = best;
+        int64_t y = labels[i];
+        if (y < 0)
+            continue; /* unlabelled: predicted only */
+        n_seen += 1;
+        double sq = 0.0; /* math.sqrt(sum(v * v for v in x.values())): a left fold */
+        for (Py_ssize_t j = 0; j < d; j++)
+            sq += x[j] * x[j];
+        double r = sqrt(sq);
+        if (r > max_norm)
+            max_norm = r;
+        if (y == best && y < n_active)
+            continue;
+        if (y >= n_active)
+            n_active = y + 1; /* a class seen for the first time: always a mistake */
+        n_mistakes += 1;
+        double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
+        double *wy = W + y * d;
+        for (Py_ssize_t j = 0; j < d; j++)
+            wy[j] = wy[j] + lr * x[j];
+        b[y] += db;
+        updated[y] = 1;
+        if (best >= 0) {
+            double *wp = W + best * d;
+            double step = -lr;
+            for (Py_ssize_t j = 0; j < d; j++)
+                wp[j] = wp[j] + step * x[j];
+            b[best] += -db;
+            updated[best] = 1;
+        }
+    }
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->n_active = n_active;
+}
+
+PyDoc_STRVAR(kernel_multiclass_doc,
+"kernel_multiclass(X, labels, W, b, updated, n_active, lr, bias_mode, max_norm, n_seen,\n"
+"                  n_mistakes, preds, n, d, n_classes)\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes)\n\n"
+"MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
+"index, -1 unlabelled), W float64 (n_classes, d) and b float64 (n_classes) updated in place,\n"
+"updated uint8 (n_classes) set for every class that learned, preds int64 (n) the class\n"
+"predicted before learning (-1: no class yet).");
+
+static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
+{
+    PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_preds;
+    Py_ssize_t n_active, n, d, n_classes;
+    double lr, max_norm;
+    int bias_mode;
+    long long n_seen, n_mistakes;
+    if (!PyArg_ParseTuple(args, "OOOOOndidLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
+                          &n_active, &lr, &bias_mode, &max_norm, &n_seen, &n_mistakes, &o_preds,
+                          &n, &d, &n_classes))
+        return NULL;
+    if (n < 0 || d < 0 || n_active < 0 || n_active > n_classes) {
+        PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
+        return NULL;
+    }
+    Py_buffer X, labels, W, b, updated, preds;
+    Py_buffer *held[6];
+    int n_held = 0;
+    PyObject *result = NULL;
+    if (get_buffer(o_X, &X, 0, n * d * (Py_ssize_t)sizeof(double), "X") < 0)
+        goto out;
+    held[n_held++] = &X;
+    if (get_buffer(o_labels, &labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels") < 0)
+        goto out;
+    held[n_held++] = &labels;
+    if (get_buffer(o_W, &W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W") < 0)
+        goto out;
+    held[n_held++] = &W;
+    if (get_buffer(o_b, &b, 1, n_classes * (Py_ssize_t)sizeof(double), "b") < 0)
+        goto out;
+    held[n_held++] = &b;
+    if (get_buffer(o_updated, &updated, 1, n_classes, "updated") < 0)
+        goto out;
+    held[n_held++] = &updated;
+    if (get_buffer(o_preds, &preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds") < 0)
+        goto out;
+    held[n_held++] = &preds;
+    const int64_t *lab = labels.buf;
+    for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
+        if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
+            PyErr_SetString(PyExc_ValueError, "labels must bring new classes in order");
+            goto out;
+        }
+        if (lab[i] == next)
+            next++;
+    }
+    MultiState st = {max_norm, n_seen, n_mistakes, n_active};
+    Py_BEGIN_ALLOW_THREADS
+    kernel_multiclass(X.buf, n, d, lab, W.buf, b.buf, updated.buf, lr, bias_mode, preds.buf,
+                      &st);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("ndLL", st.n_active, st.max_norm, st.n_seen, st.n_mistakes);
+out:
+    for (int k = 0; k < n_held; k++)
+        PyBuffer_Release(held[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
     {"parse_decimal", py_parse_decimal, METH_O, parse_decimal_doc},
     {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},
+    {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,6 +17,7 @@ from stream_perceptron import fast
 from stream_perceptron.checkpoint import PositionKey
 from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.learners.perceptron import Perceptron
 
 __all__ = ["DenseBatches"]
 
@@ -32,7 +33,10 @@ class DenseBatches:
     def usable(engine: Any) -> bool:
         # A parser with a dense form keeps its label cells' parsed values in ``_labels``, a
         # LabelCache (CSV cells and JSON values are parsed differently).
-        return hasattr(engine.parser, "parse_dense") and fast.supports(engine.learner)
+        learner = engine.learner
+        return hasattr(engine.parser, "parse_dense") and (
+            fast.supports(learner) or fast.supports_multiclass(learner)
+        )
 
     @property
     def takes_blocks(self) -> bool:
@@ -75,6 +79,8 @@ class DenseBatches:
         if dense is None:
             return False
         engine = self.engine
+        if not isinstance(engine.learner, Perceptron):
+            return self._learn_multiclass(dense, key, end, records)
         features, X, label_cells = dense
         n = len(label_cells)
         learner = engine.learner
@@ -116,6 +122,33 @@ class DenseBatches:
                     engine._emit(batch[i], prediction, labels[label_cells[i]], bool(mistakes[j]))
                 else:
                     engine._emit(batch[i], prediction)
+        engine.next_offsets[key] = end
+        return True
+
+
+    def _learn_multiclass(
+        self, dense: Any, key: PositionKey, end: int, records: Callable[[], list[Record]]
+    ) -> bool:
+        """:meth:`_learn` for the :class:`MulticlassPerceptron`."""
+        engine = self.engine
+        features, X, cells = dense
+        parsed = engine.parser._labels
+        labels = list(map(parsed.__getitem__, cells))
+        predictions = fast.learn_dense_multiclass(engine.learner, features, X, labels)
+        mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
+        engine.stats.count_many(mistakes, unlabelled=len(labels) - len(mistakes))
+        if engine.recent_examples is not None:
+            picked = [i for i, y in enumerate(labels) if y is not None]
+            if len(picked) == len(labels):
+                engine.defer_recent(features, X, cells)
+            else:
+                engine.defer_recent(features, X[picked], [cells[i] for i in picked])
+        if engine.outputs.predictions is not None:
+            for record, prediction, y in zip(records(), predictions, labels):
+                if y is None:
+                    engine._emit(record, prediction)
+                else:
+                    engine._emit(record, prediction, y, prediction != y)
         engine.next_offsets[key] = end
         return True
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +56,7 @@ import numpy as np
 from stream_perceptron.errors import LabelError
 from stream_perceptron.formats.base import parse_label
 from stream_perceptron.learners._base import BIAS_MODES
+from stream_perceptron.learners.multiclass import MulticlassPerceptron
 from stream_perceptron.learners.perceptron import Perceptron
 
 __all__ = [
@@ -64,10 +66,12 @@ __all__ = [
     "encode_labels",
     "learn_array",
     "learn_dense",
+    "learn_dense_multiclass",
     "parse_csv_block",
     "parse_csv_numbers",
     "parse_jsonl_block",
     "supports",
+    "supports_multiclass",
 ]
 
 logger = logging.getLogger(__name__)
@@ -896,6 +900,93 @@ def learn_dense(
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
     return preds
+
+
+def supports_multiclass(model: Any) -> bool:
+    """True for a :class:`MulticlassPerceptron` that :func:`learn_dense_multiclass` can run:
+    not averaged, ``init="zeros"``, the C extension built, and Python before 3.12 (from 3.12
+    ``sum()``, which gives the model its R, adds floats with compensation: the dict path's)."""
+    if _c is None or sys.version_info >= (3, 12) or not isinstance(model, MulticlassPerceptron):
+        return False
+    cls = type(model)
+    for name in ("_learn", "_step", "_scores", "predict_one", "predict_learn_one"):
+        if getattr(cls, name) is not getattr(MulticlassPerceptron, name):
+            return False
+    lr = model.lr
+    return (
+        not model.averaged
+        and not model._init.random
+        and model._bias_mode in _BIAS_CODES
+        and isinstance(lr, (int, float))
+        and not isinstance(lr, bool)
+        and float(lr) == lr
+    )
+
+
+def learn_dense_multiclass(
+    model: MulticlassPerceptron, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
+) -> list[Any]:
+    """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+    ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``);
+    return the predictions. ``X`` float64, finite; ``model`` one :func:`supports_multiclass`
+    accepts.
+
+    Examples
+    --------
+    >>> model = MulticlassPerceptron()
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5]])
+    >>> learn_dense_multiclass(model, ["a", "b"], X, ["red", "blue", "red"])
+    [None, 'red', 'red']
+    >>> model.weights, model.n_mistakes
+    ({'red': {'a': 1.0, 'b': -1.0}, 'blue': {'a': 0.0, 'b': 1.0}}, 2)
+
+    """
+    if not supports_multiclass(model):
+        raise ValueError(f"learn_dense_multiclass does not support {model!r}")
+    features = list(features)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, d = X.shape
+    if d != len(features) or len(labels) != n:
+        raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
+    classes = list(model._w)
+    index = {c: i for i, c in enumerate(classes)}
+    code_of: dict[Any, int] = {}
+    for y in dict.fromkeys(labels):  # distinct labels, in the order they first come
+        if y is None:
+            code_of[y] = -1
+        elif y in index:
+            code_of[y] = index[y]
+        else:  # a new class: added when its first row is learned, so in this order
+            index[y] = code_of[y] = len(classes)
+            classes.append(y)
+    codes = np.fromiter(map(code_of.__getitem__, labels), dtype=np.int64, count=n)
+    W = np.zeros((len(classes), d))
+    bias = np.zeros(len(classes))
+    for i, c in enumerate(model._w):
+        wc = model._w[c]
+        W[i] = [wc.get(k, 0.0) for k in features]
+        bias[i] = model._b[c]
+    updated = np.zeros(len(classes), dtype=np.uint8)
+    preds = np.empty(n, dtype=np.int64)
+    known = len(model._w)
+    n_active, max_norm, n_seen, n_mistakes = _c.kernel_multiclass(
+        X, codes, W, bias, updated, known, float(model.lr), _BIAS_CODES[model._bias_mode],
+        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
+        len(classes),
+    )  # fmt: skip
+    for c in classes[known:n_active]:
+        model._add_class(c)
+    for i in np.flatnonzero(updated).tolist():
+        wc = model._w[classes[i]]
+        for k, v in zip(features, W[i].tolist()):
+            wc[k] = v  # existing keys keep their place, new ones follow in features order
+        model._b[classes[i]] = float(bias[i])
+    model._max_norm = float(max_norm)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    model._memo = None
+    named = [None, *classes]
+    return [named[p + 1] for p in preds.tolist()]
 
 
 def learn_array(X: np.ndarray, y: np.ndarray, **params: Any) -> Perceptron:

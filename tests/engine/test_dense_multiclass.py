@@ -1,0 +1,124 @@
+"""The engine's dense path for the MulticlassPerceptron: the same model, counts and outputs as
+its per-record path (which the learner tests hold to the plain Python loop)."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import numpy as np
+import pytest
+
+from connectors import LineSource, MemorySink
+from stream_perceptron import MulticlassPerceptron, Perceptron, fast
+from stream_perceptron.engine import Engine, Outputs
+from stream_perceptron.formats import make_parser
+
+pytestmark = pytest.mark.skipif(
+    not fast.supports_multiclass(MulticlassPerceptron()),
+    reason="needs the C extension (and Python < 3.12)",
+)
+
+
+def _rows(seed: int, n: int = 3000, integers: bool = False):
+    """Rows of 3 features, classes by region; labels of several types, new classes late."""
+    rng = random.Random(seed)
+    for i in range(n):
+        if integers:  # small integers: many ties between class scores
+            x = [rng.randint(-2, 2) for _ in range(3)]
+        else:
+            x = [rng.gauss(0, 1) for _ in range(3)]
+        label = ["red", "green", "blue"][int(x[0] > 0) + int(x[1] > 0.5)]
+        if i > n // 2 and x[2] > 1.2:
+            label = "late"  # a class that first appears half-way
+        if i % 101 == 7:
+            label = None  # unlabelled
+        yield x, label
+
+
+def _csv(rows, bad: bool) -> bytes:
+    lines = [b"a,b,c,y"]
+    for i, (x, label) in enumerate(rows):
+        lines.append(",".join([*(repr(v) for v in x), label or ""]).encode())
+        if bad and i % 331 == 9:
+            lines.append(b"1,oops,2,red")
+    return b"".join(line + b"\n" for line in lines)
+
+
+def _jsonl(rows, bad: bool) -> bytes:
+    lines = []
+    for i, (x, label) in enumerate(rows):
+        lines.append(json.dumps({"a": x[0], "b": x[1], "c": x[2], "y": label}).encode())
+        if bad and i % 331 == 9:
+            lines.append(b'{"a": 1, "y": ')
+    return b"".join(line + b"\n" for line in lines)
+
+
+def _run(learner, fmt: str, data: bytes, dense: bool, chunk_size: int):
+    predictions, dead = MemorySink(), MemorySink()
+    engine = Engine(
+        learner,
+        make_parser(fmt),
+        Outputs(predictions=predictions, dead_letters=dead),
+        dense=dense,
+        keep_recent=40,
+    )
+    engine.run(LineSource(io.BytesIO(data), chunk_size=chunk_size))
+    return engine, predictions.lines, dead.lines
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("bias", ["learned", "r2", "none"])
+@pytest.mark.parametrize("integers", [False, True])
+@pytest.mark.parametrize("chunk_size", [800, 1 << 16])
+def test_dense_multiclass_equals_the_per_record_path(fmt, bias, integers, chunk_size, monkeypatch):
+    rows = list(_rows(seed=len(fmt) + chunk_size, integers=integers))
+    data = (_csv if fmt == "csv" else _jsonl)(rows, bad=chunk_size < 1000)
+    calls = []
+    original = fast.learn_dense_multiclass
+    monkeypatch.setattr(
+        fast, "learn_dense_multiclass", lambda *a: calls.append(1) or original(*a)
+    )
+    a, preds_a, dead_a = _run(MulticlassPerceptron(bias=bias, lr=0.5), fmt, data, True, chunk_size)
+    monkeypatch.setattr(fast, "learn_dense_multiclass", original)
+    b, preds_b, dead_b = _run(MulticlassPerceptron(bias=bias, lr=0.5), fmt, data, False, chunk_size)
+    assert calls and a._dense is not None and b._dense is None
+    assert a.learner.get_state() == b.learner.get_state()
+    assert list(a.learner._w) == list(b.learner._w)
+    assert set(a.learner._w) == {"red", "green", "blue", "late"}
+    for c in a.learner._w:
+        assert list(a.learner._w[c]) == list(b.learner._w[c])
+    assert a.stats.get_state() == b.stats.get_state()
+    assert preds_a == preds_b and dead_a == dead_b
+    assert a.stats.mistakes > 10 and a.stats.unlabelled > 10
+
+
+def test_learn_dense_multiclass_equals_the_learn_one_loop():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 4))
+    labels = [None if i % 50 == 3 else int(np.argmax(X[i, :3])) for i in range(500)]
+    labels[10] = True  # equal to 1: the same class, as a dict key
+    features = ["w", "x", "y", "z"]
+    model = MulticlassPerceptron(bias="r2")
+    model.learn_one({"w": 0.5, "q": 1.0}, 2)  # a class with weights for other features
+    reference = MulticlassPerceptron.from_state(model.get_state())
+    got = fast.learn_dense_multiclass(model, features, X, labels)
+    want = []
+    for row, y in zip(X.tolist(), labels):
+        x = dict(zip(features, row))
+        want.append(reference.predict_one(x) if y is None else reference.predict_learn_one(x, y))
+    assert got == want
+    assert model.get_state() == reference.get_state()
+    assert [list(w) for w in model._w.values()] == [list(w) for w in reference._w.values()]
+
+
+def test_not_supported_configurations_use_the_per_record_path():
+    for learner in (
+        MulticlassPerceptron(averaged=True),
+        MulticlassPerceptron(init="random", seed=3),
+    ):
+        assert not fast.supports_multiclass(learner)
+        assert Engine(learner, make_parser("csv"))._dense is None
+    assert Engine(MulticlassPerceptron(), make_parser("csv"))._dense is not None
+    assert not fast.supports_multiclass(Perceptron())
