@@ -22,13 +22,16 @@ from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory
-from benchmarks.rows_stdin import row_metrics, row_stdin
+from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
 
 ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     1: ("binary perceptron, dict API, vs River", row_binary),
     2: ("multi-class perceptron, dict API, vs River one-vs-rest", row_multiclass),
     3: ("exact sequential learning on arrays, vs scikit-learn", row_arrays),
-    4: ("stdin end to end (CSV, JSON lines), vs Vowpal Wabbit", row_stdin),
+    4: (
+        "stdin end to end (CSV, JSON lines, multi-class CSV), vs Vowpal Wabbit",
+        lambda ctx: row_stdin(ctx) + row_stdin_multiclass(ctx),
+    ),
     5: ("Kafka end to end", row_kafka),
     6: ("metrics overhead", row_metrics),
     7: ("memory: peak RSS after 1M and 10M records", row_memory),

@@ -51,6 +51,22 @@ def binary_chunks(
         made += m
 
 
+N_CLASSES = 10
+
+
+def multiclass_chunks(n: int, seed: int = SEED) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(X, y)`` chunks of a separable 10-class stream: ``y`` the argmax of 10 hidden linear
+    scores of ``x ~ N(0, I_20)``, in 0..9."""
+    rng = np.random.default_rng(seed + 1)
+    V = rng.normal(size=(N_FEATURES, N_CLASSES))
+    made = 0
+    while made < n:
+        m = min(CHUNK, n - made)
+        X = rng.normal(size=(m, N_FEATURES))
+        yield X, np.argmax(X @ V, axis=1)
+        made += m
+
+
 def binary_arrays(
     n: int, seed: int = SEED, dtype: type = np.float64
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -79,6 +95,12 @@ def _jsonl_lines(X: np.ndarray, y: np.ndarray) -> bytes:
     return "".join(template % (*row, label) for row, label in zip(X.tolist(), y.tolist())).encode()
 
 
+def _vw_multiclass_lines(X: np.ndarray, y: np.ndarray) -> bytes:
+    template = "%d |f " + " ".join(f"{name}:%.5f" for name in NAMES) + "\n"
+    rows = zip(X.tolist(), y.tolist())
+    return "".join(template % (label + 1, *row) for row, label in rows).encode()
+
+
 def _vw_lines(X: np.ndarray, y: np.ndarray) -> bytes:
     template = "%d |f " + " ".join(f"{name}:%.5f" for name in NAMES) + "\n"
     return "".join(
@@ -91,21 +113,25 @@ FORMATTERS: dict[str, tuple[bytes, Callable[[np.ndarray, np.ndarray], bytes]]] =
     "csv": (_csv_header(), _csv_lines),
     "jsonl": (b"", _jsonl_lines),
     "vw": (b"", _vw_lines),
+    "vw-multiclass": (b"", _vw_multiclass_lines),
 }
 
 
-def data_file(ctx: Context, fmt: str, n: int) -> Path:
-    """The first ``n`` binary examples as a ``fmt`` file in the run's scratch directory.
+def data_file(ctx: Context, fmt: str, n: int, multiclass: bool = False) -> Path:
+    """The first ``n`` binary (or 10-class) examples as a ``fmt`` file in the run's scratch
+    directory (``vw-multiclass``: VW's format, classes 1..10).
 
     Made once per run and shared by the rows that read it.
     """
-    key = (fmt, n)
+    key = (fmt, n) if not multiclass else (fmt, n, "multiclass")
     if key not in ctx.files:
         header, lines = FORMATTERS[fmt]
-        path = ctx.workdir / f"binary-{n}.{fmt}"
+        kind = "multiclass" if multiclass else "binary"
+        path = ctx.workdir / f"{kind}-{n}.{fmt}"
+        chunks = multiclass_chunks(n) if multiclass else binary_chunks(n)
         with open(path, "wb") as f:
             f.write(header)
-            for X, y in binary_chunks(n):
+            for X, y in chunks:
                 f.write(lines(X, y))
         ctx.files[key] = path
     return ctx.files[key]

@@ -12,7 +12,7 @@ from benchmarks.common import Context, Measure, Result, count, interleaved, medi
 from benchmarks.data import data_file, feed_repeated
 from benchmarks.procs import VW_MISSING, Run, cli_command, run_command, vw_command
 
-__all__ = ["row_stdin", "row_metrics", "check_summary"]
+__all__ = ["row_stdin", "row_stdin_multiclass", "row_metrics", "check_summary"]
 
 METRICS_LINE = re.compile(r"metrics on (http://\S+/metrics)")
 
@@ -80,6 +80,40 @@ def row_stdin(ctx: Context) -> list[Result]:
             )
         )
     return results
+
+
+def row_stdin_multiclass(ctx: Context) -> list[Result]:
+    n = ctx.sizes.stdin
+    summary = ctx.workdir / "summary-stdin-multiclass.json"
+    path = data_file(ctx, "csv", n, multiclass=True)
+    runs: dict[str, Callable[[], Run]] = {
+        "ours": _cli_run("csv", path, summary, "--model", "multiclass")
+    }
+    vw = vw_command()
+    if vw is not None:
+        vw_input = data_file(ctx, "vw-multiclass", n, multiclass=True)
+        oaa = [*vw, "--oaa", "10"]
+        runs["vw"] = lambda: run_command(oaa, input_path=vw_input)
+    got = interleaved(ctx.repeats, runs)
+    rates = {name: n / median([r.wall for r in done]) for name, done in got.items()}
+    if vw is None:
+        anchor = Measure("Vowpal Wabbit", missing=VW_MISSING)
+    else:
+        anchor = Measure("VW --oaa 10 --loss_function hinge, stdin", rates["vw"], "lines/s")
+    ratio = rates["ours"] / rates["vw"] if "vw" in rates else None
+    notes = [n for n in (_engine_notes(got["ours"]),) if n] + check_summary(got["ours"][-1], n)
+    return [
+        Result(
+            "4c",
+            "stdin end to end, multi-class, `cat file | stream-perceptron run --format csv"
+            f" --model multiclass`; {count(n)} lines x 20 features, 10 classes (wall time)",
+            Measure("ours", rates["ours"], "lines/s"),
+            anchor,
+            ratio,
+            ratio_text="x VW",
+            notes=notes,
+        )
+    ]
 
 
 class Scraper:
