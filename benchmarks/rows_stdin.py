@@ -185,8 +185,9 @@ def row_metrics(ctx: Context) -> list[Result]:
             scraper.stop()
             scrapes.append((scraper, seen))
 
+    # A 5 % goal on a noisy 2-core machine: at least 5 runs each for the medians.
     got = interleaved(
-        ctx.repeats,
+        max(ctx.repeats, 5),
         {
             "without": lambda: run_command(cmd, feed=feed, summary_path=summary),
             "with": with_metrics,

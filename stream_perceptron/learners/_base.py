@@ -116,6 +116,11 @@ class StreamClassifier(base.MiniBatchClassifier):
         """R, the largest input norm seen so far."""
         return self._max_norm
 
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin(x, y)`` of each example, computed together (what the model's
+        norms take is computed once)."""
+        return [self.geometric_margin(x, y) for x, y in examples]  # type: ignore[attr-defined]
+
     # -- mini-batches --------------------------------------------------------------------------
     def learn_many(self, X: Any, y: Any, **kwargs: Any) -> None:
         """Learn from the rows of ``X`` in order: exactly a ``learn_one`` loop."""
@@ -206,18 +211,26 @@ class LinearHyperparameters:
 
 
 def class_margins(
-    scores: dict[Any, float], y: Any, vectors: dict[Any, dict[Any, float]]
+    scores: dict[Any, float],
+    y: Any,
+    vectors: dict[Any, dict[Any, float]],
+    distances: dict[tuple[Any, Any], float] | None = None,
 ) -> tuple[float, float]:
     """Functional margin (score of ``y`` minus the best other score) and geometric margin (that
-    divided by the distance between the two classes' vectors) of a multi-class linear rule."""
+    divided by the distance between the two classes' vectors) of a multi-class linear rule.
+    ``distances``: a cache of those distances, for many examples under the same vectors."""
     if y not in scores:
         return -math.inf, -math.inf
     if len(scores) < 2:
         return math.inf, math.inf
     rival = max((c for c in scores if c != y), key=scores.__getitem__)
     functional = scores[y] - scores[rival]
-    wy, wr = vectors[y], vectors[rival]
-    distance = norm(wy.get(k, 0.0) - wr.get(k, 0.0) for k in wy.keys() | wr.keys())
+    distance = None if distances is None else distances.get((y, rival))
+    if distance is None:
+        wy, wr = vectors[y], vectors[rival]
+        distance = norm(wy.get(k, 0.0) - wr.get(k, 0.0) for k in wy.keys() | wr.keys())
+        if distances is not None:
+            distances[(y, rival)] = distance
     return functional, (functional / distance if distance else 0.0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from stream_perceptron.learners._base import (
@@ -146,6 +147,12 @@ class CentroidClassifier(StreamClassifier):
     def geometric_margin(self, x: dict, y: Any) -> float:
         """Distance of ``x`` to the perpendicular bisector between ``y``'s mean and its rival's."""
         return class_margins(self._scores(x), y, self.means)[1]
+
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin`` of each example, the means and their distances computed once."""
+        means = self.means
+        distances: dict[tuple[Any, Any], float] = {}
+        return [class_margins(self._scores(x), y, means, distances)[1] for x, y in examples]
 
     def _state_payload(self) -> dict[str, Any]:
         return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from stream_perceptron.learners._accel import speedups as _speedups
@@ -260,6 +261,14 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     def geometric_margin(self, x: dict, y: Any) -> float:
         """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
         return class_margins(self._scores(x, self._w, self._b), y, self._w)[1]
+
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin`` of each example, each pair of classes' distance computed once."""
+        distances: dict[tuple[Any, Any], float] = {}
+        return [
+            class_margins(self._scores(x, self._w, self._b), y, self._w, distances)[1]
+            for x, y in examples
+        ]
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:

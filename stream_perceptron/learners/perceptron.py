@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from stream_perceptron.learners._accel import speedups as _speedups
@@ -245,6 +246,11 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         """Signed distance of ``x`` to the hyperplane, positive when on ``y``'s side."""
         n = self.weight_norm
         return self.margin(x, y) / n if n else 0.0
+
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin`` of each example, ||w|| computed once."""
+        n = self.weight_norm
+        return [self.margin(x, y) / n if n else 0.0 for x, y in examples]
 
     def _plain_score(self, x: dict) -> float:
         w = self._w

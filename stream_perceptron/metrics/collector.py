@@ -159,16 +159,15 @@ class EngineCollector(Collector):
     def _theory(self, learner: Any, recent: Any) -> Iterator[Metric]:
         if not recent:
             return
-        margins = []
-        radius = 0.0
-        for x, y in recent:
-            if not isinstance(x, dict):  # a dense row kept as (feature names, values)
-                x = dict(zip(x[0], x[1].tolist()))
-            try:
-                margins.append(learner.geometric_margin(x, y))
-            except ValueError:  # a label the model cannot score
-                return
-            radius = max(radius, math.sqrt(sum(v * v for v in x.values())))
+        # A dense row is kept as (feature names, values): made a dict here, at scrape time.
+        examples = [
+            (x if isinstance(x, dict) else dict(zip(x[0], x[1].tolist())), y) for x, y in recent
+        ]
+        try:
+            margins = learner.geometric_margins(examples)
+        except ValueError:  # a label the model cannot score
+            return
+        radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in examples)
         smallest = min(margins)
         if not smallest > 0 or math.isinf(smallest):
             return  # the window is not classified correctly: no margin to speak of

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from connectors import MemorySource
-from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
 from stream_perceptron.engine import Engine
 from stream_perceptron.formats import make_parser
 from stream_perceptron.metrics import MetricsExporter
@@ -78,3 +78,21 @@ def test_margin_metrics_are_the_same_on_the_dense_path():
     for name in ("stream_perceptron_margin_min", "stream_perceptron_mistake_bound"):
         values = [r.get_sample_value(name) for r in registries]
         assert values[0] is not None and values[0] == values[1]
+
+
+@pytest.mark.parametrize("make", [Perceptron, MulticlassPerceptron, CentroidClassifier])
+def test_geometric_margins_equal_one_at_a_time(make):
+    import random
+
+    rng = random.Random(4)
+    model = make()
+    data = []
+    for _ in range(300):
+        x = {f"f{j}": rng.gauss(0, 1) for j in range(4)}
+        region = int(x["f0"] > 0) + int(x["f1"] > 1)
+        y = int(x["f0"] > 0) if make is Perceptron else ("a", "b", "c")[region]
+        data.append((x, y))
+        model.learn_one(x, y)
+    got = model.geometric_margins(data[-50:])
+    assert got == [model.geometric_margin(x, y) for x, y in data[-50:]]
+    assert len(set(got)) > 40
