@@ -1,8 +1,11 @@
-"""The engine's vectorised path: a whole batch of plain CSV lines through the exact kernel.
+"""The engine's vectorised path: a whole block of plain CSV or flat JSON lines through an exact
+kernel (the binary or the multi-class perceptron).
 
-Used automatically when the learner and the batch allow it; any batch it cannot take whole
-(a bad line, a skipped line, a Kafka batch) goes the per-record way. Both paths leave the same
-model, counts and outputs: ``tests/fast`` and ``tests/engine/test_dense_batches.py`` check it.
+Used automatically when the learner and the lines allow it: a line source's blocks, record
+batches (a Kafka batch one partition at a time). Anything it cannot take whole (a bad line,
+lines still to be skipped on resume, the header) goes the per-record way. Both paths leave the
+same model, counts and outputs: ``tests/fast``, ``tests/engine/test_dense_batches.py`` and
+``tests/engine/test_dense_multiclass.py`` check it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ __all__ = ["DenseBatches"]
 
 class DenseBatches:
     """Processes batches of an engine whose parser has ``parse_dense`` and whose learner
-    :func:`stream_perceptron.fast.supports`."""
+    :func:`~stream_perceptron.fast.supports` or
+    :func:`~stream_perceptron.fast.supports_multiclass`."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine

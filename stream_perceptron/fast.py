@@ -1,4 +1,4 @@
-"""Exact vectorised fast path for the binary :class:`Perceptron` on dense rows.
+"""Exact vectorised fast path for the perceptrons on dense rows.
 
 :func:`learn_dense` predicts-then-learns every row of a dense float64 matrix and leaves the
 model exactly as the ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, to the
@@ -7,9 +7,12 @@ averaging accumulators, counters and ``max_norm``. The model's dicts stay author
 call copies the weights of ``features`` into arrays, runs a kernel over the whole matrix, and
 writes the arrays back.
 
-Two kernels do the same floating-point operations in the same order as ``Perceptron._learn`` /
-``Perceptron._score``:
+Three kernels do the same floating-point operations in the same order as ``Perceptron._learn``
+/ ``Perceptron._score``:
 
+* a C kernel (``stream_perceptron/_dense.c``, compiled with ``-ffp-contract=off``), used when
+  the extension was built at install (``STREAM_PERCEPTRON_NO_C=1`` turns it off); numba is then
+  not even imported (its import and first call cost half a second of start-up);
 * a numba kernel (``@njit(cache=True, nogil=True)``, no fastmath, so no reassociation and no
   FMA contraction), used when numba is installed (``STREAM_PERCEPTRON_NO_NUMBA=1`` turns it
   off);
@@ -37,9 +40,11 @@ Extension: a sign of ``0`` marks an unlabelled row: it is predicted as ``predict
 unchanged), so a batch mixing labelled and unlabelled rows needs one call.
 
 The module also holds :func:`encode_labels` (a batch's labels as signs, as the row loop
-encodes them) and :func:`parse_csv_numbers`, the numba CSV number parser behind
-:meth:`CsvParser.parse_dense` (exact: Clinger's fast path and Eisel-Lemire, float() for the
-rest).
+encodes them); :func:`parse_csv_block` / :func:`parse_csv_numbers`, the CSV number scanner (C,
+else numba) behind :meth:`CsvParser.parse_dense_block` (exact: Clinger's fast path and
+Eisel-Lemire, float() for the rest); :func:`parse_jsonl_block`, its C counterpart for flat JSON
+objects; and :func:`learn_dense_multiclass`, the C kernel's counterpart of :func:`learn_dense`
+for the :class:`MulticlassPerceptron`.
 """
 
 from __future__ import annotations
