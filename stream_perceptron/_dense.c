@@ -553,6 +553,57 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t m
     return 0;
 }
 
+typedef struct {
+    PyObject *obj;
+    int writable;
+    Py_ssize_t min_bytes;
+    const char *name;
+} BufferSpec;
+
+/* get_buffer for each spec into views[]; on failure the ones held are released, -1. */
+static int get_buffers(const BufferSpec *specs, Py_buffer *views, int count)
+{
+    for (int k = 0; k < count; k++) {
+        if (get_buffer(specs[k].obj, &views[k], specs[k].writable, specs[k].min_bytes,
+                       specs[k].name) < 0) {
+            while (k-- > 0)
+                PyBuffer_Release(&views[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_buffers(Py_buffer *views, int count)
+{
+    for (int k = 0; k < count; k++)
+        PyBuffer_Release(&views[k]);
+}
+
+/* A scanner's buffers into v: the text (ending with a newline), X (x_bytes at least), the
+   label buffer (as long as the text) and the slow-cell list; -1 with all released on failure. */
+static int get_scan_buffers(PyObject *o_buf, PyObject *o_X, Py_ssize_t x_bytes,
+                            PyObject *o_labels, PyObject *o_slow, Py_buffer *v)
+{
+    if (get_buffer(o_buf, &v[0], 0, 1, "buf") < 0)
+        return -1;
+    if (((const unsigned char *)v[0].buf)[v[0].len - 1] != '\n') {
+        PyBuffer_Release(&v[0]);
+        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
+        return -1;
+    }
+    const BufferSpec specs[3] = {
+        {o_X, 1, x_bytes, "X"},
+        {o_labels, 1, v[0].len, "labels"},
+        {o_slow, 1, 0, "slow"},
+    };
+    if (get_buffers(specs, v + 1, 3) < 0) {
+        PyBuffer_Release(&v[0]);
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(scan_csv_doc,
 "scan_csv(buf, n, ncol, label_col, X, labels, slow) -> (status, n_labels, n_slow)\n\n"
 "fast.py's _scan_csv: ``buf`` (bytes ending with a newline) holds ``n`` lines of ``ncol``\n"
@@ -573,40 +624,17 @@ static PyObject *py_scan_csv(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad n, ncol or label_col");
         return NULL;
     }
-    Py_buffer buf, X, labels, slow;
-    if (get_buffer(o_buf, &buf, 0, 1, "buf") < 0)
+    Py_buffer v[4];
+    if (get_scan_buffers(o_buf, o_X, n * (ncol - 1) * (Py_ssize_t)sizeof(double), o_labels,
+                         o_slow, v) < 0)
         return NULL;
-    const unsigned char *b = buf.buf;
-    if (b[buf.len - 1] != '\n') {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
-        return NULL;
-    }
-    if (get_buffer(o_X, &X, 1, n * (ncol - 1) * (Py_ssize_t)sizeof(double), "X") < 0) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    if (get_buffer(o_labels, &labels, 1, buf.len, "labels") < 0) {
-        PyBuffer_Release(&buf);
-        PyBuffer_Release(&X);
-        return NULL;
-    }
-    if (get_buffer(o_slow, &slow, 1, 0, "slow") < 0) {
-        PyBuffer_Release(&buf);
-        PyBuffer_Release(&X);
-        PyBuffer_Release(&labels);
-        return NULL;
-    }
     Py_ssize_t n_labels = 0, n_slow = 0;
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = scan_csv(b, buf.len, n, ncol, label_col, X.buf, labels.buf, slow.buf,
-                      slow.len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels, &n_slow);
+    status = scan_csv(v[0].buf, v[0].len, n, ncol, label_col, v[1].buf, v[2].buf, v[3].buf,
+                      v[3].len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels, &n_slow);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&X);
-    PyBuffer_Release(&labels);
-    PyBuffer_Release(&slow);
+    release_buffers(v, 4);
     return Py_BuildValue("inn", status, n_labels, n_slow);
 }
 
@@ -647,39 +675,23 @@ static PyObject *py_scan_jsonl(PyObject *self, PyObject *args)
         keys[k].text = PyBytes_AS_STRING(key);
         keys[k].len = PyBytes_GET_SIZE(key);
     }
-    PyObject *result = NULL;
-    Py_buffer buf, X, labels, slow;
-    if (get_buffer(o_buf, &buf, 0, 1, "buf") < 0)
-        goto free_keys;
-    if (((const unsigned char *)buf.buf)[buf.len - 1] != '\n') {
-        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
-        goto release_buf;
+    Py_buffer v[4];
+    if (get_scan_buffers(o_buf, o_X, n * (nkeys - 1) * (Py_ssize_t)sizeof(double), o_labels,
+                         o_slow, v) < 0) {
+        PyMem_Free(keys);
+        return NULL;
     }
-    if (get_buffer(o_X, &X, 1, n * (nkeys - 1) * (Py_ssize_t)sizeof(double), "X") < 0)
-        goto release_buf;
-    if (get_buffer(o_labels, &labels, 1, buf.len, "labels") < 0)
-        goto release_X;
-    if (get_buffer(o_slow, &slow, 1, 0, "slow") < 0)
-        goto release_labels;
     Py_ssize_t n_labels = 0, n_slow = 0;
     int status;
     /* keys point into bytes objects the caller's list holds: no Python call runs meanwhile */
     Py_BEGIN_ALLOW_THREADS
-    status = scan_jsonl(buf.buf, buf.len, n, keys, nkeys, label_index, X.buf, labels.buf,
-                        slow.buf, slow.len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels,
+    status = scan_jsonl(v[0].buf, v[0].len, n, keys, nkeys, label_index, v[1].buf, v[2].buf,
+                        v[3].buf, v[3].len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels,
                         &n_slow);
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("inn", status, n_labels, n_slow);
-    PyBuffer_Release(&slow);
-release_labels:
-    PyBuffer_Release(&labels);
-release_X:
-    PyBuffer_Release(&X);
-release_buf:
-    PyBuffer_Release(&buf);
-free_keys:
+    release_buffers(v, 4);
     PyMem_Free(keys);
-    return result;
+    return Py_BuildValue("inn", status, n_labels, n_slow);
 }
 
 PyDoc_STRVAR(parse_decimal_doc,
@@ -852,44 +864,29 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad n or d");
         return NULL;
     }
-    Py_buffer X, signs, w, present, u, preds;
-    Py_buffer *held[6];
-    int n_held = 0;
-    PyObject *result = NULL;
-    if (get_buffer(o_X, &X, 0, n * d * (Py_ssize_t)sizeof(double), "X") < 0)
-        goto out;
-    held[n_held++] = &X;
-    if (get_buffer(o_signs, &signs, 0, n, "signs") < 0)
-        goto out;
-    held[n_held++] = &signs;
-    if (get_buffer(o_w, &w, 1, d * (Py_ssize_t)sizeof(double), "w") < 0)
-        goto out;
-    held[n_held++] = &w;
-    if (get_buffer(o_present, &present, 0, d, "present") < 0)
-        goto out;
-    held[n_held++] = &present;
-    if (get_buffer(o_u, &u, 1, d * (Py_ssize_t)sizeof(double), "u") < 0)
-        goto out;
-    held[n_held++] = &u;
-    if (get_buffer(o_preds, &preds, 1, n, "preds") < 0)
-        goto out;
-    held[n_held++] = &preds;
+    const BufferSpec specs[6] = {
+        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
+        {o_signs, 0, n, "signs"},
+        {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
+        {o_present, 0, d, "present"},
+        {o_u, 1, d * (Py_ssize_t)sizeof(double), "u"},
+        {o_preds, 1, n, "preds"},
+    };
+    Py_buffer v[6];
+    if (get_buffers(specs, v, 6) < 0)
+        return NULL;
     KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0};
     Py_BEGIN_ALLOW_THREADS
-    kernel(X.buf, n, d, signs.buf, w.buf, present.buf, u.buf, lr, bias_mode, averaged,
-           preds.buf, &st);
+    kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
+           v[5].buf, &st);
     Py_END_ALLOW_THREADS
+    release_buffers(v, 6);
     if (!st.finite)
-        result = Py_BuildValue("ddLLdOOO", b, ub, n_seen, n_mistakes, max_norm, Py_False,
-                               Py_False, Py_False);
-    else
-        result = Py_BuildValue("ddLLdOOO", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
-                               st.w_updated ? Py_True : Py_False,
-                               st.u_updated ? Py_True : Py_False, Py_True);
-out:
-    for (int k = 0; k < n_held; k++)
-        PyBuffer_Release(held[k]);
-    return result;
+        return Py_BuildValue("ddLLdOOO", b, ub, n_seen, n_mistakes, max_norm, Py_False,
+                             Py_False, Py_False);
+    return Py_BuildValue("ddLLdOOO", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
+                         st.w_updated ? Py_True : Py_False, st.u_updated ? Py_True : Py_False,
+                         Py_True);
 }
 
 /* -- the multi-class kernel -------------------------------------------------------------------
@@ -990,47 +987,34 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
         return NULL;
     }
-    Py_buffer X, labels, W, b, updated, preds;
-    Py_buffer *held[6];
-    int n_held = 0;
-    PyObject *result = NULL;
-    if (get_buffer(o_X, &X, 0, n * d * (Py_ssize_t)sizeof(double), "X") < 0)
-        goto out;
-    held[n_held++] = &X;
-    if (get_buffer(o_labels, &labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels") < 0)
-        goto out;
-    held[n_held++] = &labels;
-    if (get_buffer(o_W, &W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W") < 0)
-        goto out;
-    held[n_held++] = &W;
-    if (get_buffer(o_b, &b, 1, n_classes * (Py_ssize_t)sizeof(double), "b") < 0)
-        goto out;
-    held[n_held++] = &b;
-    if (get_buffer(o_updated, &updated, 1, n_classes, "updated") < 0)
-        goto out;
-    held[n_held++] = &updated;
-    if (get_buffer(o_preds, &preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds") < 0)
-        goto out;
-    held[n_held++] = &preds;
-    const int64_t *lab = labels.buf;
+    const BufferSpec specs[6] = {
+        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
+        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
+        {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
+        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
+        {o_updated, 1, n_classes, "updated"},
+        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+    };
+    Py_buffer v[6];
+    if (get_buffers(specs, v, 6) < 0)
+        return NULL;
+    const int64_t *lab = v[1].buf;
     for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
         if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
+            release_buffers(v, 6);
             PyErr_SetString(PyExc_ValueError, "labels must bring new classes in order");
-            goto out;
+            return NULL;
         }
         if (lab[i] == next)
             next++;
     }
     MultiState st = {max_norm, n_seen, n_mistakes, n_active};
     Py_BEGIN_ALLOW_THREADS
-    kernel_multiclass(X.buf, n, d, lab, W.buf, b.buf, updated.buf, lr, bias_mode, preds.buf,
-                      &st);
+    kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode,
+                      v[5].buf, &st);
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("ndLL", st.n_active, st.max_norm, st.n_seen, st.n_mistakes);
-out:
-    for (int k = 0; k < n_held; k++)
-        PyBuffer_Release(held[k]);
-    return result;
+    release_buffers(v, 6);
+    return Py_BuildValue("ndLL", st.n_active, st.max_norm, st.n_seen, st.n_mistakes);
 }
 
 static PyMethodDef methods[] = {
