@@ -216,7 +216,13 @@ class Engine:
             yield batch
 
     def _process_block(self, block: LineBlock) -> None:
-        if self._dense is not None and self._dense.process_block(block):
+        dense = self._dense
+        if dense is not None and self.parser.header_pending and block.count > 1:
+            # The header alone the per-record way, then the rest of the block whole.
+            cut = block.data.index(b"\n") + 1
+            self._process(LineBlock(block.data[:cut], block.source, block.start, 1).records())
+            block = LineBlock(block.data[cut:], block.source, block.start + 1, block.count - 1)
+        if dense is not None and dense.process_block(block):
             return
         records = block.records()
         size = BLOCK_BATCH_SIZE
