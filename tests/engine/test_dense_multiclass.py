@@ -17,7 +17,7 @@ from stream_perceptron.formats import make_parser
 
 pytestmark = pytest.mark.skipif(
     not fast.supports_multiclass(MulticlassPerceptron()),
-    reason="needs the C extension (and Python < 3.12)",
+    reason="needs the C extension (and Python < 3.14)",
 )
 
 
@@ -122,3 +122,16 @@ def test_not_supported_configurations_use_the_per_record_path():
         assert Engine(learner, make_parser("csv"))._dense is None
     assert Engine(MulticlassPerceptron(), make_parser("csv"))._dense is not None
     assert not fast.supports_multiclass(Perceptron())
+
+
+def test_r_is_summed_as_this_pythons_sum_does():
+    # 1e16 + 1 + 1 + 1: a left fold loses every 1, Python 3.12's compensated sum() keeps them.
+    X = np.array([[1e8, 1.0, 1.0, 1.0], [1.0, 1e8, 1.0, 1.0], [1.0, 1.0, 1e8, 1.0]] * 4)
+    labels = ["a", "b", "c"] * 4
+    features = ["w", "x", "y", "z"]
+    model, reference = MulticlassPerceptron(bias="r2"), MulticlassPerceptron(bias="r2")
+    fast.learn_dense_multiclass(model, features, X, labels)
+    for row, y in zip(X.tolist(), labels):
+        reference.learn_one(dict(zip(features, row)), y)
+    assert model.max_norm == reference.max_norm
+    assert model.get_state() == reference.get_state()
