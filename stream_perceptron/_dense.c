@@ -173,6 +173,29 @@ static inline Py_ssize_t read_exponent(const unsigned char *buf, Py_ssize_t i, i
 
 static inline int is_space(unsigned char c) { return c == 32 || (c >= 9 && c <= 13); }
 
+/* The digits at buf[*i..end) appended to *man, leading zeros not counted as significant;
+   returns how many digits were read. *n_significant above 19: too many (*man incomplete). */
+static Py_ssize_t read_significant(const unsigned char *buf, Py_ssize_t *i, Py_ssize_t end,
+                                   uint64_t *man, int *n_significant)
+{
+    Py_ssize_t j = *i;
+    while (j < end && buf[j] >= '0' && buf[j] <= '9') {
+        unsigned d = buf[j] - '0';
+        if (*n_significant || d) {
+            if (*n_significant >= 19) {
+                *n_significant = 20;
+                break;
+            }
+            *man = *man * 10 + d;
+            ++*n_significant;
+        }
+        j++;
+    }
+    Py_ssize_t n = j - *i;
+    *i = j;
+    return n;
+}
+
 /* fast.py's _parse_decimal: the careful parser of one cell buf[start:end]. */
 static int parse_decimal(const unsigned char *buf, Py_ssize_t start, Py_ssize_t end, double *out)
 {
@@ -192,34 +215,17 @@ static int parse_decimal(const unsigned char *buf, Py_ssize_t start, Py_ssize_t 
         i++;
     }
     uint64_t man = 0;
-    int n_significant = 0, n_digits = 0;
+    int n_significant = 0;
+    Py_ssize_t n_digits = read_significant(buf, &i, end, &man, &n_significant);
     int64_t exp10 = 0;
-    while (i < end && buf[i] >= '0' && buf[i] <= '9') {
-        unsigned d = buf[i] - '0';
-        if (n_significant || d) {
-            if (n_significant == 19)
-                return 0;
-            man = man * 10 + d;
-            n_significant++;
-        }
-        n_digits++;
-        i++;
-    }
     if (i < end && buf[i] == '.') {
         i++;
-        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
-            unsigned d = buf[i] - '0';
-            if (n_significant || d) {
-                if (n_significant == 19)
-                    return 0;
-                man = man * 10 + d;
-                n_significant++;
-            }
-            exp10--;
-            n_digits++;
-            i++;
-        }
+        Py_ssize_t n_fraction = read_significant(buf, &i, end, &man, &n_significant);
+        exp10 -= n_fraction;
+        n_digits += n_fraction;
     }
+    if (n_significant > 19)
+        return 0;
     if (n_digits == 0)
         return 0;
     if (i < end && (buf[i] == 'e' || buf[i] == 'E')) {

@@ -378,17 +378,6 @@ check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t low, Py_ssize_t high)
     return 0;
 }
 
-static int
-check_dict(const char *name, PyObject *obj)
-{
-    if (!PyDict_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s() expects a dict, not %.100s", name,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(dot_norm_doc,
 "dot_norm(w, x, snapshot=False, /)\n"
 "--\n"
@@ -397,7 +386,7 @@ PyDoc_STRVAR(dot_norm_doc,
 "whose key is in w and ``r = math.sqrt(sq)``, ``sq`` the sum of ``v * v`` over all items, both\n"
 "accumulated from 0.0 in x's order, exactly as ``Perceptron._learn``'s loop. With snapshot\n"
 "true, ``(dot, r, snapshot)``, snapshot the tuple ``(k0, v0, k1, v1, ...)`` of x's key and\n"
-"value objects, for :func:`unchanged`.\n"
+"value objects, for :func:`recall`.\n"
 "\n"
 "None when not handled: x or w not an exact dict, a value that is not a float or an int of\n"
 "at most 2**53 in magnitude, or a weight that is not a float.");
@@ -608,41 +597,16 @@ same_items(PyObject *x, PyObject *snap)
     return i == n;
 }
 
-PyDoc_STRVAR(unchanged_doc,
-"unchanged(x, snapshot, /)\n"
-"--\n"
-"\n"
-"Whether the dict x holds exactly the key and value objects of snapshot (a tuple made by\n"
-":func:`dot_norm` or :func:`class_argmax`), in the same order: identity, not equality, so a\n"
-"value replaced by an equal new object counts as a change. The snapshot holds references\n"
-"to the objects, so none of them can have been freed and its address reused.");
-
-static PyObject *
-unchanged(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (check_nargs("unchanged", nargs, 2, 2) < 0) {
-        return NULL;
-    }
-    PyObject *x = args[0], *snap = args[1];
-    if (check_dict("unchanged", x) < 0) {
-        return NULL;
-    }
-    if (!PyTuple_Check(snap)) {
-        PyErr_Format(PyExc_TypeError, "unchanged() expects a tuple, not %.100s",
-                     Py_TYPE(snap)->tp_name);
-        return NULL;
-    }
-    return PyBool_FromLong(same_items(x, snap));
-}
-
 PyDoc_STRVAR(recall_doc,
 "recall(memo, x, n_seen, /)\n"
 "--\n"
 "\n"
 "The result a learner memorised when it predicted x, if still valid: ``result`` when memo is\n"
 "a tuple ``(x, result, n_seen)`` with that very dict x (identity) and that n_seen, and\n"
-"x holds the key and value objects of the snapshot that ends ``result`` (see\n"
-":func:`unchanged`); None otherwise (memo may be None).");
+"x holds the key and value objects of the snapshot that ends ``result`` (by\n"
+"pointer identity, in order: a value replaced by an equal new object counts as a change; the\n"
+"snapshot holds references, so no address can have been reused); None otherwise (memo may\n"
+"be None).");
 
 static PyObject *
 recall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -681,7 +645,6 @@ static PyMethodDef speedups_methods[] = {
     {"class_scores", (PyCFunction)(void (*)(void))class_scores_py, METH_FASTCALL,
      class_scores_doc},
     {"axpy", (PyCFunction)(void (*)(void))axpy, METH_FASTCALL, axpy_doc},
-    {"unchanged", (PyCFunction)(void (*)(void))unchanged, METH_FASTCALL, unchanged_doc},
     {"recall", (PyCFunction)(void (*)(void))recall, METH_FASTCALL, recall_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -4,8 +4,9 @@ The dense path allocates and frees a few buffers of 0.5-1 MiB per block (the blo
 float matrix, the label buffer). glibc's default thresholds move with such traffic: some blocks
 get fresh ``mmap`` pages and some heap tops are trimmed and faulted in again, and which happens
 depends on the heap's history (merely starting the metrics server changed it). Fixing both
-thresholds keeps those buffers on the heap and reused: measured 15% faster on 3M CSV lines
-through the CLI, with metrics on or off, and the same peak RSS.
+thresholds keeps those buffers on the heap and reused. Measured on 3M CSV lines through the CLI
+(engine time, 3 runs each): 1.92 -> 1.78 s without metrics, 2.13 -> 1.84 s with
+``--metrics-port``; peak RSS 43.7 MiB either way.
 """
 
 from __future__ import annotations

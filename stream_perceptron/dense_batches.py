@@ -88,16 +88,20 @@ class DenseBatches:
         features, X, label_cells = dense
         n = len(label_cells)
         learner = engine.learner
-        saved_labels = learner._labels.get_state()
         parsed = engine.parser._labels
-        signs, classes, errors = _settled_signs(
-            learner._labels, label_cells, parsed.fresh()
-        ) or fast.encode_labels(learner, [parsed[cell] for cell in label_cells])
-        if errors and engine.on_error == "fail":
-            # The per-record path stops at the first bad label, having seen only the labels
-            # before it: give it the batch with the encoding as it was.
-            learner._labels = BinaryLabels.from_state(saved_labels)
-            return False
+        settled = _settled_signs(learner._labels, label_cells, parsed)
+        if settled is not None:
+            signs, classes, errors = settled
+        else:  # encoding the labels may settle the encoding: keep it as it was, in case
+            saved_labels = learner._labels.get_state()
+            signs, classes, errors = fast.encode_labels(
+                learner, [parsed[cell] for cell in label_cells]
+            )
+            if errors and engine.on_error == "fail":
+                # The per-record path stops at the first bad label, having seen only the labels
+                # before it: give it the batch with the encoding as it was.
+                learner._labels = BinaryLabels.from_state(saved_labels)
+                return False
         rows = np.arange(n)
         if errors:
             keep = np.array([i not in errors for i in range(n)])

@@ -354,7 +354,7 @@ class Engine:
         recent = self.recent_examples
         assert recent is not None
         window = recent.maxlen or 0
-        labels = self.parser._labels.fresh()  # type: ignore[attr-defined]
+        labels = self.parser._labels  # type: ignore[attr-defined]
         while self._recent_pending:
             names, rows, cells = self._recent_pending.popleft()
             start = max(0, len(cells) - window)

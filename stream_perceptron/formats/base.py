@@ -104,10 +104,6 @@ class LabelCache(dict):
         self.limit = limit
         self.parse = parse
 
-    def fresh(self) -> LabelCache:
-        """An empty cache that parses as this one does."""
-        return LabelCache(self.limit, self.parse)
-
     def __missing__(self, cell: bytes) -> Any:
         label = self.parse(cell.decode("utf-8"))
         if len(self) < self.limit:

@@ -32,5 +32,9 @@ def test_idle_saves_a_due_checkpoint_once(tmp_path):
     assert path.stat().st_mtime_ns == first
 
 
-def test_idle_without_a_checkpoint_does_nothing():
-    Engine(Perceptron(), make_parser("csv")).idle()
+def test_idle_without_a_checkpoint_saves_nothing():
+    engine = Engine(Perceptron(), make_parser("csv"))
+    for batch in MemorySource([b"a,y", b"1,1", b"-1,0"]).batches():
+        engine._process(batch)
+    engine.idle()
+    assert engine.last_checkpoint_time is None and engine.stats.records == 2

@@ -454,8 +454,11 @@ def test_many_features_beyond_the_stack_buffer():
     _speedups.axpy(got, x, -0.5)
     py_axpy(want, x, -0.5)
     assert_same(got, want)
-    snap = _speedups.dot_norm(w, x, True)[2]
-    assert _speedups.unchanged(x, snap)
+    result = _speedups.dot_norm(w, x, True)
+    assert _speedups.recall((x, result, 5), x, 5) is result
+    x["f299"] = x["f299"] * 1.0  # an equal value, another object
+    assert x["f299"] == 67.75
+    assert _speedups.recall((x, result, 5), x, 5) is None
 
 
 # -- exceptions from keys ------------------------------------------------------------------------
