@@ -19,7 +19,15 @@ Examples
 
 from __future__ import annotations
 
-from connectors.base import Sink, Source
+from connectors.base import (
+    BlockSource,
+    CommittingSource,
+    MessageSink,
+    PartitionedSource,
+    PositionKey,
+    Sink,
+    Source,
+)
 from connectors.errors import ConnectorError
 from connectors.files import FileSink, open_sink
 from connectors.kafka_sink import KafkaSink
@@ -30,6 +38,11 @@ from connectors.memory import MemorySink, MemorySource
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
 
 __all__ = [
+    "BlockSource",
+    "CommittingSource",
+    "MessageSink",
+    "PartitionedSource",
+    "PositionKey",
     "LINE_TOO_LONG",
     "ConnectorError",
     "FileSink",

@@ -7,11 +7,25 @@ or machine learning.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 from connectors.record import Record
 
-__all__ = ["Closing", "Sink", "Source"]
+if TYPE_CHECKING:
+    from connectors.line_block import LineBlock
+
+__all__ = [
+    "BlockSource",
+    "Closing",
+    "CommittingSource",
+    "MessageSink",
+    "PartitionedSource",
+    "Sink",
+    "Source",
+]
+
+#: (source name or topic, partition or None)
+PositionKey = tuple[str, "int | None"]
 
 
 @runtime_checkable
@@ -58,6 +72,55 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Flush and release resources."""
+        ...
+
+
+@runtime_checkable
+class BlockSource(Source, Protocol):
+    r"""A line source that can also hand whole reads as :class:`~connectors.LineBlock`\ s, so a
+    vectorised parser takes them without a record per line."""
+
+    def blocks(self) -> Iterator[LineBlock | list[Record]]:
+        """Like :meth:`Source.batches`, with runs of good lines as one block each."""
+        ...
+
+
+@runtime_checkable
+class CommittingSource(Source, Protocol):
+    """A source whose positions are committed back to it once the model that learned them is
+    saved (a Kafka consumer group)."""
+
+    def commit(self, next_offsets: dict[PositionKey, int]) -> bool:
+        """Record ``next_offsets`` (first offset not yet processed, per position) as done."""
+        ...
+
+
+@runtime_checkable
+class PartitionedSource(CommittingSource, Protocol):
+    """A committing source of partitions that can say how far behind it is."""
+
+    rebalances: int
+
+    def lag(self) -> dict[PositionKey, int]:
+        """Records not yet read, per assigned partition."""
+        ...
+
+    def committed_offsets(self) -> dict[PositionKey, int]:
+        """What this source committed, per partition."""
+        ...
+
+
+@runtime_checkable
+class MessageSink(Sink, Protocol):
+    """A sink of messages (a topic): besides lines, it takes a value with a key and headers."""
+
+    def send(
+        self,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Send one message."""
         ...
 
 

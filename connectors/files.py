@@ -16,7 +16,7 @@ __all__ = ["FileSink", "open_sink"]
 logger = logging.getLogger(__name__)
 
 
-class FileSink(Closing):
+class FileSink(Closing, Sink):
     """Append lines to a file, or write them to stdout for ``"-"``.
 
     Writes are buffered; :meth:`flush` pushes the buffer to the operating

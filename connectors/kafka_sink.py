@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from connectors.base import Closing
+from connectors.base import Closing, MessageSink
 from connectors.errors import ConnectorError
 from connectors.kafka_source import merge_client_options
 
@@ -21,7 +21,7 @@ _RESERVED_PRODUCER_OPTIONS = frozenset({"bootstrap_servers", "key_serializer", "
 _BYTES = (bytes, bytearray, memoryview)
 
 
-class KafkaSink(Closing):
+class KafkaSink(Closing, MessageSink):
     """Produce messages to a Kafka topic.
 
     The producer (``acks="all"``, ``linger_ms=5``) is created on the first

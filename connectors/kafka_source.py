@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from connectors.base import Closing
+from connectors.base import Closing, PartitionedSource
 from connectors.errors import ConnectorError
 from connectors.record import Position, Record
 
@@ -144,7 +144,7 @@ def _check_offsets(offsets: object, what: str) -> dict[TopicPartitionKey, int]:
     return offsets
 
 
-class KafkaSource(Closing):
+class KafkaSource(Closing, PartitionedSource):
     """Consume Kafka topics in a consumer group, in batches of records.
 
     Parameters

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from connectors.base import Closing
+from connectors.base import BlockSource, Closing
 from connectors.errors import ConnectorError
 from connectors.line_block import LineBlock
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
@@ -27,7 +27,7 @@ _LF = 10  # ord(b"\n")
 _CR = 13  # ord(b"\r")
 
 
-class LineSource(Closing):
+class LineSource(Closing, BlockSource):
     """Read a binary stream and yield its lines as records, in batches.
 
     Parameters

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-from connectors.base import Closing
+from connectors.base import Closing, Sink, Source
 from connectors.errors import ConnectorError
 from connectors.record import Position, Record, build_records
 
@@ -25,7 +25,7 @@ def _as_bytes(value: object, what: str) -> bytes:
     raise ConnectorError(f"{what} must be bytes or str, got {type(value).__name__}")
 
 
-class MemorySource(Closing):
+class MemorySource(Closing, Source):
     """Serve records from values held in memory.
 
     Each value becomes exactly one record (values are not split at
@@ -132,7 +132,7 @@ class MemorySource(Closing):
                 return
 
 
-class MemorySink(Closing):
+class MemorySink(Closing, Sink):
     """Collect output lines in a list.
 
     Attributes

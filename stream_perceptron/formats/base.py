@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from stream_perceptron.errors import RecordError
 
-__all__ = ["Example", "LabelCache", "Parser", "decode_utf8", "parse_label", "to_number"]
+__all__ = [
+    "BlockParser",
+    "DenseBatch",
+    "DenseParser",
+    "Example",
+    "LabelCache",
+    "Parser",
+    "decode_utf8",
+    "parse_label",
+    "to_number",
+]
 
 # Reasons a record is rejected: metric label values and dead-letter "reason" fields.
 INVALID_UTF8 = "invalid_utf8"
@@ -30,10 +40,43 @@ class Example(NamedTuple):
     y: Any
 
 
+@runtime_checkable
 class Parser(Protocol):
+    """A record format: one record's bytes to an :class:`Example` (``None``: a header)."""
+
     header_pending: bool
 
     def parse(self, value: bytes) -> Example | None: ...
+
+
+#: ``(feature names, X, label cells)``: a batch of plain lines as one float64 matrix (one row a
+#: line, the features in the names' order) and each line's raw label cell (``b""``: none).
+DenseBatch = tuple[list[str], Any, list[bytes]]
+
+
+@runtime_checkable
+class DenseParser(Parser, Protocol):
+    """A format whose plain lines can be parsed a batch at a time, for the engine's block path.
+
+    ``label_cache`` turns the raw label cells of a :data:`DenseBatch` into labels, exactly as
+    :meth:`parse` would give them.
+    """
+
+    @property
+    def label_cache(self) -> LabelCache: ...
+
+    def parse_dense(self, values: list[bytes]) -> DenseBatch | None:
+        """The lines as one :data:`DenseBatch`, or ``None`` when any is not plain."""
+        ...
+
+
+@runtime_checkable
+class BlockParser(DenseParser, Protocol):
+    """A dense parser that also reads a :class:`~connectors.LineBlock`'s bytes whole."""
+
+    def parse_dense_block(self, block: bytes, n: int) -> DenseBatch | None:
+        """:meth:`DenseParser.parse_dense` of ``n`` newline-ended lines given as one block."""
+        ...
 
 
 def decode_utf8(value: bytes) -> str:

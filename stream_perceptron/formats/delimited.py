@@ -79,6 +79,11 @@ class CsvParser:
             return None
         return Example(dict(zip(self._feature_names, values)), y)
 
+    @property
+    def label_cache(self) -> LabelCache:
+        """Label cell -> parsed label, for the dense path (see :class:`DenseParser`)."""
+        return self._labels
+
     def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
         """A batch of data lines (the header already parsed) as one dense float64 matrix.
 

@@ -53,6 +53,11 @@ class JsonLinesParser:
         # The keys of the last dense block: (keys as UTF-8, label index, feature names).
         self._schema: tuple[list[bytes], int, list[str]] | None = None
 
+    @property
+    def label_cache(self) -> LabelCache:
+        """Label cell -> parsed label, for the dense path (see :class:`DenseParser`)."""
+        return self._labels
+
     def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
         """:meth:`parse_dense_block` of a list of lines."""
         block = b"\n".join(values) + b"\n"

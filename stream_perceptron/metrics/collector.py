@@ -81,7 +81,7 @@ class EngineCollector(Collector):
             yield from self._counts(engine.stats)
             yield from self._model(engine.learner)
             yield from self._theory(engine.learner, engine.recent_window())
-            checkpoint_time = engine.last_checkpoint_time
+            checkpoint_time = engine.coordinator.last_saved_at
         if checkpoint_time is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_checkpoint_last_success_timestamp_seconds",

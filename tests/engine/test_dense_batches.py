@@ -9,8 +9,9 @@ import pytest
 
 from connectors import LineSource, MemorySink, MemorySource, Position, Record
 from stream_perceptron import Perceptron, fast
-from stream_perceptron.dense_batches import DenseBatches
+from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, Outputs
+from stream_perceptron.engine.blocks import BlockPath
 from stream_perceptron.formats import make_parser
 
 
@@ -58,7 +59,7 @@ def test_dense_path_equals_the_per_record_path(bias, averaged, batch_size):
     lines = _lines(seed=batch_size + averaged)
     a, preds_a, dead_a = _run(Perceptron(bias=bias, averaged=averaged), lines, True, batch_size)
     b, preds_b, dead_b = _run(Perceptron(bias=bias, averaged=averaged), lines, False, batch_size)
-    assert a._dense is not None and b._dense is None
+    assert a._blocks is not None and b._blocks is None
     assert a.learner.get_state() == b.learner.get_state()
     assert a.stats.get_state() == b.stats.get_state()
     assert a.stats.summary()["invalid"] == {"non_numeric_value": 10, "label_outside_encoding": 5}
@@ -77,9 +78,9 @@ def test_dense_path_is_really_taken(monkeypatch):
 
 def test_unsupported_learners_use_the_per_record_path():
     engine = Engine(Perceptron(init="random", seed=1), make_parser("csv"))
-    assert engine._dense is None
-    assert Engine(Perceptron(), make_parser("libsvm"))._dense is None
-    assert Engine(Perceptron(), make_parser("jsonl"))._dense is not None
+    assert engine._blocks is None
+    assert Engine(Perceptron(), make_parser("libsvm"))._blocks is None
+    assert Engine(Perceptron(), make_parser("jsonl"))._blocks is not None
 
 
 @pytest.mark.parametrize("bias", ["learned", "r2"])
@@ -91,10 +92,10 @@ def test_line_blocks_equal_the_per_record_path(bias, chunk_size, crlf):
     lines = _lines(seed=chunk_size + crlf)
     data = b"".join(line + (b"\r\n" if crlf else b"\n") for line in lines)
     taken = []
-    original = DenseBatches.process_block
+    original = BlockPath.process_block
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(
-            DenseBatches,
+            BlockPath,
             "process_block",
             lambda self, block: taken.append(original(self, block)) or taken[-1],
         )
@@ -118,7 +119,7 @@ def test_line_blocks_skip_what_a_resume_skips():
     resumed = Engine(
         Perceptron.from_state(first.learner.get_state()),
         make_parser("csv"),
-        next_offsets={("stdin", None): 1201},
+        coordinator=CheckpointCoordinator(positions={("stdin", None): 1201}),
         stats=first.stats,
     )
     resumed.run(LineSource(io.BytesIO(data), chunk_size=4096))

@@ -83,7 +83,7 @@ def test_dense_multiclass_equals_the_per_record_path(fmt, bias, integers, chunk_
     a, preds_a, dead_a = _run(MulticlassPerceptron(bias=bias, lr=0.5), fmt, data, True, chunk_size)
     monkeypatch.setattr(fast, "learn_dense_multiclass", original)
     b, preds_b, dead_b = _run(MulticlassPerceptron(bias=bias, lr=0.5), fmt, data, False, chunk_size)
-    assert calls and a._dense is not None and b._dense is None
+    assert calls and a._blocks is not None and b._blocks is None
     assert a.learner.get_state() == b.learner.get_state()
     assert list(a.learner._w) == list(b.learner._w)
     assert set(a.learner._w) == {"red", "green", "blue", "late"}
@@ -119,8 +119,8 @@ def test_not_supported_configurations_use_the_per_record_path():
         MulticlassPerceptron(init="random", seed=3),
     ):
         assert not fast.supports_multiclass(learner)
-        assert Engine(learner, make_parser("csv"))._dense is None
-    assert Engine(MulticlassPerceptron(), make_parser("csv"))._dense is not None
+        assert Engine(learner, make_parser("csv"))._blocks is None
+    assert Engine(MulticlassPerceptron(), make_parser("csv"))._blocks is not None
     assert not fast.supports_multiclass(Perceptron())
 
 

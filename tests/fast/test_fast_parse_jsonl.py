@@ -194,7 +194,7 @@ def test_engine_with_json_blocks_equals_the_per_record_path(chunk_size, monkeypa
     assert calls  # some blocks went the dense way
     monkeypatch.setattr(fast, "learn_dense", original)
     b, preds_b, dead_b = _run(data, False, chunk_size)
-    assert a._dense is not None and b._dense is None
+    assert a._blocks is not None and b._blocks is None
     assert a.learner.get_state() == b.learner.get_state()
     assert a.stats.get_state() == b.stats.get_state()
     assert a.stats.learned > 2500 and a.stats.summary()["invalid"]["invalid_json"] == 10

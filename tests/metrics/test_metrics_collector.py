@@ -73,7 +73,7 @@ def test_margin_metrics_are_the_same_on_the_dense_path():
         registry = CollectorRegistry()
         MetricsExporter(engine, registry=registry)
         engine.run(MemorySource(lines, batch_size=128))
-        assert (engine._dense is not None) == dense
+        assert (engine._blocks is not None) == dense
         registries.append(registry)
     for name in ("stream_perceptron_margin_min", "stream_perceptron_mistake_bound"):
         values = [r.get_sample_value(name) for r in registries]

@@ -1,51 +1,57 @@
-"""The engine's vectorised path: a whole block of plain CSV or flat JSON lines through an exact
-kernel (the binary or the multi-class perceptron).
+"""The engine's block path: a whole block of plain CSV or flat JSON lines learned in one call
+of the learner's block learning (``learn_dense``), exact to the per-record path.
 
-Used automatically when the learner and the lines allow it: a line source's blocks, record
+Used automatically when the learner and the parser can: a line source's blocks, record
 batches (a Kafka batch one partition at a time). Anything it cannot take whole (a bad line,
 lines still to be skipped on resume, the header) goes the per-record way. Both paths leave the
-same model, counts and outputs: ``tests/fast``, ``tests/engine/test_dense_batches.py`` and
-``tests/engine/test_dense_multiclass.py`` check it.
+same model, counts and outputs, and both hand their results to the same
+:class:`~stream_perceptron.engine.outcomes.Outcomes`: ``tests/fast``,
+``tests/engine/test_dense_batches.py`` and ``tests/engine/test_dense_multiclass.py`` check it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from connectors import LineBlock, Record
+from connectors import LineBlock, PositionKey, Record
 from stream_perceptron import fast
-from stream_perceptron.checkpoint import PositionKey
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
+from stream_perceptron.formats.base import (
+    LABEL_OUTSIDE_ENCODING,
+    BlockParser,
+    DenseBatch,
+    DenseParser,
+    LabelCache,
+)
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.learners.perceptron import Perceptron
 
-__all__ = ["DenseBatches"]
+if TYPE_CHECKING:
+    from stream_perceptron.engine.loop import Engine
+
+__all__ = ["BlockPath"]
 
 
-class DenseBatches:
-    """Processes batches of an engine whose parser has ``parse_dense`` and whose learner
-    :func:`~stream_perceptron.fast.supports` or
-    :func:`~stream_perceptron.fast.supports_multiclass`."""
+class BlockPath:
+    """Processes an engine's blocks whole when its parser is a
+    :class:`~stream_perceptron.formats.base.DenseParser` and its learner can learn blocks."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, parser: DenseParser) -> None:
+        self.learner = engine.learner
+        self.parser = parser
+        self.outcomes = engine.outcomes
+        self.coordinator = engine.coordinator
+        self.takes_blocks = isinstance(parser, BlockParser)
 
-    @staticmethod
-    def usable(engine: Any) -> bool:
-        # A parser with a dense form keeps its label cells' parsed values in ``_labels``, a
-        # LabelCache (CSV cells and JSON values are parsed differently).
-        learner = engine.learner
-        return hasattr(engine.parser, "parse_dense") and (
-            fast.supports(learner) or fast.supports_multiclass(learner)
-        )
-
-    @property
-    def takes_blocks(self) -> bool:
-        """Whether the parser reads a :class:`~connectors.LineBlock` whole."""
-        return hasattr(self.engine.parser, "parse_dense_block")
+    @classmethod
+    def for_engine(cls, engine: Engine) -> BlockPath | None:
+        """The block path of ``engine``, or ``None`` when its parser or learner cannot."""
+        parser = engine.parser
+        if not isinstance(parser, DenseParser) or not _dense_capable(engine.learner):
+            return None
+        return cls(engine, parser)
 
     def process(self, batch: list[Record]) -> bool:
         """Process ``batch`` (records of one source and partition) whole and return True, or
@@ -56,7 +62,7 @@ class DenseBatches:
             return False
         if any(record.error is not None for record in batch):
             return False
-        dense = self.engine.parser.parse_dense([record.value for record in batch])
+        dense = self.parser.parse_dense([record.value for record in batch])
         return self._learn(dense, key, last.offset + 1, lambda: batch)
 
     def process_block(self, block: LineBlock) -> bool:
@@ -65,30 +71,40 @@ class DenseBatches:
         key = (block.source, None)
         if not self._ready(key, block.start):
             return False
-        dense = self.engine.parser.parse_dense_block(block.data, block.count)
+        parser = self.parser
+        assert isinstance(parser, BlockParser)
+        dense = parser.parse_dense_block(block.data, block.count)
         return self._learn(dense, key, block.end, block.records)
 
     def _ready(self, key: PositionKey, first_offset: int) -> bool:
         """False while the header is to come or the lines are still to be skipped (resume)."""
-        engine = self.engine
-        if engine.parser.header_pending:
+        if self.parser.header_pending:
             return False
-        return first_offset >= engine._skip_before.get(key, 0)
+        return first_offset >= self.coordinator.resume_from.get(key, 0)
 
     def _learn(
-        self, dense: Any, key: PositionKey, end: int, records: Callable[[], list[Record]]
-    ) -> bool:
+        self, dense: DenseBatch | None, key: PositionKey, end: int,
+        records: Callable[[], list[Record]],
+    ) -> bool:  # fmt: skip
         """Learn the parsed lines (``None``: not plain, nothing done); ``records`` gives the
         lines as records, made only when a prediction or a dead letter needs them."""
         if dense is None:
             return False
-        engine = self.engine
-        if not isinstance(engine.learner, Perceptron):
-            return self._learn_multiclass(dense, key, end, records)
+        if isinstance(self.learner, Perceptron):
+            done = self._learn_binary(dense, records)
+        else:
+            done = self._learn_multiclass(dense, records)
+        if done:
+            self.coordinator.positions[key] = end
+        return done
+
+    def _learn_binary(self, dense: DenseBatch, records: Callable[[], list[Record]]) -> bool:
+        learner = self.learner
+        assert isinstance(learner, Perceptron)
+        outcomes = self.outcomes
         features, X, label_cells = dense
         n = len(label_cells)
-        learner = engine.learner
-        parsed = engine.parser._labels
+        parsed = self.parser.label_cache
         settled = _settled_signs(learner._labels, label_cells, parsed)
         if settled is not None:
             signs, classes, errors = settled
@@ -97,7 +113,7 @@ class DenseBatches:
             signs, classes, errors = fast.encode_labels(
                 learner, [parsed[cell] for cell in label_cells]
             )
-            if errors and engine.on_error == "fail":
+            if errors and outcomes.on_error == "fail":
                 # The per-record path stops at the first bad label, having seen only the labels
                 # before it: give it the batch with the encoding as it was.
                 learner._labels = BinaryLabels.from_state(saved_labels)
@@ -107,58 +123,55 @@ class DenseBatches:
             keep = np.array([i not in errors for i in range(n)])
             X, signs, rows = X[keep], signs[keep], rows[keep]
         predicted = fast.learn_dense(learner, features, X, signs)
-
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
-        engine.stats.count_many(mistakes[labelled].tolist(), unlabelled=int((~labelled).sum()))
-        batch = records() if errors or engine.outputs.predictions is not None else []
+        batch = records() if errors or outcomes.writes_predictions else []
         for i, error in errors.items():
-            engine._bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
-        labels = parsed
-        if engine.recent_examples is not None:
+            outcomes.bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
+
+        def window_rows() -> tuple[list[str], Any, list[bytes]]:
             # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
             if errors or not labelled.all():
                 picked = np.flatnonzero(labelled)
-                engine.defer_recent(features, X[picked], [label_cells[i] for i in rows[picked]])
-            else:
-                engine.defer_recent(features, X, label_cells)
-        if engine.outputs.predictions is not None:
+                return features, X[picked], [label_cells[i] for i in rows[picked]]
+            return features, X, label_cells
+
+        def output_rows() -> Any:
             for j, i in enumerate(rows.tolist()):
                 negative, positive = classes[i]
                 prediction = positive if predicted[j] > 0 else negative
-                if signs[j]:
-                    engine._emit(batch[i], prediction, labels[label_cells[i]], bool(mistakes[j]))
-                else:
-                    engine._emit(batch[i], prediction)
-        engine.next_offsets[key] = end
+                y = parsed[label_cells[i]] if signs[j] else None
+                yield batch[i], prediction, y, bool(mistakes[j])
+
+        unlabelled = int((~labelled).sum())
+        outcomes.learned_block(mistakes[labelled].tolist(), unlabelled, window_rows, output_rows)
         return True
 
-
-    def _learn_multiclass(
-        self, dense: Any, key: PositionKey, end: int, records: Callable[[], list[Record]]
-    ) -> bool:
-        """:meth:`_learn` for the :class:`MulticlassPerceptron`."""
-        engine = self.engine
+    def _learn_multiclass(self, dense: DenseBatch, records: Callable[[], list[Record]]) -> bool:
         features, X, cells = dense
-        parsed = engine.parser._labels
+        parsed = self.parser.label_cache
         labels = list(map(parsed.__getitem__, cells))
-        predictions = fast.learn_dense_multiclass(engine.learner, features, X, labels)
+        predictions = fast.learn_dense_multiclass(self.learner, features, X, labels)
         mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
-        engine.stats.count_many(mistakes, unlabelled=len(labels) - len(mistakes))
-        if engine.recent_examples is not None:
+
+        def window_rows() -> tuple[list[str], Any, list[bytes]]:
+            if len(mistakes) == len(labels):
+                return features, X, cells
             picked = [i for i, y in enumerate(labels) if y is not None]
-            if len(picked) == len(labels):
-                engine.defer_recent(features, X, cells)
-            else:
-                engine.defer_recent(features, X[picked], [cells[i] for i in picked])
-        if engine.outputs.predictions is not None:
+            return features, X[picked], [cells[i] for i in picked]
+
+        def output_rows() -> Any:
             for record, prediction, y in zip(records(), predictions, labels):
-                if y is None:
-                    engine._emit(record, prediction)
-                else:
-                    engine._emit(record, prediction, y, prediction != y)
-        engine.next_offsets[key] = end
+                yield record, prediction, y, y is not None and prediction != y
+
+        self.outcomes.learned_block(
+            mistakes, len(labels) - len(mistakes), window_rows, output_rows
+        )
         return True
+
+
+def _dense_capable(learner: Any) -> bool:
+    return fast.supports(learner) or fast.supports_multiclass(learner)
 
 
 def _settled_signs(labels: BinaryLabels, cells: list[bytes], parsed: LabelCache) -> Any:

@@ -1,26 +1,23 @@
-"""Checkpoints: the model, the stream positions it has learned up to, and the run's counters."""
+"""The checkpoint file: the model, the stream positions it has learned up to, the run's counters
+and the sizes of its file outputs, as versioned JSON written atomically."""
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from connectors import PositionKey
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.state import read_json, write_json_atomic
 
-__all__ = ["Checkpoint", "CheckpointPolicy", "PositionKey", "load_checkpoint", "save_checkpoint"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["Checkpoint", "PositionKey", "file_size", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_KIND = "stream-perceptron-checkpoint"
 CHECKPOINT_VERSION = 1
 
-#: (source name or topic, partition or None)
-PositionKey = tuple[str, "int | None"]
 
 
 @dataclass
@@ -76,35 +73,6 @@ def save_checkpoint(path: str, checkpoint: Checkpoint) -> None:
 def load_checkpoint(path: str) -> Checkpoint:
     """Read a checkpoint written by :func:`save_checkpoint`."""
     return Checkpoint.from_json(read_json(path))
-
-
-@dataclass
-class CheckpointPolicy:
-    """When a checkpoint is due: every ``every`` records or ``interval`` seconds, first wins.
-
-    Examples
-    --------
-    >>> policy = CheckpointPolicy(path="model.json", every=100)
-    >>> policy.due(records=99, now=0.0), policy.due(records=100, now=0.0)
-    (False, True)
-
-    """
-
-    path: str
-    every: int | None = None
-    interval: float | None = None
-    last_records: int = 0
-    last_time: float = field(default_factory=time.monotonic)
-
-    def due(self, records: int, now: float | None = None) -> bool:
-        if self.every and records - self.last_records >= self.every:
-            return True
-        now = time.monotonic() if now is None else now
-        return bool(self.interval) and now - self.last_time >= self.interval  # type: ignore[operator]
-
-    def done(self, records: int) -> None:
-        self.last_records = records
-        self.last_time = time.monotonic()
 
 
 def file_size(path: str) -> int:

@@ -77,9 +77,9 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         args.bootstrap_servers.split(","),
         args.topic,
         args.group,
-        on_assign=engine.assigned,
-        on_revoke=engine.revoked,
-        on_idle=engine.idle,
+        on_assign=engine.coordinator.assigned,
+        on_revoke=engine.coordinator.revoked,
+        on_idle=engine.coordinator.idle,
         exit_at_end=args.exit_at_end,
         client_options={**consumer_options(args.kafka_option), **client_options(args)},
     )

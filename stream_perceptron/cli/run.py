@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from connectors import ConnectorError, FileSink, open_line_source
-from stream_perceptron.checkpoint import CheckpointPolicy, load_checkpoint
+from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
+from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
@@ -57,12 +57,6 @@ def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str
     raise AssertionError  # parser.error exits
 
 
-def _truncate(path: str, size: int) -> None:
-    """Cut a file output back to ``size`` bytes (what a checkpoint had seen), creating it."""
-    with open(path, "ab") as f:
-        f.truncate(size)
-
-
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     fmt = _format_of(args, parser)
     if args.resume and not args.checkpoint:
@@ -101,52 +95,36 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 def _run(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
     learner = make_learner(args)
-    next_offsets: dict[Any, int] = {}
-    outputs_at: dict[str, int] = {}
-    source_name = "stdin" if args.input == "-" else args.input
     kafka = args.source == "kafka"
-    if args.resume and os.path.exists(args.checkpoint):
-        checkpoint = load_checkpoint(args.checkpoint)
+    every, interval = args.checkpoint_every, args.checkpoint_interval
+    checkpoint = None
+    if args.resume:
+        source_name = None if kafka else ("stdin" if args.input == "-" else args.input)
+        coordinator, checkpoint = CheckpointCoordinator.resume(
+            args.checkpoint, source=source_name, every=every, interval=interval
+        )
+    else:
+        coordinator = CheckpointCoordinator(args.checkpoint, every=every, interval=interval)
+    if checkpoint is not None:
         learner = checkpoint.model
         if checkpoint.stats:
             stats.load_state(checkpoint.stats)
-        outputs_at = checkpoint.outputs
-        if kafka:
-            next_offsets = {k: v for k, v in checkpoint.next_offsets.items() if k[1] is not None}
-            where = f"Kafka partitions resume at {_describe(next_offsets)}"
-        elif source_name != "stdin":
-            next_offsets = {k: v for k, v in checkpoint.next_offsets.items() if k[0] == source_name}
-            skipped = next_offsets.get((source_name, None), 0)
-            where = f"skipping the first {skipped} lines of {source_name}"
-        else:
-            where = "stdin is read from its start (nothing is skipped)"
-        logger.warning(
-            "resuming from %s: %s after %d examples; %s",
-            args.checkpoint,
-            learner,
-            learner.n_seen,
-            where,
-        )
-    elif args.resume:
-        logger.warning("no checkpoint at %s yet: starting a new model", args.checkpoint)
 
-    paths = {}
-    for name, path in (("predictions", args.predictions), ("dead_letters", args.dead_letter)):
-        if path and path != "-":
-            _truncate(path, outputs_at.get(path, 0))
-            paths[name] = path
+    paths = {
+        name: path
+        for name, path in (("predictions", args.predictions), ("dead_letters", args.dead_letter))
+        if path and path != "-"
+    }
+    CheckpointCoordinator.cut_outputs(list(paths.values()), checkpoint)
     outputs = Outputs(
         predictions=FileSink(args.predictions) if args.predictions else None,
         dead_letters=FileSink(args.dead_letter) if args.dead_letter else None,
         paths=paths,
     )
     if kafka:
-        from stream_perceptron import kafka_options
+        from stream_perceptron.cli import kafka as kafka_options
 
         outputs = kafka_options.kafka_outputs(args, outputs)
-    policy = None
-    if args.checkpoint:
-        policy = CheckpointPolicy(args.checkpoint, args.checkpoint_every, args.checkpoint_interval)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(sys.stderr) if show_progress else None
     metrics_on = args.metrics_port is not None or bool(args.pushgateway)
@@ -157,14 +135,13 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         learner,
         make_parser(fmt, args.label),
         outputs,
-        checkpoint=policy,
+        coordinator=coordinator,
         on_error=args.on_error,
         stats=stats,
-        next_offsets=next_offsets,
         on_batch=lambda seconds: [hook(seconds) for hook in batch_hooks],
         keep_recent=args.rolling_window if metrics_on else 0,
     )
-    source: Any = None
+    source: Source | None = None
     if kafka:
         source = kafka_options.kafka_source(args, engine)
     exporter = _start_metrics(args, engine, source) if metrics_on else None
@@ -191,9 +168,7 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
             signal.signal(s, handler)
         if progress:
             progress.finish(stats)
-        for sink in (outputs.predictions, outputs.dead_letters):
-            if sink is not None:
-                sink.close()
+        outputs.close()
         if exporter is not None and not exporter.close():
             logger.error("the final push to %s failed", args.pushgateway)
     summary = {**stats.summary(), "model": type(learner).__name__, "updates": learner.n_mistakes}
@@ -209,13 +184,11 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     return 0
 
 
-def _describe(offsets: dict[Any, int]) -> str:
-    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items())) or "(none saved)"
-
-
-def _start_metrics(args: argparse.Namespace, engine: Engine, source: Any) -> MetricsExporter:
+def _start_metrics(
+    args: argparse.Namespace, engine: Engine, source: Source | None
+) -> MetricsExporter:
     kafka_state = None
-    if source is not None and hasattr(source, "lag"):
+    if isinstance(source, PartitionedSource):
 
         def kafka_state() -> dict[str, Any]:
             return {

@@ -231,12 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "run":
         from stream_perceptron.allocator import tune_malloc
-        from stream_perceptron.run_command import run_command
+        from stream_perceptron.cli.run import run_command
 
         tune_malloc()
         return run_command(args, parser)
     if args.command == "inspect":
-        from stream_perceptron.inspect_command import inspect_command
+        from stream_perceptron.cli.inspect import inspect_command
 
         return inspect_command(args)
     from stream_perceptron.example_data import write_dataset
@@ -246,7 +246,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The checkpoint protocol in one place: what the state is, when it is saved, the order save ->
+commit, and what a resume restores.
+
+The state is the model, the run's counters, the sizes of the file outputs and, per source
+position (a file or stdin, a Kafka topic partition), the first offset not yet processed. Sources
+only read and commit; the coordinator decides when, and in which order:
+
+1. flush the outputs (a checkpoint never claims output that was not written),
+2. write the checkpoint atomically (temp file, fsync, rename),
+3. commit the same positions to a :class:`~connectors.CommittingSource` (an offset is never
+   committed before the model that learned it is saved).
+
+A crash between any two steps is safe: on resume, the positions of the checkpoint win over
+anything committed later (the Kafka source seeks to the larger of the two, which is the
+checkpoint's since commits follow saves), and file outputs are cut back to the sizes the
+checkpoint saw, so the records after it are learned and written again, once.
+
+Per-partition state (the coming shared-model mode) extends :attr:`positions`: it is already keyed
+by ``(topic, partition)`` and handed out per partition by :meth:`assigned`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from connectors import CommittingSource, PositionKey, Source
+from stream_perceptron.checkpoint.store import (
+    Checkpoint,
+    file_size,
+    load_checkpoint,
+    save_checkpoint,
+)
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.stats import RunStats
+
+if TYPE_CHECKING:  # the engine imports this module
+    from stream_perceptron.engine.outputs import Outputs
+
+__all__ = ["CheckpointCoordinator", "RunState"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunState:
+    """What a checkpoint saves of a running engine, and the lock that makes it consistent."""
+
+    learner: StreamClassifier
+    stats: RunStats
+    outputs: Outputs
+    lock: threading.Lock
+
+
+class CheckpointCoordinator:
+    """Saves checkpoints when due and commits positions after them.
+
+    Parameters
+    ----------
+    path
+        Checkpoint file (``None``: none is written; positions are still committed to a
+        committing source at the end and on revocation).
+    every
+        Save after this many records since the last save.
+    interval
+        Save after this many seconds since the last save; whichever of the two comes first.
+    positions
+        First offset not yet processed, per source position, from a restored checkpoint;
+        records before it are skipped.
+
+    Examples
+    --------
+    >>> coordinator = CheckpointCoordinator("model.json", every=100)
+    >>> coordinator.due(records=99, now=0.0), coordinator.due(records=100, now=0.0)
+    (False, True)
+
+    """
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        every: int | None = None,
+        interval: float | None = None,
+        positions: dict[PositionKey, int] | None = None,
+    ) -> None:
+        self.path = path
+        self.every = every
+        self.interval = interval
+        # Updated by the engine as it goes: the first offset not yet processed, per position.
+        self.positions: dict[PositionKey, int] = dict(positions or {})
+        # Where the restored model left each position: records before it are skipped.
+        self.resume_from: dict[PositionKey, int] = dict(self.positions)
+        self.last_saved_at: float | None = None  # wall-clock time of the last saved checkpoint
+        self._last_records = 0
+        self._last_time = time.monotonic()
+        self._state: RunState | None = None
+        self._committer: CommittingSource | None = None
+
+    # -- resume --------------------------------------------------------------------------------
+    @classmethod
+    def resume(
+        cls,
+        path: str,
+        *,
+        source: str | None,
+        every: int | None = None,
+        interval: float | None = None,
+    ) -> tuple[CheckpointCoordinator, Checkpoint | None]:
+        """A coordinator that continues the checkpoint at ``path`` (if it exists yet).
+
+        ``source`` says which saved positions still hold: ``None`` for a partitioned source
+        (Kafka: every topic partition), a file's name (that file's lines already learned are
+        skipped), or ``"stdin"`` (a pipe cannot be re-read: nothing is skipped).
+        """
+        if not os.path.exists(path):
+            logger.warning("no checkpoint at %s yet: starting a new model", path)
+            return cls(path, every=every, interval=interval), None
+        checkpoint = load_checkpoint(path)
+        saved = checkpoint.next_offsets
+        if source is None:
+            positions = {k: v for k, v in saved.items() if k[1] is not None}
+            where = "Kafka partitions resume at " + _describe(positions)
+        elif source != "stdin":
+            positions = {k: v for k, v in saved.items() if k[0] == source}
+            where = f"skipping the first {positions.get((source, None), 0)} lines of {source}"
+        else:
+            positions = {}
+            where = "stdin is read from its start (nothing is skipped)"
+        model = checkpoint.model
+        logger.warning(
+            "resuming from %s: %s after %d examples; %s", path, model, model.n_seen, where
+        )
+        coordinator = cls(path, every=every, interval=interval, positions=positions)
+        return coordinator, checkpoint
+
+    @staticmethod
+    def cut_outputs(paths: list[str], checkpoint: Checkpoint | None) -> None:
+        """Cut file outputs back to the sizes the checkpoint saw (creating them): what was
+        written after it is written again by the resumed run. Without a checkpoint they start
+        empty."""
+        sizes = checkpoint.outputs if checkpoint is not None else {}
+        for path in paths:
+            with open(path, "ab") as f:
+                f.truncate(sizes.get(path, 0))
+
+    # -- wiring --------------------------------------------------------------------------------
+    def attach(self, state: RunState) -> None:
+        """What to save: the engine's model, counters and outputs, under its lock."""
+        self._state = state
+
+    def bind(self, source: Source) -> None:
+        """The source of the run: positions are committed to it when it is a committing one."""
+        self._committer = source if isinstance(source, CommittingSource) else None
+
+    # -- when ----------------------------------------------------------------------------------
+    def due(self, records: int, now: float | None = None) -> bool:
+        """Whether a checkpoint is due after ``records`` records in all."""
+        if self.path is None:
+            return False
+        if self.every and records - self._last_records >= self.every:
+            return True
+        now = time.monotonic() if now is None else now
+        return self.interval is not None and now - self._last_time >= self.interval
+
+    def after_batch(self, records: int) -> None:
+        """Called by the engine between batches: save when due."""
+        if self.due(records):
+            self.save()
+
+    def idle(self) -> None:
+        """The source has nothing new for now: save if due and records came since the last
+        save (so an interval checkpoint also covers the last batches of an idle stream)."""
+        state = self._state
+        if state is not None and state.stats.records > self._last_records:
+            self.after_batch(state.stats.records)
+
+    def finish(self) -> None:
+        """The run ends (done, stopped or failed): flush, and save and commit what was done."""
+        state = self._state
+        if state is None:
+            return
+        if self.path is not None or self._committer is not None:
+            self.save()
+        else:
+            state.outputs.flush()
+
+    # -- partitioned sources -------------------------------------------------------------------
+    def assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:
+        """Where to resume newly assigned partitions: the offsets this model has learned to."""
+        return {p: self.positions[p] for p in partitions if p in self.positions}
+
+    def revoked(self, partitions: list[PositionKey]) -> None:
+        """Partitions are about to go to another consumer: save and commit first."""
+        logger.info("partitions revoked: %s; checkpointing before giving them up", partitions)
+        self.save()
+
+    # -- how -----------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Flush the outputs, write the checkpoint atomically, then commit the positions."""
+        state = self._state
+        if state is None:
+            raise RuntimeError("CheckpointCoordinator.save before attach()")
+        with state.lock:
+            state.outputs.flush()
+            if self.path is not None:
+                checkpoint = Checkpoint(
+                    model=state.learner,
+                    next_offsets=self.positions,
+                    stats=state.stats.get_state(),
+                    outputs={path: file_size(path) for path in state.outputs.paths.values()},
+                )
+                save_checkpoint(self.path, checkpoint)
+                self.last_saved_at = time.time()
+            self._last_records = state.stats.records
+            self._last_time = time.monotonic()
+            offsets = dict(self.positions)
+        if self._committer is not None and offsets:
+            self._committer.commit(offsets)
+        logger.debug("checkpoint at %d records", state.stats.records)
+
+
+def _describe(offsets: dict[PositionKey, int]) -> str:
+    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items())) or "(none saved)"

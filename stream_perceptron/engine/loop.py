@@ -1,0 +1,276 @@
+"""The prequential loop: read, parse, predict, learn, hand the outcome on, checkpoint when due.
+
+The engine joins a source, a parser, a learner and sinks. It knows sources and sinks only
+through the ``connectors`` interfaces, so stdin, files and Kafka plug in alike; what follows
+from each record is :class:`~stream_perceptron.engine.outcomes.Outcomes`' job, when to save and
+commit the :class:`~stream_perceptron.checkpoint.CheckpointCoordinator`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from connectors import BlockSource, LineBlock, PositionKey, Record, Source
+from stream_perceptron.checkpoint import CheckpointCoordinator, RunState
+from stream_perceptron.engine.blocks import BlockPath
+from stream_perceptron.engine.outcomes import EngineError, Outcomes
+from stream_perceptron.engine.outputs import Outputs
+from stream_perceptron.engine.window import RecentWindow
+from stream_perceptron.errors import LabelError, RecordError
+from stream_perceptron.formats import Parser
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, DenseParser
+from stream_perceptron.formats.delimited import CsvHeaderError
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.stats import RunStats
+
+# A block the block path does not take goes the per-record way in batches of this many lines.
+BLOCK_BATCH_SIZE = 256
+
+__all__ = ["Engine"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Interrupted(Exception):
+    """Raised by a stop request that arrives while the engine waits for input."""
+
+
+class Engine:
+    """Runs a learner prequentially over a source.
+
+    Each record is parsed; a labelled example is predicted, then learned from (the prediction
+    made before learning decides whether it was a mistake); an unlabelled one is only
+    predicted. A bad record is counted by reason, dead-lettered and skipped, leaving the model
+    untouched, or stops the run when ``on_error="fail"``.
+
+    Parameters
+    ----------
+    learner
+        Any learner of :mod:`stream_perceptron.learners`.
+    parser
+        The record format.
+    outputs
+        Prediction and dead-letter sinks.
+    coordinator
+        Checkpoints and commits, and the positions a resumed model has learned up to (records
+        before them are skipped). Default: no checkpoint file, positions from the start.
+    on_error
+        ``"skip"`` or ``"fail"``.
+    stats
+        Counters (pass a restored one to continue a resumed run's numbers).
+    on_batch
+        Called after every batch with the batch's processing time in seconds.
+    lock
+        Held while a batch is processed and a checkpoint written; readers of the model
+        (metrics scrapes) take it too.
+    keep_recent
+        How many of the last labelled examples to keep for :meth:`recent_window` (0: none).
+    dense
+        Let blocks of plain dense lines go through the learner's block learning
+        (:mod:`stream_perceptron.engine.blocks`) when the learner and the parser can.
+
+    Examples
+    --------
+    >>> import json
+    >>> from connectors import MemorySource, MemorySink
+    >>> from stream_perceptron import Perceptron
+    >>> from stream_perceptron.formats import make_parser
+    >>> sink = MemorySink()
+    >>> engine = Engine(Perceptron(), make_parser("csv"), Outputs(predictions=sink))
+    >>> stats = engine.run(MemorySource([b"a,y", b"1,1", b"-1,0", b"2,", b"oops,1"]))
+    >>> stats.learned, stats.unlabelled, stats.mistakes, dict(stats.invalid)
+    (2, 1, 1, {'non_numeric_value': 1})
+    >>> json.loads(sink.lines[2])
+    {'position': {'source': 'memory', 'offset': 3}, 'prediction': 1}
+
+    """
+
+    def __init__(
+        self,
+        learner: StreamClassifier,
+        parser: Parser,
+        outputs: Outputs | None = None,
+        *,
+        coordinator: CheckpointCoordinator | None = None,
+        on_error: str = "skip",
+        stats: RunStats | None = None,
+        on_batch: Callable[[float], None] | None = None,
+        lock: threading.Lock | None = None,
+        keep_recent: int = 0,
+        dense: bool = True,
+    ) -> None:
+        self.learner = learner
+        self.parser = parser
+        self.outputs = outputs or Outputs()
+        self.stats = stats or RunStats()
+        self.on_batch = on_batch
+        # Held while a batch is processed: a metrics scrape reads a consistent model.
+        self.lock = lock or threading.Lock()
+        labels = parser.label_cache if isinstance(parser, DenseParser) else None
+        self.window = RecentWindow(keep_recent, labels) if keep_recent else None
+        self.outcomes = Outcomes(self.stats, self.outputs, self.window, on_error)
+        self.coordinator = coordinator or CheckpointCoordinator()
+        self.coordinator.attach(RunState(learner, self.stats, self.outputs, self.lock))
+        self._stop = False
+        self._waiting_for_input = False
+        self._blocks = BlockPath.for_engine(self) if dense else None
+
+    @property
+    def next_offsets(self) -> dict[PositionKey, int]:
+        """Per source position, the first offset not yet processed."""
+        return self.coordinator.positions
+
+    @property
+    def on_error(self) -> str:
+        return self.outcomes.on_error
+
+    def recent_window(self) -> list[tuple[Any, Any]]:
+        """The last labelled examples, oldest first (call with the lock held)."""
+        return self.window.examples() if self.window is not None else []
+
+    # -- control -------------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask the loop to stop after the current batch (safe from a signal handler).
+
+        Batches end between messages, so a stop never splits a multi-record message.
+        """
+        self._stop = True
+        if self._waiting_for_input:
+            raise _Interrupted
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self, source: Source) -> RunStats:
+        """Process the source to its end (or until stopped); always checkpoint at the end."""
+        coordinator = self.coordinator
+        coordinator.bind(source)
+        try:
+            for unit in self._batches(source):
+                started = time.perf_counter()
+                if not self.stats.records_this_run:
+                    self.stats.started = time.monotonic()  # rates count from the first record
+                with self.lock:
+                    if type(unit) is LineBlock:
+                        self._process_block(unit)
+                    else:
+                        self._process(unit)
+                if self.on_batch is not None:
+                    self.on_batch(time.perf_counter() - started)
+                if self._stop:
+                    break
+                coordinator.after_batch(self.stats.records)
+        finally:
+            coordinator.finish()
+        return self.stats
+
+    def _batches(self, source: Source) -> Iterator[list[Record] | LineBlock]:
+        # A line source can hand whole reads to the block path, without a record per line.
+        batches: Iterator[Any]
+        if self._blocks is not None and self._blocks.takes_blocks and isinstance(
+            source, BlockSource
+        ):
+            batches = source.blocks()
+        else:
+            batches = source.batches()
+        while not self._stop:
+            self._waiting_for_input = True
+            try:
+                if self._stop:
+                    return
+                batch = next(batches, None)
+            except _Interrupted:
+                logger.info("stop requested while waiting for input")
+                return
+            finally:
+                self._waiting_for_input = False
+            if batch is None:
+                return
+            yield batch
+
+    def _process_block(self, block: LineBlock) -> None:
+        blocks = self._blocks
+        if blocks is not None and self.parser.header_pending and block.count > 1:
+            # The header alone the per-record way, then the rest of the block whole.
+            cut = block.data.index(b"\n") + 1
+            self._process(LineBlock(block.data[:cut], block.source, block.start, 1).records())
+            block = LineBlock(block.data[cut:], block.source, block.start + 1, block.count - 1)
+        if blocks is not None and blocks.process_block(block):
+            return
+        records = block.records()
+        size = BLOCK_BATCH_SIZE
+        for lo in range(0, len(records), size):
+            self._process(records[lo : lo + size])
+
+    def _process(self, batch: list[Record]) -> None:
+        blocks = self._blocks
+        if blocks is None:
+            self._process_records(batch)
+            return
+        # The block path takes one source and partition at a time (a Kafka batch has several).
+        for run in _runs(batch):
+            if not blocks.process(run):
+                self._process_records(run)
+
+    def _process_records(self, batch: list[Record]) -> None:
+        """The per-record path: parse, predict (then learn when labelled), hand on."""
+        parser = self.parser
+        learner = self.learner
+        outcomes = self.outcomes
+        positions = self.coordinator.positions
+        resume_from = self.coordinator.resume_from
+        first = batch[0].position
+        key = (first.source, first.partition)
+        skip_until = resume_from.get(key, 0)
+        for record in batch:
+            position = record.position
+            if position.partition != key[1] or position.source != key[0]:
+                key = (position.source, position.partition)
+                skip_until = resume_from.get(key, 0)
+            offset = position.offset
+            if offset < skip_until:
+                if parser.header_pending:  # a skipped CSV header is still the header
+                    self._parse(record)
+                continue
+            positions[key] = offset + 1
+            if record.error is not None:
+                outcomes.bad(record, record.error, "the line is longer than --max-line-bytes")
+                continue
+            example = self._parse(record)
+            if example is None:
+                continue
+            x, y = example
+            if y is None:
+                outcomes.predicted(record, learner.predict_one(x))
+                continue
+            try:
+                prediction = learner.predict_learn_one(x, y)
+            except LabelError as e:
+                outcomes.bad(record, LABEL_OUTSIDE_ENCODING, str(e))
+                continue
+            outcomes.learned(record, x, y, prediction)
+
+    def _parse(self, record: Record) -> Any:
+        try:
+            return self.parser.parse(record.value)
+        except CsvHeaderError as e:
+            raise EngineError(f"{record.position}: {e.detail}") from None
+        except RecordError as e:
+            self.outcomes.bad(record, e.reason, e.detail)
+            return None
+
+
+def _runs(batch: list[Record]) -> Iterator[list[Record]]:
+    """The batch cut where the source or partition changes."""
+    position = batch[0].position
+    key = (position.source, position.partition)
+    start = 0
+    for i, record in enumerate(batch):
+        position = record.position
+        if position.partition != key[1] or position.source != key[0]:
+            yield batch[start:i]
+            start = i
+            key = (position.source, position.partition)
+    yield batch if start == 0 else batch[start:]

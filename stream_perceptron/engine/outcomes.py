@@ -1,0 +1,124 @@
+"""The one outcome path: what follows from a record once it is predicted, learned or refused.
+
+Both the per-record path and the block path hand their results here, so counting, the window
+of recent examples, prediction output and dead letters are each written once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from connectors import Record
+from stream_perceptron.engine.outputs import Outputs, prediction_line
+from stream_perceptron.engine.window import RecentWindow
+from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.stats import RunStats
+
+__all__ = ["BadRecordError", "EngineError", "Outcomes"]
+
+logger = logging.getLogger(__name__)
+
+
+class EngineError(StreamPerceptronError):
+    """The run cannot go on (unusable header, unreadable source, failed checkpoint)."""
+
+
+class BadRecordError(EngineError):
+    """A bad record under ``on_error="fail"``."""
+
+
+#: A block's rows for the outputs: ``(record, prediction, label or None, mistake)``.
+BlockRows = Iterable[tuple[Record, Any, Any, bool]]
+
+
+class Outcomes:
+    """Turns each record's outcome into every side effect: counts, the window of recent
+    examples, the prediction line, the dead letter.
+
+    Parameters
+    ----------
+    stats
+        The run's counters.
+    outputs
+        Prediction and dead-letter sinks.
+    window
+        The recent labelled examples (``None``: not kept).
+    on_error
+        ``"skip"``: a bad record is counted and kept, and the run goes on; ``"fail"``: it stops
+        the run with :class:`BadRecordError`.
+
+    Examples
+    --------
+    >>> from connectors import MemorySink, Position
+    >>> sink = MemorySink()
+    >>> outcomes = Outcomes(RunStats(), Outputs(predictions=sink), None, "skip")
+    >>> outcomes.learned(Record(b"1,1", Position("stdin", 1)), {"a": 1.0}, 1, 0)
+    >>> outcomes.stats.mistakes, sink.lines[0][-45:]
+    (1, b'"prediction": 0, "label": 1, "mistake": true}')
+
+    """
+
+    def __init__(
+        self, stats: RunStats, outputs: Outputs, window: RecentWindow | None, on_error: str
+    ) -> None:
+        if on_error not in ("skip", "fail"):
+            raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+        self.stats = stats
+        self.window = window
+        self.on_error = on_error
+        self._write_prediction = outputs.prediction_writer()
+        self._write_dead_letter = outputs.dead_letter_writer()
+
+    @property
+    def writes_predictions(self) -> bool:
+        """Whether predictions are written (the block path then needs its rows as records)."""
+        return self._write_prediction is not None
+
+    def predicted(self, record: Record, prediction: Any) -> None:
+        """An unlabelled record was predicted."""
+        self.stats.count_unlabelled()
+        if self._write_prediction is not None:
+            self._write_prediction(record, prediction_line(record, prediction))
+
+    def learned(self, record: Record, x: Any, y: Any, prediction: Any) -> None:
+        """A labelled record was predicted (``prediction``, made before learning) and learned."""
+        mistake = prediction != y
+        self.stats.count_learned(mistake)
+        if self.window is not None:
+            self.window.add(x, y)
+        if self._write_prediction is not None:
+            self._write_prediction(record, prediction_line(record, prediction, y, mistake))
+
+    def learned_block(
+        self,
+        mistakes: list[bool],
+        unlabelled: int,
+        window_rows: Callable[[], tuple[list[str], Any, list[bytes]]],
+        rows: Callable[[], BlockRows],
+    ) -> None:
+        """A block was predicted and learned: ``mistakes`` of its labelled rows in order,
+        ``unlabelled`` rows only predicted; ``window_rows`` gives its labelled rows for the
+        window (names, values, raw label cells) and ``rows`` each row for the outputs, both
+        called only when needed."""
+        self.stats.count_many(mistakes, unlabelled=unlabelled)
+        if self.window is not None:
+            self.window.defer(*window_rows())
+        write = self._write_prediction
+        if write is not None:
+            for record, prediction, y, mistake in rows():
+                if y is None:
+                    write(record, prediction_line(record, prediction))
+                else:
+                    write(record, prediction_line(record, prediction, y, mistake))
+
+    def bad(self, record: Record, reason: str, detail: str) -> None:
+        """A record was refused: counted by reason and kept as a dead letter, the model left
+        untouched; under ``on_error="fail"`` the run stops."""
+        self.stats.count_invalid(reason)
+        if self._write_dead_letter is not None:
+            self._write_dead_letter(record, reason, detail)
+        if self.on_error == "fail":
+            raise BadRecordError(f"bad record at {record.position}: {reason}: {detail}")
+        logger.debug("bad record at %s: %s: %s", record.position, reason, detail)
