@@ -33,8 +33,9 @@ from connectors.files import FileSink, open_sink
 from connectors.kafka_sink import KafkaSink
 from connectors.kafka_source import KafkaSource, TopicPartitionKey
 from connectors.line_block import LineBlock
-from connectors.lines import LineSource, open_line_source
+from connectors.lines import LineSource
 from connectors.memory import MemorySink, MemorySource
+from connectors.open_lines import open_line_source
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
 
 __all__ = [

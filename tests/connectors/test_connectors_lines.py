@@ -17,7 +17,7 @@ from connectors import (
     Source,
     open_line_source,
 )
-from connectors import lines as lines_module
+from connectors import open_lines as lines_module
 
 BOM = b"\xef\xbb\xbf"
 
