@@ -187,6 +187,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="continue from --checkpoint if it exists (a file --input skips what was learned)",
     )
+    ck.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a new model although --checkpoint exists (it is overwritten at the first "
+        "save; with --source kafka, reading goes on from the group's committed offsets)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

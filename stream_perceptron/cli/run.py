@@ -61,6 +61,15 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     fmt = _format_of(args, parser)
     if args.resume and not args.checkpoint:
         parser.error("--resume needs --checkpoint PATH")
+    if args.fresh and args.resume:
+        parser.error("give --resume or --fresh, not both")
+    if args.fresh and not args.checkpoint:
+        parser.error("--fresh needs --checkpoint PATH")
+    if args.checkpoint and not (args.resume or args.fresh) and os.path.lexists(args.checkpoint):
+        parser.error(
+            f"--checkpoint {args.checkpoint} exists: give --resume to continue from it, or "
+            "--fresh to start a new model that overwrites it"
+        )
     if (args.checkpoint_every or args.checkpoint_interval) and not args.checkpoint:
         parser.error("--checkpoint-every and --checkpoint-interval need --checkpoint PATH")
     if args.source == "kafka":

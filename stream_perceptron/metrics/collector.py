@@ -153,7 +153,7 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily(
             f"{PREFIX}_input_norm_max", "R: the largest input norm seen.", value=learner.max_norm
         )
-        classes = len(learner.classes) if hasattr(learner, "classes") else 2
+        classes = len(learner.classes) if learner._multiclass else 2  # River: multi-class or not
         yield GaugeMetricFamily(f"{PREFIX}_classes", "Number of classes.", value=float(classes))
 
     def _theory(self, learner: Any, recent: Any) -> Iterator[Metric]:
