@@ -8,7 +8,15 @@ import time
 from collections import Counter, deque
 from typing import Any
 
+from stream_perceptron.errors import StateError
+
 __all__ = ["RunStats"]
+
+
+def _count(value: Any, what: str) -> int:
+    if type(value) is not int or value < 0:
+        raise StateError(f"corrupt counters: {what} is {value!r}, not a count")
+    return value
 
 
 class RunStats:
@@ -110,12 +118,26 @@ class RunStats:
             "recent_mistakes": [int(m) for m in self.recent_mistakes],
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.learned = int(state["learned"])
-        self.unlabelled = int(state["unlabelled"])
-        self.mistakes = int(state["mistakes"])
-        self.invalid = Counter({str(k): int(v) for k, v in state["invalid"].items()})
-        self.recent_mistakes.extend(bool(m) for m in state["recent_mistakes"])
+    def load_state(self, state: Any) -> None:
+        """Continue from :meth:`get_state`'s counters; :class:`StateError` when ``state`` is not
+        such counters (a wrong type, a negative count, more mistakes than examples)."""
+        if not isinstance(state, dict):
+            raise StateError(f"corrupt counters: {state!r}")
+        learned, unlabelled, mistakes = (
+            _count(state.get(name), name) for name in ("learned", "unlabelled", "mistakes")
+        )
+        if mistakes > learned:
+            raise StateError(f"corrupt counters: {mistakes} mistakes in {learned} examples")
+        invalid = state.get("invalid")
+        recent = state.get("recent_mistakes")
+        if not isinstance(invalid, dict) or not isinstance(recent, list):
+            raise StateError("corrupt counters: invalid or recent_mistakes of the wrong type")
+        if any(m not in (0, 1) or type(m) not in (int, bool) for m in recent):
+            raise StateError("corrupt counters: recent_mistakes holds something not 0 or 1")
+        reasons = Counter({str(k): _count(v, f"invalid[{k!r}]") for k, v in invalid.items()})
+        self.learned, self.unlabelled, self.mistakes = learned, unlabelled, mistakes
+        self.invalid = reasons
+        self.recent_mistakes.extend(bool(m) for m in recent)
 
     def format_human(self) -> str:
         """A short multi-line summary for people."""

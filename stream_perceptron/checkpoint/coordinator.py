@@ -36,6 +36,7 @@ from stream_perceptron.checkpoint.store import (
     save_checkpoint,
 )
 from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.paths import same_file
 from stream_perceptron.stats import RunStats
 
 if TYPE_CHECKING:  # the engine imports this module
@@ -140,13 +141,15 @@ class CheckpointCoordinator:
 
     @staticmethod
     def cut_outputs(paths: list[str], checkpoint: Checkpoint | None) -> None:
-        """Cut file outputs back to the sizes the checkpoint saw (creating them): what was
-        written after it is written again by the resumed run. Without a checkpoint they start
-        empty."""
+        """Cut the regular-file outputs ``paths`` back to the sizes the checkpoint saw (creating
+        them): what was written after it is written again by the resumed run. Without a
+        checkpoint (a run that crashed before its first) they start empty."""
         sizes = checkpoint.outputs if checkpoint is not None else {}
         for path in paths:
+            # Matched by what the file is, not by how its path is spelled (./out, out, a link).
+            size = next((n for saved, n in sizes.items() if same_file(saved, path)), 0)
             with open(path, "ab") as f:
-                f.truncate(sizes.get(path, 0))
+                f.truncate(size)
 
     # -- wiring --------------------------------------------------------------------------------
     def attach(self, state: RunState) -> None:
@@ -212,7 +215,10 @@ class CheckpointCoordinator:
                     model=state.learner,
                     next_offsets=self.positions,
                     stats=state.stats.get_state(),
-                    outputs={path: file_size(path) for path in state.outputs.paths.values()},
+                    outputs={
+                        os.path.realpath(path): file_size(path)
+                        for path in state.outputs.paths.values()
+                    },
                 )
                 save_checkpoint(self.path, checkpoint)
                 self.last_saved_at = time.time()

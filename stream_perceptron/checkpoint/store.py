@@ -12,6 +12,7 @@ from connectors import PositionKey
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.state import read_json, write_json_atomic
+from stream_perceptron.stats import RunStats
 
 __all__ = ["Checkpoint", "PositionKey", "file_size", "load_checkpoint", "save_checkpoint"]
 
@@ -53,16 +54,47 @@ class Checkpoint:
                 f"{CHECKPOINT_VERSION}, the version this release reads"
             )
         try:
-            return cls(
-                model=StreamClassifier.from_state(data["model"]),
-                next_offsets={
-                    (p["source"], p["partition"]): int(p["next_offset"]) for p in data["positions"]
-                },
-                stats=data.get("stats"),
-                outputs={str(k): int(v) for k, v in data.get("outputs", {}).items()},
-            )
-        except (KeyError, TypeError) as e:
-            raise StateError(f"corrupt checkpoint: {e!r}") from e
+            model = StreamClassifier.from_state(data["model"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            raise StateError(f"corrupt checkpoint: its model does not load: {e!r}") from e
+        positions = _field(data, "positions", list)
+        next_offsets: dict[PositionKey, int] = {}
+        for p in positions:
+            if not isinstance(p, dict):
+                raise StateError(f"corrupt checkpoint: a position is {p!r}")
+            source, partition = p.get("source"), p.get("partition")
+            if not isinstance(source, str) or not (
+                partition is None or _is_count(partition)
+            ):
+                raise StateError(f"corrupt checkpoint: a position is {p!r}")
+            next_offsets[(source, partition)] = _count(p.get("next_offset"), "next_offset")
+        stats = data.get("stats")
+        if stats is not None:
+            RunStats().load_state(stats)  # raises StateError for anything it cannot hold
+        outputs = _field(data, "outputs", dict, default={})
+        return cls(
+            model=model,
+            next_offsets=next_offsets,
+            stats=stats,
+            outputs={str(k): _count(v, f"the size of {k}") for k, v in outputs.items()},
+        )
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _count(value: Any, what: str) -> int:
+    if not _is_count(value):
+        raise StateError(f"corrupt checkpoint: {what} is {value!r}, not a count")
+    return int(value)
+
+
+def _field(data: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
+    value = data.get(name, default)
+    if not isinstance(value, kind):
+        raise StateError(f"corrupt checkpoint: {name} is {value!r}")
+    return value
 
 
 def save_checkpoint(path: str, checkpoint: Checkpoint) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import urllib.parse
+from collections.abc import Callable
 
 from stream_perceptron import __version__
 from stream_perceptron.formats import FORMATS
@@ -41,6 +43,50 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return value
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argument type: a whole number from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} must be from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _float_upto(high: float) -> Callable[[str], float]:
+    """An argument type: a positive finite number of at most ``high``."""
+
+    def parse(text: str) -> float:
+        value = _positive_float(text)
+        if not value <= high:  # also refuses inf and nan
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {high:g}")
+        return value
+
+    return parse
+
+
+def _http_url(text: str) -> str:
+    """A Pushgateway address: ``http(s)://host[:port][/path]`` or ``host:port``."""
+    url = text if "://" in text else f"http://{text}"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL: {e}") from None
+    spaced = any(c.isspace() for c in text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or spaced:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL of a host")
+    return text
+
+
+MAX_SECONDS = 1e6  # about 11 days: longer waits are not what anybody means (and overflow timers)
 
 
 def _logging_options() -> argparse.ArgumentParser:
@@ -78,10 +124,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--label", default="y", metavar="FIELD", help="label field (default: y)")
     src.add_argument(
         "--max-line-bytes",
-        type=_positive_int,
+        type=_int_in(1, 1 << 30),
         default=1 << 20,
         metavar="N",
-        help="longer lines are bad records (default: 1 MiB)",
+        help="longer lines are bad records (default: 1 MiB; at most 1 GiB)",
     )
     kafka = run.add_argument_group(
         "kafka (--source kafka; SASL credentials come from the environment variables "
@@ -119,10 +165,18 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--model", choices=("binary", "multiclass", "centroid"), default="binary", help="learner"
     )
-    model.add_argument("--lr", type=_positive_float, default=1.0, help="learning rate (default 1)")
+    model.add_argument(
+        "--lr",
+        type=_float_upto(1e6),
+        default=1.0,
+        help="learning rate (default 1; with zero initial weights and --bias learned it only "
+        "scales the model, so it changes nothing but floating-point tie-breaking)",
+    )
     model.add_argument("--bias", choices=("learned", "r2", "none"), default="learned")
     model.add_argument("--init", choices=("zeros", "random"), default="zeros")
-    model.add_argument("--seed", type=int, default=None, help="seed for --init random")
+    model.add_argument(
+        "--seed", type=_int_in(0, 2**32 - 1), default=None, help="seed for --init random"
+    )
     model.add_argument("--averaged", action="store_true", help="averaged perceptron")
     out = run.add_argument_group("output")
     out.add_argument("--predictions", metavar="PATH|-", help="one JSON line per record")
@@ -143,7 +197,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     metrics = run.add_argument_group("metrics (Prometheus)")
     metrics.add_argument(
         "--metrics-port",
-        type=int,
+        type=_int_in(-1, 65535),
         metavar="PORT",
         help="serve /metrics on PORT (0: any free port; -1: off). Off by default for stdin, "
         "9108 with --source kafka",
@@ -151,10 +205,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     metrics.add_argument(
         "--metrics-host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"
     )
-    metrics.add_argument("--pushgateway", metavar="URL", help="push metrics to a Pushgateway")
+    metrics.add_argument(
+        "--pushgateway", type=_http_url, metavar="URL", help="push metrics to a Pushgateway"
+    )
     metrics.add_argument(
         "--push-interval",
-        type=_positive_float,
+        type=_float_upto(MAX_SECONDS),
         default=10.0,
         metavar="SECONDS",
         help="seconds between pushes (default 10; one more push at the end)",
@@ -164,14 +220,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     metrics.add_argument(
         "--metrics-max-weights",
-        type=_positive_int,
+        type=_int_in(1, 100_000),
         default=50,
         metavar="K",
         help="weight series exposed: the K largest in absolute value (default 50)",
     )
     metrics.add_argument(
         "--rolling-window",
-        type=_positive_int,
+        type=_int_in(1, 10_000_000),
         default=1000,
         metavar="N",
         help="examples in the rolling accuracy and margin window (default 1000)",
@@ -180,7 +236,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     ck.add_argument("--checkpoint", metavar="PATH", help="save model and position here")
     ck.add_argument("--checkpoint-every", type=_positive_int, metavar="N", help="every N records")
     ck.add_argument(
-        "--checkpoint-interval", type=_positive_float, metavar="SECONDS", help="every T seconds"
+        "--checkpoint-interval",
+        type=_float_upto(MAX_SECONDS),
+        metavar="SECONDS",
+        help="every T seconds",
     )
     ck.add_argument(
         "--resume",

@@ -23,8 +23,9 @@ from stream_perceptron.learners import (
     StreamClassifier,
 )
 from stream_perceptron.metrics import MetricsExporter
+from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent
 from stream_perceptron.progress import Progress
-from stream_perceptron.state import write_json_atomic
+from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
 
 __all__ = ["run_command", "make_learner"]
@@ -65,6 +66,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error("give --resume or --fresh, not both")
     if args.fresh and not args.checkpoint:
         parser.error("--fresh needs --checkpoint PATH")
+    _check_files(args, parser)
     if args.checkpoint and not (args.resume or args.fresh) and os.path.lexists(args.checkpoint):
         parser.error(
             f"--checkpoint {args.checkpoint} exists: give --resume to continue from it, or "
@@ -115,16 +117,20 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     else:
         coordinator = CheckpointCoordinator(args.checkpoint, every=every, interval=interval)
     if checkpoint is not None:
+        _warn_ignored_flags(args, checkpoint.model)
         learner = checkpoint.model
         if checkpoint.stats:
             stats.load_state(checkpoint.stats)
 
+    # Regular files (or new ones): their sizes go in the checkpoint, and a resume cuts them back
+    # to those. Pipes, FIFOs and stdout are streamed to, never cut.
     paths = {
         name: path
         for name, path in (("predictions", args.predictions), ("dead_letters", args.dead_letter))
-        if path and path != "-"
+        if path and path != "-" and is_regular_or_absent(path)
     }
-    CheckpointCoordinator.cut_outputs(list(paths.values()), checkpoint)
+    if args.resume:
+        CheckpointCoordinator.cut_outputs(list(paths.values()), checkpoint)
     outputs = Outputs(
         predictions=FileSink(args.predictions) if args.predictions else None,
         dead_letters=FileSink(args.dead_letter) if args.dead_letter else None,
@@ -184,13 +190,52 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     if failure is not None:
         summary["error"] = str(failure)
     if args.summary_json:
-        write_json_atomic(args.summary_json, summary)
+        write_json(args.summary_json, summary)
     if not args.quiet:
         print(stats.format_human(), file=sys.stderr)
     if failure is not None:
         print(f"stream-perceptron: error: {failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Usage errors, before anything is opened for writing: two roles on one file, or a
+    checkpoint that is not a regular file."""
+    named = [
+        ("--input", args.input if args.source != "kafka" else None),
+        ("--predictions", args.predictions),
+        ("--dead-letter", args.dead_letter),
+        ("--checkpoint", args.checkpoint),
+        ("--summary-json", args.summary_json),
+    ]
+    roles = [FileRole(flag, path) for flag, path in named if path]
+    for a, b in conflicts(roles):
+        parser.error(f"{a.flag} {a.path} and {b.flag} {b.path} are the same file")
+    if args.checkpoint and not is_regular_or_absent(args.checkpoint):
+        parser.error(f"--checkpoint {args.checkpoint} is not a regular file")
+
+
+# The flags that make the model: each sets the hyperparameter of its name.
+_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged")
+_MODEL_CLASSES = {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}
+_MODEL_CLASSES["centroid"] = "CentroidClassifier"
+
+
+def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
+    """--resume continues the checkpoint's model: say which model flags differ from it."""
+    if type(model).__name__ != _MODEL_CLASSES[args.model]:
+        logger.warning(
+            "--model %s is ignored: the checkpoint holds a %s", args.model, type(model).__name__
+        )
+        return
+    params = model._get_params()
+    for flag in _MODEL_FLAGS:
+        if flag in params and getattr(args, flag) != params[flag]:
+            logger.warning(
+                "--%s %s is ignored: the checkpoint's model has %s=%r",
+                flag, getattr(args, flag), flag, params[flag],
+            )  # fmt: skip
 
 
 def _start_metrics(

@@ -6,9 +6,16 @@ import logging
 import threading
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram, push_to_gateway, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Histogram,
+    generate_latest,
+    push_to_gateway,
+)
 
 from stream_perceptron.metrics.collector import PREFIX, EngineCollector
+from stream_perceptron.metrics.http_server import MetricsHTTPServer, Response
 
 __all__ = ["MetricsExporter"]
 
@@ -60,7 +67,7 @@ class MetricsExporter:
             buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
-        self._server: Any = None
+        self._server: MetricsHTTPServer | None = None
         self._pusher: threading.Thread | None = None
         self._stop = threading.Event()
         self._push: tuple[str, dict[str, str]] | None = None
@@ -70,9 +77,11 @@ class MetricsExporter:
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``host:port`` (port 0: any free port); return the port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = server
-        return int(server.server_port)
+        self._server = MetricsHTTPServer({"/metrics": self._exposition}, host, port)
+        return self._server.port
+
+    def _exposition(self) -> Response:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
 
     def start_pushing(self, url: str, interval: float, grouping: dict[str, str]) -> None:
         """Push to the Pushgateway at ``url`` every ``interval`` seconds (and at :meth:`close`)."""
@@ -106,14 +115,6 @@ class MetricsExporter:
             self._pusher.join(timeout=10)
         pushed = self.push() if self._push is not None else True
         if self._server is not None:
-            # shutdown() waits for the server loop's next poll (up to 0.5 s): let a daemon thread
-            # wait for it instead of the engine's caller.
-            server = self._server
+            self._server.close()
             self._server = None
-
-            def stop_server() -> None:
-                server.shutdown()
-                server.server_close()
-
-            threading.Thread(target=stop_server, name="metrics-server-stop", daemon=True).start()
         return pushed
