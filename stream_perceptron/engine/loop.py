@@ -22,7 +22,7 @@ from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.engine.window import RecentWindow
 from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats import Parser
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, DenseParser
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, UNPARSEABLE, DenseParser
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
@@ -259,6 +259,11 @@ class Engine:
             raise EngineError(f"{record.position}: {e.detail}") from None
         except RecordError as e:
             self.outcomes.bad(record, e.reason, e.detail)
+            return None
+        except (ValueError, ArithmeticError, RecursionError) as e:
+            # A record no parser rule foresaw: still counted and kept, never the end of the run.
+            logger.warning("record at %s could not be parsed: %r", record.position, e)
+            self.outcomes.bad(record, UNPARSEABLE, f"{type(e).__name__}: {e}"[:500])
             return None
 
 

@@ -31,6 +31,9 @@ MALFORMED_TOKEN = "malformed_token"
 MALFORMED_CSV = "malformed_csv"
 EMPTY_RECORD = "empty_record"
 LABEL_OUTSIDE_ENCODING = "label_outside_encoding"  # a third label for a binary learner
+VALUE_TOO_LARGE = "value_too_large"  # a number past float64 or Python's int conversion limit
+TOO_DEEP = "too_deep"  # JSON nested deeper than the parser's recursion allows
+UNPARSEABLE = "unparseable"  # a parser failed in a way no rule above foresaw (a bug: reported)
 
 
 class Example(NamedTuple):

@@ -13,6 +13,8 @@ from stream_perceptron.formats.base import (
     NON_FINITE,
     NON_NUMERIC,
     NOT_AN_OBJECT,
+    TOO_DEEP,
+    VALUE_TOO_LARGE,
     Example,
     LabelCache,
     decode_utf8,
@@ -113,8 +115,8 @@ class JsonLinesParser:
     def _schema_of(self, line: bytes) -> tuple[list[bytes], int, list[str]] | None:
         """The keys of a flat object line the dense path can read, or ``None``."""
         try:
-            obj = _decoder.decode(line.decode("utf-8"))
-        except (ValueError, RecordError):
+            obj = _decode(line.decode("utf-8"))
+        except (ValueError, RecordError):  # UnicodeDecodeError is a ValueError
             return None
         if not isinstance(obj, dict) or self.label not in obj:
             return None
@@ -132,10 +134,7 @@ class JsonLinesParser:
         text = decode_utf8(value)
         if not text.strip():
             raise RecordError(EMPTY_RECORD, "empty line")
-        try:
-            obj = _decoder.decode(text)
-        except json.JSONDecodeError as e:
-            raise RecordError(INVALID_JSON, f"{e.msg} at column {e.colno}") from None
+        obj = _decode(text)
         if not isinstance(obj, dict):
             raise RecordError(NOT_AN_OBJECT, f"a JSON {type(obj).__name__}, not an object")
         nested = obj.get("x")
@@ -155,7 +154,12 @@ def _features(obj: dict[str, Any], label: str | None) -> dict[str, float]:
                 raise RecordError(NON_FINITE, f"feature {name!r} is {v}")
             x[name] = v
         elif t is int or t is bool:
-            x[name] = float(v)
+            try:
+                x[name] = float(v)
+            except OverflowError:
+                raise RecordError(
+                    VALUE_TOO_LARGE, f"feature {name!r} is an integer past float64's range"
+                ) from None
         elif t is str:
             x[f"{name}={v}"] = 1.0
         else:
@@ -163,9 +167,23 @@ def _features(obj: dict[str, Any], label: str | None) -> dict[str, float]:
     return x
 
 
+def _decode(text: str) -> Any:
+    """One JSON value, or the :class:`RecordError` that says why it is not one we can hold."""
+    try:
+        return _decoder.decode(text)
+    except json.JSONDecodeError as e:
+        raise RecordError(INVALID_JSON, f"{e.msg} at column {e.colno}") from None
+    except RecordError:  # NaN or Infinity (a ValueError too)
+        raise
+    except RecursionError:
+        raise RecordError(TOO_DEEP, "nested deeper than the parser allows") from None
+    except ValueError as e:  # an integer over Python's digit limit for str -> int
+        raise RecordError(VALUE_TOO_LARGE, str(e)) from None
+
+
 def _label_of_text(text: str) -> Any:
     """A raw JSON label value (as the dense path copies it) -> the label :meth:`parse` gives."""
-    return _label(_decoder.decode(text))
+    return _label(_decode(text))
 
 
 def _label(y: Any) -> Any:
@@ -173,6 +191,9 @@ def _label(y: Any) -> Any:
         return None
     if isinstance(y, (dict, list)):
         raise RecordError(NON_NUMERIC, f"label is a JSON {type(y).__name__}")
-    if isinstance(y, float) and y.is_integer():
-        return int(y)
+    if isinstance(y, float):
+        if not math.isfinite(y):
+            raise RecordError(NON_FINITE, f"label is {y}")
+        if y.is_integer():
+            return int(y)
     return y
