@@ -52,7 +52,7 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def consumer_options(pairs: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` settings for the consumer; whole numbers become ints.
+    """``NAME=VALUE`` settings for a client (consumer or producer); whole numbers become ints.
 
     Examples
     --------
@@ -64,7 +64,7 @@ def consumer_options(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise StreamPerceptronError(f"--kafka-option {pair!r} is not NAME=VALUE")
+            raise StreamPerceptronError(f"the Kafka option {pair!r} is not NAME=VALUE")
         options[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value
     return options
 
@@ -81,7 +81,11 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         on_revoke=engine.coordinator.revoked,
         on_idle=engine.coordinator.idle,
         exit_at_end=args.exit_at_end,
-        client_options={**consumer_options(args.kafka_option), **client_options(args)},
+        client_options={
+            **consumer_options(args.kafka_option),
+            **client_options(args),
+            **({"group_instance_id": args.instance_id} if args.instance_id else {}),
+        },
     )
 
 
@@ -90,7 +94,7 @@ def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
     from connectors import KafkaSink
 
     servers = args.bootstrap_servers.split(",")
-    options = client_options(args)
+    options = {**consumer_options(args.producer_option), **client_options(args)}
     if args.predictions_topic:
         if outputs.predictions is not None:
             raise StreamPerceptronError("give --predictions or --predictions-topic, not both")

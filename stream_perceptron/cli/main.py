@@ -158,6 +158,21 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=VALUE",
         help="a kafka-python consumer setting, e.g. session_timeout_ms=10000 (repeat)",
     )
+    kafka.add_argument(
+        "--producer-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a kafka-python producer setting for the predictions and dead-letter topics, e.g. "
+        "linger_ms=20, batch_size=262144, compression_type=lz4, acks=1 (repeat; default acks=all, "
+        "linger_ms=5)",
+    )
+    kafka.add_argument(
+        "--instance-id",
+        metavar="ID",
+        help="static group membership (group.instance.id): a worker restarted with the same ID "
+        "takes its partitions back without a rebalance (deploy/k8s passes the pod name)",
+    )
     kafka.add_argument("--ssl-cafile", metavar="PATH")
     kafka.add_argument("--ssl-certfile", metavar="PATH")
     kafka.add_argument("--ssl-keyfile", metavar="PATH")

@@ -91,7 +91,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         if args.metrics_port is None:
             args.metrics_port = DEFAULT_KAFKA_METRICS_PORT
     else:
-        for flag in ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group"):
+        kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group")
+        for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
     if args.metrics_port is not None and args.metrics_port < 0:
