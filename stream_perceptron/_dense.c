@@ -912,7 +912,7 @@ typedef struct {
 
 static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
                               double *W, double *b, unsigned char *updated, double lr,
-                              int bias_mode, int compensated, int64_t *preds, MultiState *st)
+                              int bias_mode, int64_t *preds, MultiState *st)
 {
     double max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
@@ -937,25 +937,11 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         if (y < 0)
             continue; /* unlabelled: predicted only */
         n_seen += 1;
-        /* math.sqrt(sum(v * v for v in x.values())) as this Python's sum() adds floats: a left
-           fold before 3.12; from 3.12 Neumaier's compensated sum from the second term on (the
-           first is added to sum()'s int 0 plainly), the compensation added at the end */
-        double sq = 0.0, comp = 0.0;
-        for (Py_ssize_t j = 0; j < d; j++) {
-            double v2 = x[j] * x[j];
-            if (!compensated || j == 0) {
-                sq += v2;
-                continue;
-            }
-            double t = sq + v2;
-            if (fabs(sq) >= fabs(v2))
-                comp += (sq - t) + v2;
-            else
-                comp += (v2 - t) + sq;
-            sq = t;
-        }
-        if (comp != 0.0 && isfinite(comp))
-            sq += comp;
+        /* R: the square root of a plain left fold of the squares from +0.0, in feature order,
+           as MulticlassPerceptron._note_norm defines it */
+        double sq = 0.0;
+        for (Py_ssize_t j = 0; j < d; j++)
+            sq += x[j] * x[j];
         double r = sqrt(sq);
         if (r > max_norm)
             max_norm = r;
@@ -987,24 +973,23 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
 
 PyDoc_STRVAR(kernel_multiclass_doc,
 "kernel_multiclass(X, labels, W, b, updated, n_active, lr, bias_mode, max_norm, n_seen,\n"
-"                  n_mistakes, preds, n, d, n_classes, compensated)\n"
+"                  n_mistakes, preds, n, d, n_classes)\n"
 "    -> (n_active, max_norm, n_seen, n_mistakes)\n\n"
 "MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
 "index, -1 unlabelled), W float64 (n_classes, d) and b float64 (n_classes) updated in place,\n"
 "updated uint8 (n_classes) set for every class that learned, preds int64 (n) the class\n"
-"predicted before learning (-1: no class yet). compensated: R's sum of squares as sum()\n"
-"adds floats from Python 3.12 on.");
+"predicted before learning (-1: no class yet).");
 
 static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 {
     PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_preds;
     Py_ssize_t n_active, n, d, n_classes;
     double lr, max_norm;
-    int bias_mode, compensated;
+    int bias_mode;
     long long n_seen, n_mistakes;
-    if (!PyArg_ParseTuple(args, "OOOOOndidLLOnnnp", &o_X, &o_labels, &o_W, &o_b, &o_updated,
+    if (!PyArg_ParseTuple(args, "OOOOOndidLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
                           &n_active, &lr, &bias_mode, &max_norm, &n_seen, &n_mistakes, &o_preds,
-                          &n, &d, &n_classes, &compensated))
+                          &n, &d, &n_classes))
         return NULL;
     if (n < 0 || d < 0 || n_active < 0 || n_active > n_classes) {
         PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
@@ -1034,7 +1019,7 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
     MultiState st = {max_norm, n_seen, n_mistakes, n_active};
     Py_BEGIN_ALLOW_THREADS
     kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode,
-                      compensated, v[5].buf, &st);
+                      v[5].buf, &st);
     Py_END_ALLOW_THREADS
     release_buffers(v, 6);
     return Py_BuildValue("ndLL", st.n_active, st.max_norm, st.n_seen, st.n_mistakes);

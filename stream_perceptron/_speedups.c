@@ -164,70 +164,26 @@ items_dot(Items *it, PyObject *w, double *dot)
 }
 
 /*
- * math.sqrt(sum(v * v for v in x.values())) exactly as the builtin sum() of this Python
- * computes it: an exact int phase while the squares are ints, then a float phase (plain on
- * 3.11; Neumaier-compensated floats on 3.12+). 1: done; 0: not handled.
+ * R of MulticlassPerceptron._note_norm: the square root of a plain left fold from +0.0 of the
+ * squares in x's order (an int's square is an exact int, converted correctly rounded when
+ * added, as Python's float + int does). 1: done; 0: not handled (a square that is no C long).
  */
 static int
 items_sum_norm(Items *it, double *r)
 {
-    long i_result = 0;
-    int int_phase = 1;
     double f = 0.0;
-#if PY_VERSION_HEX >= 0x030C0000
-    double c = 0.0;
-#endif
     for (Py_ssize_t i = 0; i < it->n; i++) {
         Item *item = &it->items[i];
         if (item->is_int) {
             if (item->iv > SQRT_LLONG_MAX || item->iv < -SQRT_LLONG_MAX ||
                 item->iv * item->iv > LONG_MAX) {
-                return 0; /* a square that is no C long: sum() takes its generic path */
+                return 0;
             }
-            long b = (long)(item->iv * item->iv);
-            if (int_phase) {
-                if (b > LONG_MAX - i_result) {
-                    return 0;
-                }
-                i_result += b;
-            }
-            else {
-#if PY_VERSION_HEX >= 0x030E0000
-                return 0; /* not checked against this Python's sum() */
-#else
-                f += (double)b;
-#endif
-            }
+            f += (double)(long)(item->iv * item->iv);
             continue;
         }
-        double x = item->v * item->v;
-        if (int_phase) {
-            /* int + float: the int converted (correctly rounded), then one addition */
-            f = (double)i_result + x;
-            int_phase = 0;
-            continue;
-        }
-#if PY_VERSION_HEX >= 0x030C0000
-        double t = f + x;
-        if (fabs(f) >= fabs(x)) {
-            c += (f - t) + x;
-        }
-        else {
-            c += (x - t) + f;
-        }
-        f = t;
-#else
-        f += x;
-#endif
+        f += item->v * item->v;
     }
-    if (int_phase) {
-        f = (double)i_result;
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    else if (c && isfinite(c)) {
-        f += c;
-    }
-#endif
     *r = sqrt(f);
     return 1;
 }

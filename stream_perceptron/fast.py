@@ -52,7 +52,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -915,10 +914,8 @@ def learn_dense(
 
 def supports_multiclass(model: Any) -> bool:
     """True for a :class:`MulticlassPerceptron` that :func:`learn_dense_multiclass` can run:
-    not averaged, ``init="zeros"``, the C extension built, and a Python whose ``sum()`` (which
-    gives the model its R) the kernel reproduces: a left fold before 3.12, Neumaier's
-    compensated sum in 3.12 and 3.13 (checked there); later ones are not known yet."""
-    if _c is None or sys.version_info >= (3, 14) or not isinstance(model, MulticlassPerceptron):
+    not averaged, ``init="zeros"``, the C extension built."""
+    if _c is None or not isinstance(model, MulticlassPerceptron):
         return False
     cls = type(model)
     for name in ("_learn", "_step", "_scores", "predict_one", "predict_learn_one"):
@@ -984,7 +981,7 @@ def learn_dense_multiclass(
     n_active, max_norm, n_seen, n_mistakes = _c.kernel_multiclass(
         X, codes, W, bias, updated, known, float(model.lr), _BIAS_CODES[model._bias_mode],
         float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
-        len(classes), sys.version_info >= (3, 12),
+        len(classes),
     )  # fmt: skip
     for c in classes[known:n_active]:
         model._add_class(c)

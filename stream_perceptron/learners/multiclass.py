@@ -167,7 +167,12 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         return y_hat
 
     def _note_norm(self, x: dict) -> None:
-        r = math.sqrt(sum(v * v for v in x.values()))
+        # R's sum of squares: a plain left fold from 0.0 in x's order, on every Python (the C
+        # kernels follow this order, not the builtin sum(), which compensates from 3.12 on).
+        sq = 0.0
+        for v in x.values():
+            sq += v * v
+        r = math.sqrt(sq)
         if r > self._max_norm:
             self._max_norm = r
 

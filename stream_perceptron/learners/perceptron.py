@@ -254,7 +254,11 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     def _plain_score(self, x: dict) -> float:
         w = self._w
-        return sum(w[k] * v for k, v in x.items() if k in w) + self._b
+        dot = 0.0  # a left fold in x's order, as _learn sums
+        for k, v in x.items():
+            if k in w:
+                dot += w[k] * v
+        return dot + self._b
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:

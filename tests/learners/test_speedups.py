@@ -395,19 +395,24 @@ def test_class_kernels_match_the_python_loops(classes, x):
 
 
 @needs_kernels
-def test_sum_of_squares_follows_builtin_sum():
-    """Ints first are summed exactly, then floats: sum(), not a float loop from 0.0."""
+def test_sum_of_squares_is_a_plain_left_fold_not_builtin_sum():
+    """Each square added to a float from 0.0 in order (ints converted as added): the order the
+    Python reference defines, not sum()'s exact int phase or its 3.12 compensation."""
     x = {"a": 422762746, "b": 1356573733, "c": 269738600, "d": 0.1, "e": 7}
     total = sum(v * v for v in x.values())
     loop = 0.0
     for v in x.values():
         loop += v * v
     assert total != loop  # the two orders differ here
-    assert_same(_speedups.class_argmax({}, {}, x)[1], math.sqrt(total))
+    assert_same(_speedups.class_argmax({}, {}, x)[1], math.sqrt(loop))
     assert_same(_speedups.dot_norm({}, x)[1], math.sqrt(loop))  # the binary learner's loop
-    # a square, or a sum of squares, beyond a C long: declined
+    reference = MulticlassPerceptron()
+    reference._note_norm(x)
+    assert_same(reference.max_norm, math.sqrt(loop))
+    # a square beyond a C long: declined (the Python loop takes it)
     assert _speedups.class_argmax({}, {}, {"a": 3037000500}) is None
-    assert _speedups.class_argmax({}, {}, {"a": 3037000499, "b": 3037000499}) is None
+    pair = {"a": 3037000499, "b": 3037000499}
+    assert_same(_speedups.class_argmax({}, {}, pair)[1], math.sqrt(2.0 * 3037000499**2))
 
 
 @needs_kernels
