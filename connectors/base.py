@@ -50,6 +50,10 @@ class Source(Protocol):
         """Release resources; iteration stops at the next batch boundary."""
         ...
 
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
 
 @runtime_checkable
 class Sink(Protocol):

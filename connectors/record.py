@@ -8,6 +8,7 @@ of the bytes; decoding and parsing happen downstream.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -119,14 +120,14 @@ class Record:
 # field lists so that this cannot be forgotten silently.
 
 _new = object.__new__
-_exhaust = deque(maxlen=0).extend
-_pos_source = Position.source.__set__  # type: ignore[attr-defined]
-_pos_offset = Position.offset.__set__  # type: ignore[attr-defined]
-_pos_partition = Position.partition.__set__  # type: ignore[attr-defined]
-_rec_value = Record.value.__set__  # type: ignore[attr-defined]
-_rec_position = Record.position.__set__  # type: ignore[attr-defined]
-_rec_key = Record.key.__set__  # type: ignore[attr-defined]
-_rec_error = Record.error.__set__  # type: ignore[attr-defined]
+_exhaust: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
+_pos_source = vars(Position)["source"].__set__  # the slot descriptor
+_pos_offset = vars(Position)["offset"].__set__  # the slot descriptor
+_pos_partition = vars(Position)["partition"].__set__  # the slot descriptor
+_rec_value = vars(Record)["value"].__set__  # the slot descriptor
+_rec_position = vars(Record)["position"].__set__  # the slot descriptor
+_rec_key = vars(Record)["key"].__set__  # the slot descriptor
+_rec_error = vars(Record)["error"].__set__  # the slot descriptor
 
 
 def build_records(values: list[bytes], source: str, start: int) -> list[Record]:

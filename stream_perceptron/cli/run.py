@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         coordinator=coordinator,
         on_error=args.on_error,
         stats=stats,
-        on_batch=lambda seconds: [hook(seconds) for hook in batch_hooks],
+        on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
     )
     source: Source | None = None
@@ -198,6 +198,11 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         print(f"stream-perceptron: error: {failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _call_all(hooks: list[Callable[[float], None]], seconds: float) -> None:
+    for hook in hooks:
+        hook(seconds)
 
 
 def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -153,7 +153,7 @@ class Engine:
                 if not self.stats.records_this_run:
                     self.stats.started = time.monotonic()  # rates count from the first record
                 with self.lock:
-                    if type(unit) is LineBlock:
+                    if isinstance(unit, LineBlock):
                         self._process_block(unit)
                     else:
                         self._process(unit)

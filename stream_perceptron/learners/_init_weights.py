@@ -48,7 +48,7 @@ class WeightInitializer:
 
     def get_state(self) -> dict[str, Any] | None:
         """The generator's state as JSON-serialisable data (``None`` for zeros)."""
-        return None if self._rng is None else self._rng.bit_generator.state
+        return None if self._rng is None else dict(self._rng.bit_generator.state)
 
     def set_state(self, state: dict[str, Any] | None) -> None:
         """Restore a state produced by :meth:`get_state`."""
