@@ -151,7 +151,8 @@ class RunStats:
             f"accuracy         {acc} (prequential)",
             f"invalid          {s['invalid_total']}",
         ]
-        lines += [f"  {reason:<15}{n}" for reason, n in s["invalid"].items()]
+        width = max([15, *map(len, s["invalid"])])
+        lines += [f"  {reason:<{width}} {n}" for reason, n in s["invalid"].items()]
         rate = s["records_per_second"] or 0.0
         lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")
         return "\n".join(lines)

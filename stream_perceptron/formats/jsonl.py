@@ -172,7 +172,8 @@ def _decode(text: str) -> Any:
     try:
         return _decoder.decode(text)
     except json.JSONDecodeError as e:
-        raise RecordError(INVALID_JSON, f"{e.msg} at column {e.colno}") from None
+        where = "column" if e.msg.endswith(" at") else "at column"  # "... starting at"
+        raise RecordError(INVALID_JSON, f"{e.msg} {where} {e.colno}") from None
     except RecordError:  # NaN or Infinity (a ValueError too)
         raise
     except RecursionError:
