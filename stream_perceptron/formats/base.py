@@ -33,6 +33,7 @@ EMPTY_RECORD = "empty_record"
 LABEL_OUTSIDE_ENCODING = "label_outside_encoding"  # a third label for a binary learner
 VALUE_TOO_LARGE = "value_too_large"  # a number past float64 or Python's int conversion limit
 TOO_DEEP = "too_deep"  # JSON nested deeper than the parser's recursion allows
+DUPLICATE_FEATURE = "duplicate_feature"  # a JSON key or libsvm index given twice in a record
 UNPARSEABLE = "unparseable"  # a parser failed in a way no rule above foresaw (a bug: reported)
 
 

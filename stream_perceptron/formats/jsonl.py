@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from typing import Any
 
 from stream_perceptron.errors import RecordError
 from stream_perceptron.formats.base import (
+    DUPLICATE_FEATURE,
     EMPTY_RECORD,
     INVALID_JSON,
     NON_FINITE,
@@ -23,11 +25,21 @@ from stream_perceptron.formats.base import (
 __all__ = ["JsonLinesParser"]
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is refused (which of the two would be meant?)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        counts = Counter(k for k, _ in pairs)
+        twice = next(k for k, n in counts.items() if n > 1)
+        raise RecordError(DUPLICATE_FEATURE, f"key {twice!r} given twice")
+    return obj
+
+
 def _reject_constant(name: str) -> float:
     raise RecordError(NON_FINITE, f"JSON constant {name}")
 
 
-_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_decoder = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_object)
 
 
 class JsonLinesParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stream_perceptron.errors import RecordError
 from stream_perceptron.formats.base import (
+    DUPLICATE_FEATURE,
     EMPTY_RECORD,
     MALFORMED_TOKEN,
     Example,
@@ -51,5 +52,7 @@ class LibsvmParser:
                 raise RecordError(MALFORMED_TOKEN, f"token {token[:50]!r}")
             if name == "qid":
                 continue
+            if name in x:  # VW would add the two, River keep the last: neither is said
+                raise RecordError(DUPLICATE_FEATURE, f"index {name!r} given twice")
             x[name] = to_number(name, v)
         return Example(x, y)

@@ -34,6 +34,7 @@ BAD: list[tuple[bytes, str]] = [
     (b'{"f0": ' + b"9" * 400 + b', "y": 1}', "value_too_large"),
     (b'{"f0": ' + b"[" * 1900 + b"]" * 1900 + b', "y": 1}', "too_deep"),
     (b'{"f0": 1.0, "y": 1e400}', "non_finite_value"),
+    (b'{"f0": 1.0, "f0": 2.0, "y": 1}', "duplicate_feature"),
     (b'{"f0": 0.5, "pad": "' + b"a" * 5000 + b'", "y": 1}', "line_too_long"),
 ]
 
