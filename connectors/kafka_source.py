@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from connectors import kafka_client
 from connectors.base import Closing, PartitionedSource
 from connectors.errors import ConnectorError
 from connectors.record import Position, Record
@@ -473,6 +474,11 @@ class KafkaSource(Closing, PartitionedSource):
             raise ConnectorError(
                 f"cannot create a Kafka consumer for {self._config['bootstrap_servers']!r}: {exc!r}"
             ) from exc
+        try:
+            kafka_client.require_internals(consumer)
+        except ConnectorError:
+            consumer.close(autocommit=False, timeout_ms=self._commit_timeout_ms)
+            raise
         consumer.subscribe(topics=self.topics, listener=self._listener(consumer))
         self._consumer = consumer
         logger.info("subscribed to %s as group %r", self.topics, self.group_id)
@@ -562,7 +568,7 @@ class KafkaSource(Closing, PartitionedSource):
         """Log when the group coordinator is lost and found again (kafka-python reconnects)."""
         if not self._had_partitions:
             return
-        lost = consumer._coordinator.coordinator_unknown()  # kafka-python 3; no network call
+        lost = kafka_client.coordinator_unknown(consumer)  # no network call
         if lost and self._lost_since is None:
             self._lost_since = time.monotonic()
             logger.warning(
@@ -605,7 +611,7 @@ class KafkaSource(Closing, PartitionedSource):
 
     # -- rebalances ----------------------------------------------------------------------------
     def _listener(self, consumer: KafkaConsumer) -> Any:
-        from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+        from kafka import AsyncConsumerRebalanceListener
 
         source = self
 
@@ -634,7 +640,6 @@ class KafkaSource(Closing, PartitionedSource):
         from kafka.future import Future
 
         done = Future()
-        call_soon = consumer._manager.call_soon  # thread-safe scheduling onto the IO loop
 
         def finish() -> None:
             done.success(None)
@@ -646,7 +651,7 @@ class KafkaSource(Closing, PartitionedSource):
                 logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
                 self._callback_error = exc
             finally:
-                call_soon(finish)
+                kafka_client.call_soon_threadsafe(consumer, finish)
 
         threading.Thread(target=run, name="kafka-source-rebalance", daemon=True).start()
         await done

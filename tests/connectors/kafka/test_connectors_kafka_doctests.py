@@ -8,7 +8,9 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["connectors.kafka_source", "connectors.kafka_sink"])
+@pytest.mark.parametrize(
+    "name", ["connectors.kafka_source", "connectors.kafka_sink", "connectors.kafka_client"]
+)
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0, f"{name} has no examples"

@@ -1,0 +1,141 @@
+"""The only place where the connectors reach into kafka-python's private internals.
+
+kafka-python 3 (written against 3.0.12) has no public API for two things
+:class:`~connectors.kafka_source.KafkaSource` needs; each is wrapped here so a
+library change fails loudly, with a :class:`~connectors.errors.ConnectorError`
+naming the missing attribute, instead of deep inside a rebalance.
+``tests/connectors/kafka/test_kafka_client_adapter.py`` checks both against the
+installed library.
+
+* :func:`coordinator_unknown`: whether the group coordinator is unknown or
+  unreachable. ``KafkaConsumer.group_metadata().state`` stays ``STABLE`` while
+  the broker is away, and ``KafkaConsumer.metrics()`` (documented as unstable)
+  has no coordinator metric.
+* :func:`call_soon_threadsafe`: run a function on kafka-python's IO loop from
+  another thread. An ``AsyncConsumerRebalanceListener`` that awaits work done
+  in a helper thread needs it: a ``kafka.future.Future`` completed from a
+  foreign thread resumes its awaiting task without waking the loop (and not
+  thread-safely). A synchronous ``ConsumerRebalanceListener`` is no way out:
+  it runs on the IO loop, where blocking consumer calls (``committed``,
+  ``commit``, ``end_offsets``...) are refused, and it cannot wait for a helper
+  thread making them, since those calls need the loop it would be blocking.
+
+:func:`require_internals` checks both at once, before the consumer is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from connectors.errors import ConnectorError
+
+__all__ = ["call_soon_threadsafe", "coordinator_unknown", "require_internals"]
+
+_TESTED_WITH = "kafka-python 3.0.12"
+
+
+def _private_method(consumer: Any, owner: str, method: str) -> Callable[..., Any]:
+    """``getattr(getattr(consumer, owner), method)``, or a ConnectorError saying what changed."""
+    holder = getattr(consumer, owner, None)
+    bound = getattr(holder, method, None)
+    if holder is None or not callable(bound):
+        raise ConnectorError(
+            f"the installed kafka-python has no KafkaConsumer.{owner}.{method}() (relied on"
+            f" since no public API does the job; tested with {_TESTED_WITH}): see"
+            " connectors/kafka_client.py"
+        )
+    return bound
+
+
+def coordinator_unknown(consumer: Any) -> bool:
+    """Whether ``consumer``'s group coordinator is unknown or its connection is down.
+
+    Relies on ``KafkaConsumer._coordinator.coordinator_unknown()``
+    (``kafka.coordinator.base.BaseCoordinator``, kafka-python 3.0.12): no
+    network call; it marks a disconnected coordinator dead, so kafka-python
+    looks it up again. No public equivalent: ``group_metadata().state`` stays
+    ``STABLE`` while the broker is away, and ``metrics()`` has no such metric.
+
+    Parameters
+    ----------
+    consumer
+        A ``kafka.KafkaConsumer`` with a ``group_id``.
+
+    Returns
+    -------
+    bool
+        ``True`` while no coordinator is known (e.g. the broker is unreachable).
+
+    Raises
+    ------
+    ConnectorError
+        If kafka-python no longer has the attribute, or it does not return a bool.
+
+    Examples
+    --------
+    >>> class Coordinator:
+    ...     def coordinator_unknown(self):
+    ...         return False
+    >>> class Consumer:
+    ...     _coordinator = Coordinator()
+    >>> coordinator_unknown(Consumer())
+    False
+    >>> coordinator_unknown(object())
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: ...KafkaConsumer._coordinator.coordinator_unknown()...
+    """
+    unknown = _private_method(consumer, "_coordinator", "coordinator_unknown")()
+    if not isinstance(unknown, bool):
+        raise ConnectorError(
+            "KafkaConsumer._coordinator.coordinator_unknown() of the installed kafka-python"
+            f" returned {unknown!r}, not a bool (tested with {_TESTED_WITH})"
+        )
+    return unknown
+
+
+def call_soon_threadsafe(consumer: Any, fn: Callable[[], object]) -> None:
+    """Schedule ``fn()`` on ``consumer``'s IO loop thread, from any thread; return at once.
+
+    Relies on ``KafkaConsumer._manager.call_soon(fn)``
+    (``kafka.net.manager.KafkaConnectionManager``, kafka-python 3.0.12):
+    documented there as thread-safe, it queues ``fn`` and wakes the loop. No
+    public equivalent: the public consumer calls only run kafka-python's own
+    coroutines on the loop.
+
+    Use it to complete a ``kafka.future.Future`` awaited on the loop (by an
+    ``AsyncConsumerRebalanceListener``) from a helper thread.
+
+    Parameters
+    ----------
+    consumer
+        A ``kafka.KafkaConsumer`` (not closed).
+    fn
+        Called without arguments on the IO loop thread; keep it short.
+
+    Raises
+    ------
+    ConnectorError
+        If kafka-python no longer has the attribute.
+    RuntimeError
+        From kafka-python, if the consumer's IO loop is closed.
+    """
+    _private_method(consumer, "_manager", "call_soon")(fn)
+
+
+def require_internals(consumer: Any) -> None:
+    """Check that ``consumer`` has what :func:`coordinator_unknown` and
+    :func:`call_soon_threadsafe` rely on, without calling it.
+
+    Called right after a consumer is created, so a kafka-python change is
+    reported there rather than inside a rebalance (where an error would leave
+    the consumer's IO loop waiting).
+
+    Raises
+    ------
+    ConnectorError
+        Naming the first missing attribute.
+    """
+    _private_method(consumer, "_coordinator", "coordinator_unknown")
+    _private_method(consumer, "_manager", "call_soon")
