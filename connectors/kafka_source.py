@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from connectors import kafka_client
-from connectors.base import Closing, PartitionedSource
+from connectors.base import Closing, PartitionedSource, PositionKey
 from connectors.errors import ConnectorError
 from connectors.record import Position, Record
 
@@ -29,7 +29,7 @@ __all__ = ["KafkaSource", "TopicPartitionKey", "split_message"]
 logger = logging.getLogger(__name__)
 
 #: ``(topic, partition)``
-TopicPartitionKey = tuple[str, int]
+TopicPartitionKey = PositionKey  # (topic, partition): a partition is never None here
 
 _T = TypeVar("_T")
 
