@@ -30,8 +30,9 @@ from connectors.base import (
 )
 from connectors.errors import ConnectorError
 from connectors.files import FileSink, open_sink
+from connectors.kafka_common import TopicPartitionKey
 from connectors.kafka_sink import KafkaSink
-from connectors.kafka_source import KafkaSource, TopicPartitionKey
+from connectors.kafka_source import KafkaSource
 from connectors.line_block import LineBlock
 from connectors.lines import LineSource
 from connectors.memory import MemorySink, MemorySource

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from connectors.base import Closing, MessageSink
 from connectors.errors import ConnectorError
-from connectors.kafka_source import merge_client_options
+from connectors.kafka_common import merge_client_options
 
 if TYPE_CHECKING:
     from kafka.producer import KafkaProducer

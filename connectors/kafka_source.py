@@ -12,26 +12,30 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from connectors import kafka_client
-from connectors.base import Closing, PartitionedSource, PositionKey
+from connectors.base import Closing, PartitionedSource
 from connectors.errors import ConnectorError
+from connectors.kafka_common import (
+    TopicPartitionKey,
+    check_offsets,
+    fatal_errors,
+    merge_client_options,
+    split_message,
+)
+from connectors.kafka_progress import ProgressTracking
+from connectors.kafka_rebalance import RETRY_PAUSE_S, RebalanceHandling
 from connectors.record import Position, Record
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
-    from kafka.structs import TopicPartition
 
 __all__ = ["KafkaSource", "TopicPartitionKey", "split_message"]
 
 logger = logging.getLogger(__name__)
 
-#: ``(topic, partition)``
-TopicPartitionKey = PositionKey  # (topic, partition): a partition is never None here
-
-_T = TypeVar("_T")
 
 # Set by the source itself; a client option may not override them.
 _RESERVED_CONSUMER_OPTIONS = frozenset(
@@ -44,108 +48,9 @@ _RESERVED_CONSUMER_OPTIONS = frozenset(
         "value_deserializer",
     }
 )
-_REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
-_RETRY_PAUSE_S = 0.5  # pause after a failed poll or assignment call
-_LAG_REFRESH_S = 2.0  # how often cached end offsets are updated from fetch responses
 
 
-def merge_client_options(
-    defaults: dict[str, Any], client_options: dict[str, Any] | None, reserved: Iterable[str]
-) -> dict[str, Any]:
-    """Return ``defaults`` updated with ``client_options``, refusing reserved keys.
-
-    Parameters
-    ----------
-    defaults
-        Settings of the connector, overridable unless reserved.
-    client_options
-        kafka-python settings given by the caller (security, timeouts...).
-    reserved
-        Keys the connector sets itself.
-
-    Returns
-    -------
-    dict
-        The settings to pass to the kafka-python client.
-
-    Raises
-    ------
-    ConnectorError
-        If ``client_options`` is not a dict or contains a reserved key.
-
-    Examples
-    --------
-    >>> merge_client_options({"acks": "all"}, {"linger_ms": 5}, {"bootstrap_servers"})
-    {'acks': 'all', 'linger_ms': 5}
-    """
-    options = dict(client_options or {})
-    if client_options is not None and not isinstance(client_options, dict):
-        raise ConnectorError(f"client_options must be a dict, got {type(client_options).__name__}")
-    clash = sorted(set(options) & set(reserved))
-    if clash:
-        raise ConnectorError(f"client_options may not set {', '.join(clash)}")
-    return {**defaults, **options}
-
-
-def split_message(value: bytes) -> list[bytes]:
-    """Split a message value into lines, as :class:`KafkaSource` does.
-
-    A line ends at ``b"\\n"``; a ``b"\\r"`` ending a line is removed. A final
-    newline does not start another line, but empty lines elsewhere are kept,
-    so every message gives at least one line and nothing is dropped.
-
-    Parameters
-    ----------
-    value
-        The message value.
-
-    Returns
-    -------
-    list of bytes
-        The lines, without terminators.
-
-    Examples
-    --------
-    >>> split_message(b"a\\r\\n\\nb\\n")
-    [b'a', b'', b'b']
-    >>> split_message(b""), split_message(b"\\n"), split_message(b"x\\r")
-    ([b''], [b''], [b'x'])
-    """
-    lines = value.split(b"\n")
-    if len(lines) > 1 and not lines[-1]:
-        lines.pop()
-    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
-
-
-def _fatal_errors() -> tuple[type[Exception], ...]:
-    """kafka-python errors that retrying cannot fix (configuration, rights)."""
-    import kafka.errors as errors
-
-    return (
-        errors.AuthorizationError,
-        errors.SaslAuthenticationFailedError,
-        errors.UnsupportedSaslMechanismError,
-        errors.IllegalSaslStateError,
-        errors.KafkaConfigurationError,
-        errors.IllegalStateError,
-        errors.UnsupportedVersionError,
-        errors.InvalidTopicError,
-        errors.InvalidGroupIdError,
-        errors.InvalidSessionTimeoutError,
-        errors.FencedInstanceIdError,
-    )
-
-
-def _check_offsets(offsets: object, what: str) -> dict[TopicPartitionKey, int]:
-    if not isinstance(offsets, dict):
-        raise ConnectorError(f"{what} must be a dict, got {type(offsets).__name__}")
-    for key, offset in offsets.items():
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ConnectorError(f"{what}: offset of {key!r} must be an int >= 0, got {offset!r}")
-    return offsets
-
-
-class KafkaSource(Closing, PartitionedSource):
+class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSource):
     """Consume Kafka topics in a consumer group, in batches of records.
 
     Parameters
@@ -311,26 +216,6 @@ class KafkaSource(Closing, PartitionedSource):
         with self._lock:
             return list(self._assigned)
 
-    def lag(self) -> dict[TopicPartitionKey, int]:
-        """Messages not yet read, per assigned partition (end offset - position).
-
-        Returns
-        -------
-        dict
-            ``{(topic, partition): lag}``; uses cached end offsets, no network call.
-        """
-        with self._lock:
-            return {
-                tp: max(0, self._ends[tp] - self._positions[tp])
-                for tp in self._assigned
-                if tp in self._ends and tp in self._positions
-            }
-
-    def committed_offsets(self) -> dict[TopicPartitionKey, int]:
-        """Offsets last committed successfully by this source, per partition."""
-        with self._lock:
-            return dict(self._committed)
-
     # -- Source --------------------------------------------------------------------------------
     def batches(self) -> Iterator[list[Record]]:
         """Return an iterator over batches: the messages of one poll each.
@@ -385,7 +270,7 @@ class KafkaSource(Closing, PartitionedSource):
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
-        _check_offsets(next_offsets, "commit")
+        check_offsets(next_offsets, "commit")
         consumer = self._consumer
         with self._lock:
             assigned = set(self._assigned)
@@ -493,10 +378,10 @@ class KafkaSource(Closing, PartitionedSource):
             )
         except KafkaError as exc:
             self._raise_callback_error()
-            if isinstance(exc, _fatal_errors()):
+            if isinstance(exc, fatal_errors()):
                 raise ConnectorError(f"consuming {self.topics!r} failed: {exc!r}") from exc
             logger.warning("polling %s failed, retrying: %r", self.topics, exc)
-            time.sleep(_RETRY_PAUSE_S)
+            time.sleep(RETRY_PAUSE_S)
             return {}
         self._raise_callback_error()
         self._refresh_ends(consumer)
@@ -527,61 +412,6 @@ class KafkaSource(Closing, PartitionedSource):
                     self._positions[tp] = max(offset, self._positions[tp])
         return records
 
-    def _at_end(self, consumer: KafkaConsumer, *, refresh: bool) -> bool:
-        from kafka.errors import KafkaError
-        from kafka.structs import MemberState, TopicPartition
-
-        if consumer.group_metadata().state != MemberState.STABLE:
-            return False
-        current = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
-        with self._lock:
-            if not current or current != self._assigned:
-                return False  # nothing assigned yet, or an assignment is being handled
-            pending = [tp for tp in current if self._positions[tp] < self._stop_at[tp]]
-        if pending and refresh:  # positions can move past non-message records
-            try:
-                moved = {tp: consumer.position(TopicPartition(*tp), timeout_ms=0) for tp in pending}
-            except KafkaError as exc:
-                logger.debug("reading positions failed: %r", exc)
-                return False
-            with self._lock:
-                for tp, offset in moved.items():
-                    if offset is not None and tp in self._positions:
-                        self._positions[tp] = max(offset, self._positions[tp])
-                pending = [tp for tp in pending if self._positions[tp] < self._stop_at[tp]]
-        return not pending
-
-    def _refresh_ends(self, consumer: KafkaConsumer) -> None:
-        now = time.monotonic()
-        if now - self._ends_refreshed < _LAG_REFRESH_S:
-            return
-        self._ends_refreshed = now
-        highwaters = {
-            (tp.topic, tp.partition): consumer.highwater(tp) for tp in consumer.assignment()
-        }
-        with self._lock:
-            for tp in self._assigned:
-                if highwaters.get(tp) is not None:
-                    self._ends[tp] = highwaters[tp]
-
-    def _watch_coordinator(self, consumer: KafkaConsumer) -> None:
-        """Log when the group coordinator is lost and found again (kafka-python reconnects)."""
-        if not self._had_partitions:
-            return
-        lost = kafka_client.coordinator_unknown(consumer)  # no network call
-        if lost and self._lost_since is None:
-            self._lost_since = time.monotonic()
-            logger.warning(
-                "group %r lost its coordinator (broker unreachable?); reconnecting", self.group_id
-            )
-        elif not lost and self._lost_since is not None:
-            logger.info(
-                "group %r reached its coordinator again after %.1f s",
-                self.group_id,
-                time.monotonic() - self._lost_since,
-            )
-            self._lost_since = None
-
     def _close_consumer(self) -> None:
         from kafka.errors import KafkaError
 
@@ -608,144 +438,3 @@ class KafkaSource(Closing, PartitionedSource):
         error, self._callback_error = self._callback_error, None
         if error is not None:
             raise error
-
-    # -- rebalances ----------------------------------------------------------------------------
-    def _listener(self, consumer: KafkaConsumer) -> Any:
-        from kafka import AsyncConsumerRebalanceListener
-
-        source = self
-
-        class Listener(AsyncConsumerRebalanceListener):
-            async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-                await source._in_helper_thread(consumer, source._revoked, revoked)
-
-            async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-                await source._in_helper_thread(consumer, source._assigned_now, assigned)
-
-        return Listener()
-
-    async def _in_helper_thread(
-        self,
-        consumer: KafkaConsumer,
-        handler: Callable[[KafkaConsumer, set[TopicPartition]], None],
-        partitions: set[TopicPartition],
-    ) -> None:
-        """Run ``handler`` in a new thread; the IO loop goes on meanwhile.
-
-        kafka-python 3 calls listeners on its IO loop thread, where blocking
-        consumer calls (commit, committed, seek...) are refused. The handler's
-        failure is kept for the polling thread to raise, not given to
-        kafka-python (whose close() would then stop half-way).
-        """
-        from kafka.future import Future
-
-        done = Future()
-
-        def finish() -> None:
-            done.success(None)
-
-        def run() -> None:
-            try:
-                handler(consumer, partitions)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
-                logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
-                self._callback_error = exc
-            finally:
-                kafka_client.call_soon_threadsafe(consumer, finish)
-
-        threading.Thread(target=run, name="kafka-source-rebalance", daemon=True).start()
-        await done
-
-    def _assigned_now(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
-        tps = sorted(partitions)
-        keys = [(tp.topic, tp.partition) for tp in tps]
-        if not tps:
-            self._count_change(keys)
-            logger.info("group %r assigned no partitions of %s", self.group_id, self.topics)
-            return
-        committed = self._retrying(
-            "reading committed offsets",
-            lambda: {tp: consumer.committed(tp, timeout_ms=_REQUEST_TIMEOUT_MS) for tp in tps},
-        )
-        wanted = _check_offsets(self._on_assign(list(keys)) if self._on_assign else {}, "on_assign")
-        positions: dict[TopicPartition, int] = {}
-        for tp, key in zip(tps, keys):
-            starts = [o for o in (wanted.get(key), committed[tp]) if o is not None]
-            if starts:
-                positions[tp] = max(starts)
-                consumer.seek(tp, positions[tp])
-        reset = [tp for tp in tps if tp not in positions]  # auto_offset_reset applies
-        if reset:
-            positions.update(
-                self._retrying(
-                    "finding start positions", lambda: {tp: _position(consumer, tp) for tp in reset}
-                )
-            )
-        ends = self._retrying(
-            "reading end offsets", lambda: consumer.end_offsets(tps, timeout_ms=_REQUEST_TIMEOUT_MS)
-        )
-        with self._lock:
-            self._assigned = sorted(set(self._assigned) | set(keys))
-            for tp, key in zip(tps, keys):
-                self._positions[key] = positions[tp]
-                self._ends[key] = self._stop_at[key] = ends[tp]
-                if committed[tp] is not None:
-                    self._floor[key] = max(committed[tp], self._floor.get(key, -1))
-            self._had_partitions = True
-        self._count_change(keys)
-        logger.info(
-            "group %r assigned %s: starting at %s (checkpoint %s, committed %s), end %s",
-            self.group_id,
-            keys,
-            [positions[tp] for tp in tps],
-            [wanted.get(key) for key in keys],
-            [committed[tp] for tp in tps],
-            [ends[tp] for tp in tps],
-        )
-
-    def _count_change(self, added: list[TopicPartitionKey]) -> None:
-        with self._lock:
-            current = set(self._assigned) | set(added)
-            if current != self._last_assignment:
-                self._last_assignment = current
-                self.rebalances += 1
-
-    def _revoked(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
-        with self._lock:
-            announced = set(self._assigned)
-        keys = sorted(k for k in ((tp.topic, tp.partition) for tp in partitions) if k in announced)
-        if not keys:
-            return
-        logger.info("group %r gives up %s", self.group_id, keys)
-        try:
-            if self._on_revoke is not None:
-                self._on_revoke(list(keys))
-        finally:
-            with self._lock:
-                self._assigned = [k for k in self._assigned if k not in keys]
-                for key in keys:
-                    self._positions.pop(key, None)
-                    self._ends.pop(key, None)
-                    self._stop_at.pop(key, None)
-
-    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
-        from kafka.errors import KafkaError
-
-        deadline = time.monotonic() + self._assignment_timeout_s
-        while True:
-            try:
-                return call()
-            except KafkaError as exc:
-                if isinstance(exc, _fatal_errors()) or time.monotonic() > deadline:
-                    raise ConnectorError(f"{what} for {self.topics!r} failed: {exc!r}") from exc
-                logger.warning("%s for %s failed, retrying: %r", what, self.topics, exc)
-                time.sleep(_RETRY_PAUSE_S)
-
-
-def _position(consumer: KafkaConsumer, tp: TopicPartition) -> int:
-    from kafka.errors import KafkaTimeoutError
-
-    offset = consumer.position(tp, timeout_ms=_REQUEST_TIMEOUT_MS)
-    if offset is None:
-        raise KafkaTimeoutError(f"no position for {tp} within {_REQUEST_TIMEOUT_MS} ms")
-    return offset

@@ -9,7 +9,13 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "name", ["connectors.kafka_source", "connectors.kafka_sink", "connectors.kafka_client"]
+    "name",
+    [
+        "connectors.kafka_common",
+        "connectors.kafka_source",
+        "connectors.kafka_sink",
+        "connectors.kafka_client",
+    ],
 )
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)

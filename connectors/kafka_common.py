@@ -1,0 +1,110 @@
+"""What the Kafka source and sink share: client options, message splitting, offsets, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from connectors.base import PositionKey
+from connectors.errors import ConnectorError
+
+__all__ = ["TopicPartitionKey", "merge_client_options", "split_message"]
+
+#: ``(topic, partition)``: the connectors' position key; a partition is never None here.
+TopicPartitionKey = PositionKey
+
+
+def merge_client_options(
+    defaults: dict[str, Any], client_options: dict[str, Any] | None, reserved: Iterable[str]
+) -> dict[str, Any]:
+    """Return ``defaults`` updated with ``client_options``, refusing reserved keys.
+
+    Parameters
+    ----------
+    defaults
+        Settings of the connector, overridable unless reserved.
+    client_options
+        kafka-python settings given by the caller (security, timeouts...).
+    reserved
+        Keys the connector sets itself.
+
+    Returns
+    -------
+    dict
+        The settings to pass to the kafka-python client.
+
+    Raises
+    ------
+    ConnectorError
+        If ``client_options`` is not a dict or contains a reserved key.
+
+    Examples
+    --------
+    >>> merge_client_options({"acks": "all"}, {"linger_ms": 5}, {"bootstrap_servers"})
+    {'acks': 'all', 'linger_ms': 5}
+    """
+    options = dict(client_options or {})
+    if client_options is not None and not isinstance(client_options, dict):
+        raise ConnectorError(f"client_options must be a dict, got {type(client_options).__name__}")
+    clash = sorted(set(options) & set(reserved))
+    if clash:
+        raise ConnectorError(f"client_options may not set {', '.join(clash)}")
+    return {**defaults, **options}
+
+
+def split_message(value: bytes) -> list[bytes]:
+    """Split a message value into lines, as :class:`KafkaSource` does.
+
+    A line ends at ``b"\\n"``; a ``b"\\r"`` ending a line is removed. A final
+    newline does not start another line, but empty lines elsewhere are kept,
+    so every message gives at least one line and nothing is dropped.
+
+    Parameters
+    ----------
+    value
+        The message value.
+
+    Returns
+    -------
+    list of bytes
+        The lines, without terminators.
+
+    Examples
+    --------
+    >>> split_message(b"a\\r\\n\\nb\\n")
+    [b'a', b'', b'b']
+    >>> split_message(b""), split_message(b"\\n"), split_message(b"x\\r")
+    ([b''], [b''], [b'x'])
+    """
+    lines = value.split(b"\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def fatal_errors() -> tuple[type[Exception], ...]:
+    """kafka-python errors that retrying cannot fix (configuration, rights)."""
+    import kafka.errors as errors
+
+    return (
+        errors.AuthorizationError,
+        errors.SaslAuthenticationFailedError,
+        errors.UnsupportedSaslMechanismError,
+        errors.IllegalSaslStateError,
+        errors.KafkaConfigurationError,
+        errors.IllegalStateError,
+        errors.UnsupportedVersionError,
+        errors.InvalidTopicError,
+        errors.InvalidGroupIdError,
+        errors.InvalidSessionTimeoutError,
+        errors.FencedInstanceIdError,
+    )
+
+
+def check_offsets(offsets: object, what: str) -> dict[TopicPartitionKey, int]:
+    if not isinstance(offsets, dict):
+        raise ConnectorError(f"{what} must be a dict, got {type(offsets).__name__}")
+    for key, offset in offsets.items():
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConnectorError(f"{what}: offset of {key!r} must be an int >= 0, got {offset!r}")
+    return offsets

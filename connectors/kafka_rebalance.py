@@ -1,0 +1,192 @@
+"""The Kafka source's side of a rebalance: where newly assigned partitions start, what is saved
+and committed before partitions are given up.
+
+kafka-python 3 calls rebalance listeners on its IO loop thread, where blocking consumer calls
+(commit, committed, seek...) are refused: each handler runs in a helper thread while the loop
+goes on, and the loop is woken when it is done (:mod:`connectors.kafka_client`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from connectors import kafka_client
+from connectors.errors import ConnectorError
+from connectors.kafka_common import TopicPartitionKey, check_offsets, fatal_errors
+
+if TYPE_CHECKING:
+    from kafka.consumer import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+__all__ = ["RebalanceHandling"]
+
+logger = logging.getLogger("connectors.kafka_source")  # the source's own log
+
+_T = TypeVar("_T")
+REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
+RETRY_PAUSE_S = 0.5  # pause after a failed poll or assignment call
+
+
+class RebalanceHandling:
+    """Assignment and revocation for :class:`~connectors.kafka_source.KafkaSource` (a mixin: the
+    state it reads and updates is the source's, under the source's lock)."""
+
+    group_id: str
+    topics: list[str]
+    rebalances: int
+    _lock: threading.Lock
+    _assigned: list[TopicPartitionKey]
+    _positions: dict[TopicPartitionKey, int]
+    _ends: dict[TopicPartitionKey, int]
+    _stop_at: dict[TopicPartitionKey, int]
+    _floor: dict[TopicPartitionKey, int]
+    _last_assignment: set[TopicPartitionKey]
+    _had_partitions: bool
+    _callback_error: BaseException | None
+    _assignment_timeout_s: float
+    _on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None
+    _on_revoke: Callable[[list[TopicPartitionKey]], None] | None
+
+    def _listener(self, consumer: KafkaConsumer) -> Any:
+        from kafka import AsyncConsumerRebalanceListener
+
+        source = self
+
+        class Listener(AsyncConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+                await source._in_helper_thread(consumer, source._revoked, revoked)
+
+            async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+                await source._in_helper_thread(consumer, source._assigned_now, assigned)
+
+        return Listener()
+
+    async def _in_helper_thread(
+        self,
+        consumer: KafkaConsumer,
+        handler: Callable[[KafkaConsumer, set[TopicPartition]], None],
+        partitions: set[TopicPartition],
+    ) -> None:
+        """Run ``handler`` in a new thread; the IO loop goes on meanwhile.
+
+        kafka-python 3 calls listeners on its IO loop thread, where blocking
+        consumer calls (commit, committed, seek...) are refused. The handler's
+        failure is kept for the polling thread to raise, not given to
+        kafka-python (whose close() would then stop half-way).
+        """
+        from kafka.future import Future
+
+        done = Future()
+
+        def finish() -> None:
+            done.success(None)
+
+        def run() -> None:
+            try:
+                handler(consumer, partitions)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
+                logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
+                self._callback_error = exc
+            finally:
+                kafka_client.call_soon_threadsafe(consumer, finish)
+
+        threading.Thread(target=run, name="kafka-source-rebalance", daemon=True).start()
+        await done
+
+    def _assigned_now(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
+        tps = sorted(partitions)
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        if not tps:
+            self._count_change(keys)
+            logger.info("group %r assigned no partitions of %s", self.group_id, self.topics)
+            return
+        committed = self._retrying(
+            "reading committed offsets",
+            lambda: {tp: consumer.committed(tp, timeout_ms=REQUEST_TIMEOUT_MS) for tp in tps},
+        )
+        wanted = check_offsets(self._on_assign(list(keys)) if self._on_assign else {}, "on_assign")
+        positions: dict[TopicPartition, int] = {}
+        for tp, key in zip(tps, keys):
+            starts = [o for o in (wanted.get(key), committed[tp]) if o is not None]
+            if starts:
+                positions[tp] = max(starts)
+                consumer.seek(tp, positions[tp])
+        reset = [tp for tp in tps if tp not in positions]  # auto_offset_reset applies
+        if reset:
+            positions.update(
+                self._retrying(
+                    "finding start positions", lambda: {tp: _position(consumer, tp) for tp in reset}
+                )
+            )
+        ends = self._retrying(
+            "reading end offsets", lambda: consumer.end_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
+        )
+        with self._lock:
+            self._assigned = sorted(set(self._assigned) | set(keys))
+            for tp, key in zip(tps, keys):
+                self._positions[key] = positions[tp]
+                self._ends[key] = self._stop_at[key] = ends[tp]
+                if committed[tp] is not None:
+                    self._floor[key] = max(committed[tp], self._floor.get(key, -1))
+            self._had_partitions = True
+        self._count_change(keys)
+        logger.info(
+            "group %r assigned %s: starting at %s (checkpoint %s, committed %s), end %s",
+            self.group_id,
+            keys,
+            [positions[tp] for tp in tps],
+            [wanted.get(key) for key in keys],
+            [committed[tp] for tp in tps],
+            [ends[tp] for tp in tps],
+        )
+
+    def _count_change(self, added: list[TopicPartitionKey]) -> None:
+        with self._lock:
+            current = set(self._assigned) | set(added)
+            if current != self._last_assignment:
+                self._last_assignment = current
+                self.rebalances += 1
+
+    def _revoked(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
+        with self._lock:
+            announced = set(self._assigned)
+        keys = sorted(k for k in ((tp.topic, tp.partition) for tp in partitions) if k in announced)
+        if not keys:
+            return
+        logger.info("group %r gives up %s", self.group_id, keys)
+        try:
+            if self._on_revoke is not None:
+                self._on_revoke(list(keys))
+        finally:
+            with self._lock:
+                self._assigned = [k for k in self._assigned if k not in keys]
+                for key in keys:
+                    self._positions.pop(key, None)
+                    self._ends.pop(key, None)
+                    self._stop_at.pop(key, None)
+
+    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + self._assignment_timeout_s
+        while True:
+            try:
+                return call()
+            except KafkaError as exc:
+                if isinstance(exc, fatal_errors()) or time.monotonic() > deadline:
+                    raise ConnectorError(f"{what} for {self.topics!r} failed: {exc!r}") from exc
+                logger.warning("%s for %s failed, retrying: %r", what, self.topics, exc)
+                time.sleep(RETRY_PAUSE_S)
+
+
+def _position(consumer: KafkaConsumer, tp: TopicPartition) -> int:
+    from kafka.errors import KafkaTimeoutError
+
+    offset = consumer.position(tp, timeout_ms=REQUEST_TIMEOUT_MS)
+    if offset is None:
+        raise KafkaTimeoutError(f"no position for {tp} within {REQUEST_TIMEOUT_MS} ms")
+    return offset
