@@ -21,7 +21,6 @@
 
 #define EXACT_INT_LIMIT 9007199254740992LL /* 2**53: every int up to it is a double */
 #define STACK_ITEMS 64
-#define SQRT_LLONG_MAX 3037000499LL /* the largest int whose square is a long long */
 
 /* One (key, value) of x, both references owned while the kernel runs. */
 typedef struct {
@@ -164,72 +163,18 @@ items_dot(Items *it, PyObject *w, double *dot)
 }
 
 /*
- * math.sqrt(sum(v * v for v in x.values())) exactly as the builtin sum() of this Python
- * computes it: an exact int phase while the squares are ints, then a float phase (plain on
- * 3.11; Neumaier-compensated floats on 3.12+). 1: done; 0: not handled.
+ * The norm of x as both learners compute it in Python: sq = 0.0, then sq += v * v for every
+ * item in x's order (a plain left fold; an int square converted, correctly rounded, when
+ * added, which is what (double)iv * (double)iv gives for |iv| <= 2**53), math.sqrt(sq).
  */
-static int
-items_sum_norm(Items *it, double *r)
+static double
+items_norm(Items *it)
 {
-    long i_result = 0;
-    int int_phase = 1;
-    double f = 0.0;
-#if PY_VERSION_HEX >= 0x030C0000
-    double c = 0.0;
-#endif
+    double sq = 0.0;
     for (Py_ssize_t i = 0; i < it->n; i++) {
-        Item *item = &it->items[i];
-        if (item->is_int) {
-            if (item->iv > SQRT_LLONG_MAX || item->iv < -SQRT_LLONG_MAX ||
-                item->iv * item->iv > LONG_MAX) {
-                return 0; /* a square that is no C long: sum() takes its generic path */
-            }
-            long b = (long)(item->iv * item->iv);
-            if (int_phase) {
-                if (b > LONG_MAX - i_result) {
-                    return 0;
-                }
-                i_result += b;
-            }
-            else {
-#if PY_VERSION_HEX >= 0x030E0000
-                return 0; /* not checked against this Python's sum() */
-#else
-                f += (double)b;
-#endif
-            }
-            continue;
-        }
-        double x = item->v * item->v;
-        if (int_phase) {
-            /* int + float: the int converted (correctly rounded), then one addition */
-            f = (double)i_result + x;
-            int_phase = 0;
-            continue;
-        }
-#if PY_VERSION_HEX >= 0x030C0000
-        double t = f + x;
-        if (fabs(f) >= fabs(x)) {
-            c += (f - t) + x;
-        }
-        else {
-            c += (x - t) + f;
-        }
-        f = t;
-#else
-        f += x;
-#endif
+        sq += it->items[i].v * it->items[i].v;
     }
-    if (int_phase) {
-        f = (double)i_result;
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    else if (c && isfinite(c)) {
-        f += c;
-    }
-#endif
-    *r = sqrt(f);
-    return 1;
+    return sqrt(sq);
 }
 
 /* The step of axpy: an exact float, or an exact int converted exactly. */
@@ -422,11 +367,7 @@ dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    double sq = 0.0;
-    for (Py_ssize_t i = 0; i < it.n; i++) {
-        sq += it.items[i].v * it.items[i].v;
-    }
-    double r = sqrt(sq);
+    double r = items_norm(&it);
     if (!want_snapshot) {
         items_release(&it);
         return pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), NULL);
@@ -445,7 +386,7 @@ PyDoc_STRVAR(class_argmax_doc,
 "Multi-class perceptron: ``(y_hat, r)``, ``y_hat`` the class of w (a dict of weight dicts)\n"
 "with the largest score ``dot(w[c], x) + b[c]`` (the first such class on ties, None when w\n"
 "is empty; as ``_argmax(MulticlassPerceptron._scores(x, w, b))``) and ``r`` the value of\n"
-"``math.sqrt(sum(v * v for v in x.values()))``. With snapshot true, ``(y_hat, r, snapshot)``\n"
+"the norm of x (``MulticlassPerceptron._note_norm``). With snapshot true, ``(y_hat, r, snapshot)``\n"
 "(see :func:`dot_norm`).\n"
 "\n"
 "None when not handled (see :func:`dot_norm`; also a class missing from b, or a class's\n"
@@ -473,12 +414,9 @@ class_argmax(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    double r = 0.0;
+    double r = items_norm(&it);
     PyObject *best = NULL;
-    status = items_sum_norm(&it, &r);
-    if (status == 1) {
-        status = class_scores(&it, w, b, &best, NULL);
-    }
+    status = class_scores(&it, w, b, &best, NULL);
     if (status <= 0) {
         items_release(&it);
         if (status < 0) {

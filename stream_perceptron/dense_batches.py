@@ -16,19 +16,18 @@ from typing import Any
 import numpy as np
 
 from connectors import LineBlock, Record
-from stream_perceptron import fast
 from stream_perceptron.checkpoint import PositionKey
 from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, LabelCache
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.learners.perceptron import Perceptron
+from stream_perceptron.native.labels import encode_labels
 
 __all__ = ["DenseBatches"]
 
 
 class DenseBatches:
-    """Processes batches of an engine whose parser has ``parse_dense`` and whose learner
-    :func:`~stream_perceptron.fast.supports` or
-    :func:`~stream_perceptron.fast.supports_multiclass`."""
+    """Processes batches of an engine whose parser has ``parse_dense`` and whose learner is
+    :attr:`~stream_perceptron.learners.StreamClassifier.dense_capable`."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -38,9 +37,7 @@ class DenseBatches:
         # A parser with a dense form keeps its label cells' parsed values in ``_labels``, a
         # LabelCache (CSV cells and JSON values are parsed differently).
         learner = engine.learner
-        return hasattr(engine.parser, "parse_dense") and (
-            fast.supports(learner) or fast.supports_multiclass(learner)
-        )
+        return hasattr(engine.parser, "parse_dense") and getattr(learner, "dense_capable", False)
 
     @property
     def takes_blocks(self) -> bool:
@@ -94,7 +91,7 @@ class DenseBatches:
             signs, classes, errors = settled
         else:  # encoding the labels may settle the encoding: keep it as it was, in case
             saved_labels = learner._labels.get_state()
-            signs, classes, errors = fast.encode_labels(
+            signs, classes, errors = encode_labels(
                 learner, [parsed[cell] for cell in label_cells]
             )
             if errors and engine.on_error == "fail":
@@ -106,7 +103,7 @@ class DenseBatches:
         if errors:
             keep = np.array([i not in errors for i in range(n)])
             X, signs, rows = X[keep], signs[keep], rows[keep]
-        predicted = fast.learn_dense(learner, features, X, signs)
+        predicted = learner.learn_dense(features, X, signs)
 
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
@@ -142,7 +139,7 @@ class DenseBatches:
         features, X, cells = dense
         parsed = engine.parser._labels
         labels = list(map(parsed.__getitem__, cells))
-        predictions = fast.learn_dense_multiclass(engine.learner, features, X, labels)
+        predictions = engine.learner.learn_dense(features, X, labels)
         mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
         engine.stats.count_many(mistakes, unlabelled=len(labels) - len(mistakes))
         if engine.recent_examples is not None:

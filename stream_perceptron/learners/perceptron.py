@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from stream_perceptron.learners._accel import speedups as _speedups
+import numpy as np
+
+from stream_perceptron import native
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
     norm,
+    overrides,
     pairs,
     sigmoid,
 )
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.native import binary as _binary
+
+# The dict API's C helpers, or None (the pure-Python loops below, the reference).
+_speedups = native.speedups
 
 __all__ = ["Perceptron"]
 
@@ -173,6 +180,50 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 self._ub += (t - 1) * db
         return score
 
+    # -- dense blocks --------------------------------------------------------------------------
+    #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
+    #: learns differently, so it is not dense-capable.
+    _DENSE_REFERENCE = ("_learn", "_score", "predict_one", "predict_learn_one")
+
+    @property
+    def dense_capable(self) -> bool:
+        """Whether :meth:`learn_dense` can run: the C extension is built, ``init="zeros"``
+        (a random init draws weights per new feature), a plain number as ``lr``, and the
+        class does not replace the learning code the kernel reproduces."""
+        return (
+            native.has_dense()
+            and not overrides(type(self), Perceptron, self._DENSE_REFERENCE)
+            and _binary.supported(self)
+        )
+
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any) -> np.ndarray:
+        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+        ``dict(zip(features, row))`` would, to the last bit (predictions, mistakes, weights
+        and their key order, bias, averaging accumulators, counters, ``max_norm``), in C.
+
+        ``features``: the distinct names of ``X``'s columns; ``X``: float64, all finite;
+        ``labels``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
+        see :func:`stream_perceptron.native.labels.encode_labels`), ``0`` for an unlabelled
+        row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
+        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> model = Perceptron()
+        >>> X = np.array([[1.0, 0.0], [-1.0, 2.0], [2.0, 1.0]])
+        >>> model.learn_dense(["a", "b"], X, np.array([1, -1, 1])).tolist()
+        [-1, -1, 1]
+        >>> model.weights, model.bias, model.n_mistakes
+        ({'a': 2.0, 'b': -2.0}, 0.0, 2)
+
+        """
+        if not self.dense_capable:
+            if not native.has_dense():
+                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+            raise ValueError(f"learn_dense does not support {self!r}")
+        return _binary.learn_dense(self, features, X, labels)
+
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:
         w = self._w
@@ -254,7 +305,12 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     def _plain_score(self, x: dict) -> float:
         w = self._w
-        return sum(w[k] * v for k, v in x.items() if k in w) + self._b
+        dot = 0.0  # a left fold in x's order, as everywhere else (not sum(): see _learn)
+        for k, v in x.items():
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+        return dot + self._b
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:
