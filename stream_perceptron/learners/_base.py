@@ -78,7 +78,7 @@ class DenseLearner(Protocol):
     @property
     def dense_capable(self) -> bool: ...
 
-    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any) -> Any: ...
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any: ...
 
 
 def overrides(cls: type, base: type, names: Iterable[str]) -> bool:
@@ -157,7 +157,7 @@ class StreamClassifier(base.MiniBatchClassifier):
         this learner's configuration. False here; the perceptrons say when."""
         return False
 
-    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any) -> Any:
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
         """Predict-then-learn a dense block of rows (see :class:`DenseLearner`)."""
         raise NotImplementedError(f"{type(self).__name__} has no dense block learning")
 

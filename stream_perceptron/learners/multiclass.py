@@ -211,7 +211,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             and _multiclass.supported(self)
         )
 
-    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any) -> list[Any]:
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
         ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
         to the last bit, in C; return the predictions. ``X`` float64, all finite, one column

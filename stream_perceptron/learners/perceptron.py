@@ -196,13 +196,13 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             and _binary.supported(self)
         )
 
-    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any) -> np.ndarray:
+    def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
         ``dict(zip(features, row))`` would, to the last bit (predictions, mistakes, weights
         and their key order, bias, averaging accumulators, counters, ``max_norm``), in C.
 
         ``features``: the distinct names of ``X``'s columns; ``X``: float64, all finite;
-        ``labels``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
+        ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
         see :func:`stream_perceptron.native.labels.encode_labels`), ``0`` for an unlabelled
         row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
         (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`.
@@ -222,7 +222,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             if not native.has_dense():
                 raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
             raise ValueError(f"learn_dense does not support {self!r}")
-        return _binary.learn_dense(self, features, X, labels)
+        return _binary.learn_dense(self, features, X, signs)
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:

@@ -247,6 +247,17 @@ def test_dense_capable():
     assert Other().dense_capable
 
 
+def test_the_dense_learner_protocol():
+    from stream_perceptron import CentroidClassifier
+    from stream_perceptron.learners import DenseLearner
+
+    for model in (Perceptron(), MulticlassPerceptron(), CentroidClassifier()):
+        assert isinstance(model, DenseLearner)
+    assert not CentroidClassifier().dense_capable  # the base class's answer
+    with pytest.raises(NotImplementedError):
+        CentroidClassifier().learn_dense(["a"], np.zeros((1, 1)), [1])
+
+
 def test_without_c_nothing_is_dense_capable(monkeypatch):
     monkeypatch.setattr(native, "dense", None)
     for model in (Perceptron(), MulticlassPerceptron()):
