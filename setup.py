@@ -17,8 +17,8 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),
-        # The dense fast path: CSV number scanner and exact kernel (fast.py; numba, then
-        # NumPy, without it).
+        # The dense fast path: block scanners and exact kernels (glue in native/; without it
+        # the engine runs record by record).
         Extension(
             "stream_perceptron._dense",
             ["stream_perceptron/_dense.c"],

@@ -1,9 +1,13 @@
-/* The dense fast path in C: the CSV number scanner and the exact sequential perceptron kernel.
+/* The dense fast path in C: the CSV and JSON-lines block scanners and the exact sequential
+ * kernels of the binary and multi-class perceptrons.
  *
- * Both do what stream_perceptron/fast.py's numba functions ``_scan_csv`` and ``_kernel`` do,
- * operation for operation (fast.py documents the contracts; tests/fast holds every backend to
- * the same bits). Compiled with -ffp-contract=off: every multiply and add is rounded on its
- * own, as in Python. Both release the GIL while they run.
+ * The Python glue is stream_perceptron/native/ (binary.py, multiclass.py, scan.py). Each kernel
+ * does the floating-point operations of the learner's own per-record Python code (the
+ * reference: Perceptron._learn/_score, MulticlassPerceptron._learn/_note_norm/_scores), in the
+ * same order, every sum a plain left fold from 0.0 in feature order; the CSV scanner gives
+ * float()'s value of every cell. tests/fast holds them to the same bits. Compiled with
+ * -ffp-contract=off: every multiply and add is rounded on its own, as in Python. They release
+ * the GIL while they run.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -196,7 +200,12 @@ static Py_ssize_t read_significant(const unsigned char *buf, Py_ssize_t *i, Py_s
     return n;
 }
 
-/* fast.py's _parse_decimal: the careful parser of one cell buf[start:end]. */
+/* The careful parser of one cell buf[start:end]: 1 with *out float()'s value when the cell is
+ * a plain decimal (ASCII whitespace around, an optional sign, digits with an optional point,
+ * an optional exponent, at most 19 significant digits) decided here by Clinger's exact fast
+ * path or by Eisel-Lemire (as Go's strconv/eisel_lemire.go, which gives up instead of
+ * guessing); 0 for every other cell (underscores, inf, nan, too many digits, a subnormal or
+ * overflowing result, a halfway case, anything invalid): float() decides. */
 static int parse_decimal(const unsigned char *buf, Py_ssize_t start, Py_ssize_t end, double *out)
 {
     Py_ssize_t i = start;
@@ -275,7 +284,13 @@ static inline int store_cell(double *x, int ok, double value, int64_t *slow, Py_
     return 1;
 }
 
-/* fast.py's _scan_csv. buf ends with a newline: the loops stop at it. */
+/* Parse n lines of ncol cells, each ending with a newline, into X (the label column apart).
+ * buf ends with a newline: every inner loop stops at it without a bounds check. Status 0:
+ * done; 1: a quote; 2: more cells for float() than slow holds; 3: not n lines of ncol cells.
+ * The label cells are copied into labels[:n_labels], joined by newlines; slow[k] is the
+ * (start, end, row, column) of a cell for float() to decide. One pass: a cell of the plain
+ * form [-+]digits[.digits][(e|E)[-+]digits] with at most 19 digits is converted as it is read;
+ * any other cell goes to parse_decimal. */
 static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_ssize_t ncol,
                     Py_ssize_t label_col, double *X, unsigned char *labels, int64_t *slow,
                     Py_ssize_t slow_cap, Py_ssize_t *n_labels_out, Py_ssize_t *n_slow_out)
@@ -612,7 +627,7 @@ static int get_scan_buffers(PyObject *o_buf, PyObject *o_X, Py_ssize_t x_bytes,
 
 PyDoc_STRVAR(scan_csv_doc,
 "scan_csv(buf, n, ncol, label_col, X, labels, slow) -> (status, n_labels, n_slow)\n\n"
-"fast.py's _scan_csv: ``buf`` (bytes ending with a newline) holds ``n`` lines of ``ncol``\n"
+"The CSV block scanner: ``buf`` (bytes ending with a newline) holds ``n`` lines of ``ncol``\n"
 "cells; X is float64 (n, ncol - 1), labels uint8 (len(buf)), slow int64 (k, 4).");
 
 static PyObject *py_scan_csv(PyObject *self, PyObject *args)
@@ -702,7 +717,7 @@ static PyObject *py_scan_jsonl(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(parse_decimal_doc,
 "parse_decimal(text) -> (ok, value)\n\n"
-"fast.py's _parse_decimal on a whole bytes object (for tests).");
+"The careful decimal parser on a whole bytes object (for tests).");
 
 static PyObject *py_parse_decimal(PyObject *self, PyObject *arg)
 {
@@ -721,7 +736,7 @@ static PyObject *py_parse_decimal(PyObject *self, PyObject *arg)
 
 PyDoc_STRVAR(set_tables_doc,
 "set_tables(lo, hi)\n\n"
-"The 128-bit powers of ten of Eisel-Lemire (fast.py's _POW10_LO, _POW10_HI: uint64 arrays).");
+"The 128-bit powers of ten of Eisel-Lemire (uint64 arrays, from native/__init__.py).");
 
 static PyObject *py_set_tables(PyObject *self, PyObject *args)
 {
@@ -852,7 +867,8 @@ PyDoc_STRVAR(kernel_doc,
 "kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
 "       max_norm, preds, n, d)\n"
 "    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite)\n\n"
-"fast.py's _kernel: X float64 (n, d), signs int8 (n), w and u float64 (d), present bool (d),\n"
+"Perceptron's learning, row by row (native/binary.py): X float64 (n, d), signs int8 (n;\n"
+"0 unlabelled), w and u float64 (d), present bool (d),\n"
 "preds int8 (n). w, u and preds are written in place.");
 
 static PyObject *py_kernel(PyObject *self, PyObject *args)
@@ -937,8 +953,7 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         if (y < 0)
             continue; /* unlabelled: predicted only */
         n_seen += 1;
-        /* R: the square root of a plain left fold of the squares from +0.0, in feature order,
-           as MulticlassPerceptron._note_norm defines it */
+        /* MulticlassPerceptron._note_norm: sq += v * v, a plain left fold from 0.0 */
         double sq = 0.0;
         for (Py_ssize_t j = 0; j < d; j++)
             sq += x[j] * x[j];
@@ -1037,7 +1052,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_dense",
-    "The dense fast path in C: CSV number scanner and exact perceptron kernel (see fast.py).",
+    "The dense fast path in C: block scanners and exact perceptron kernels (see native/).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -21,7 +21,6 @@
 
 #define EXACT_INT_LIMIT 9007199254740992LL /* 2**53: every int up to it is a double */
 #define STACK_ITEMS 64
-#define SQRT_LLONG_MAX 3037000499LL /* the largest int whose square is a long long */
 
 /* One (key, value) of x, both references owned while the kernel runs. */
 typedef struct {
@@ -164,28 +163,18 @@ items_dot(Items *it, PyObject *w, double *dot)
 }
 
 /*
- * R of MulticlassPerceptron._note_norm: the square root of a plain left fold from +0.0 of the
- * squares in x's order (an int's square is an exact int, converted correctly rounded when
- * added, as Python's float + int does). 1: done; 0: not handled (a square that is no C long).
+ * The norm of x as both learners compute it in Python: sq = 0.0, then sq += v * v for every
+ * item in x's order (a plain left fold; an int square converted, correctly rounded, when
+ * added, which is what (double)iv * (double)iv gives for |iv| <= 2**53), math.sqrt(sq).
  */
-static int
-items_sum_norm(Items *it, double *r)
+static double
+items_norm(Items *it)
 {
-    double f = 0.0;
+    double sq = 0.0;
     for (Py_ssize_t i = 0; i < it->n; i++) {
-        Item *item = &it->items[i];
-        if (item->is_int) {
-            if (item->iv > SQRT_LLONG_MAX || item->iv < -SQRT_LLONG_MAX ||
-                item->iv * item->iv > LONG_MAX) {
-                return 0;
-            }
-            f += (double)(long)(item->iv * item->iv);
-            continue;
-        }
-        f += item->v * item->v;
+        sq += it->items[i].v * it->items[i].v;
     }
-    *r = sqrt(f);
-    return 1;
+    return sqrt(sq);
 }
 
 /* The step of axpy: an exact float, or an exact int converted exactly. */
@@ -378,11 +367,7 @@ dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    double sq = 0.0;
-    for (Py_ssize_t i = 0; i < it.n; i++) {
-        sq += it.items[i].v * it.items[i].v;
-    }
-    double r = sqrt(sq);
+    double r = items_norm(&it);
     if (!want_snapshot) {
         items_release(&it);
         return pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), NULL);
@@ -401,7 +386,7 @@ PyDoc_STRVAR(class_argmax_doc,
 "Multi-class perceptron: ``(y_hat, r)``, ``y_hat`` the class of w (a dict of weight dicts)\n"
 "with the largest score ``dot(w[c], x) + b[c]`` (the first such class on ties, None when w\n"
 "is empty; as ``_argmax(MulticlassPerceptron._scores(x, w, b))``) and ``r`` the value of\n"
-"``math.sqrt(sum(v * v for v in x.values()))``. With snapshot true, ``(y_hat, r, snapshot)``\n"
+"the norm of x (``MulticlassPerceptron._note_norm``). With snapshot true, ``(y_hat, r, snapshot)``\n"
 "(see :func:`dot_norm`).\n"
 "\n"
 "None when not handled (see :func:`dot_norm`; also a class missing from b, or a class's\n"
@@ -429,12 +414,9 @@ class_argmax(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_NONE;
     }
-    double r = 0.0;
+    double r = items_norm(&it);
     PyObject *best = NULL;
-    status = items_sum_norm(&it, &r);
-    if (status == 1) {
-        status = class_scores(&it, w, b, &best, NULL);
-    }
+    status = class_scores(&it, w, b, &best, NULL);
     if (status <= 0) {
         items_release(&it);
         if (status < 0) {

@@ -17,15 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from connectors import LineBlock, PositionKey, Record
-from stream_perceptron import fast
 from stream_perceptron.formats.base import (
     LABEL_OUTSIDE_ENCODING,
     BlockParser,
     DenseBatch,
     DenseParser,
-    LabelCache,
 )
-from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.learners.perceptron import Perceptron
 
 if TYPE_CHECKING:
@@ -49,7 +46,7 @@ class BlockPath:
     def for_engine(cls, engine: Engine) -> BlockPath | None:
         """The block path of ``engine``, or ``None`` when its parser or learner cannot."""
         parser = engine.parser
-        if not isinstance(parser, DenseParser) or not _dense_capable(engine.learner):
+        if not isinstance(parser, DenseParser) or not engine.learner.dense_capable:
             return None
         return cls(engine, parser)
 
@@ -105,24 +102,17 @@ class BlockPath:
         features, X, label_cells = dense
         n = len(label_cells)
         parsed = self.parser.label_cache
-        settled = _settled_signs(learner._labels, label_cells, parsed)
-        if settled is not None:
-            signs, classes, errors = settled
-        else:  # encoding the labels may settle the encoding: keep it as it was, in case
-            saved_labels = learner._labels.get_state()
-            signs, classes, errors = fast.encode_labels(
-                learner, [parsed[cell] for cell in label_cells]
-            )
-            if errors and outcomes.on_error == "fail":
-                # The per-record path stops at the first bad label, having seen only the labels
-                # before it: give it the batch with the encoding as it was.
-                learner._labels = BinaryLabels.from_state(saved_labels)
-                return False
+        encoded = learner.encode_block(label_cells, parsed, atomic=outcomes.on_error == "fail")
+        if encoded is None:
+            # The per-record path stops at the first bad label, having seen only the labels
+            # before it: give it the block, the encoding as it was.
+            return False
+        signs, classes, errors = encoded
         rows = np.arange(n)
         if errors:
             keep = np.array([i not in errors for i in range(n)])
             X, signs, rows = X[keep], signs[keep], rows[keep]
-        predicted = fast.learn_dense(learner, features, X, signs)
+        predicted = learner.learn_dense(features, X, signs)
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
         batch = records() if errors or outcomes.writes_predictions else []
@@ -151,7 +141,7 @@ class BlockPath:
         features, X, cells = dense
         parsed = self.parser.label_cache
         labels = list(map(parsed.__getitem__, cells))
-        predictions = fast.learn_dense_multiclass(self.learner, features, X, labels)
+        predictions = self.learner.learn_dense(features, X, labels)
         mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
 
         def window_rows() -> tuple[list[str], Any, list[bytes]]:
@@ -168,24 +158,3 @@ class BlockPath:
             mistakes, len(labels) - len(mistakes), window_rows, output_rows
         )
         return True
-
-
-def _dense_capable(learner: Any) -> bool:
-    return fast.supports(learner) or fast.supports_multiclass(learner)
-
-
-def _settled_signs(labels: BinaryLabels, cells: list[bytes], parsed: LabelCache) -> Any:
-    """Signs for a batch whose labels all fit an encoding already settled (the usual case):
-    one lookup per row instead of the general encoder. ``None`` when that is not the case."""
-    if not labels.settled:
-        return None
-    sign_of: dict[bytes, int] = {}
-    for cell in set(cells):
-        y = parsed[cell]  # parse_dense only returns label cells that parse
-        code = labels._codes.get(y) if y is not None else None
-        if code is None:
-            return None  # unlabelled rows or a label outside the encoding: the general way
-        sign_of[cell] = code
-    signs = np.fromiter(map(sign_of.__getitem__, cells), dtype=np.int8, count=len(cells))
-    pair = (labels.negative, labels.positive)
-    return signs, [pair] * len(cells), {}

@@ -127,12 +127,12 @@ class CsvParser:
         ([[1.5, -2.0], [0.0, 1000.0]], [b'1', b''])
 
         """
-        from stream_perceptron import fast
+        from stream_perceptron.native import scan
 
         if self.header_pending:
             return None
-        # An exact parser compiled with numba (float() for the cells it leaves), if installed:
-        dense = fast.parse_csv_block(block, n, len(self._names), self._label_index)
+        # The C scanner (float() for the cells it leaves), when the extension is built:
+        dense = scan.parse_csv_block(block, n, len(self._names), self._label_index)
         if dense is None:
             return None
         if dense is not NotImplemented:
@@ -140,7 +140,8 @@ class CsvParser:
         return self._dense_by_float(values if values is not None else block[:-1].split(b"\n"))
 
     def _dense_by_float(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
-        """:meth:`parse_dense` without numba: ``float()`` on every cell, called from C."""
+        """:meth:`parse_dense` without the C scanner: ``float()`` on every cell (called from
+        NumPy's C code), the reference the scanner is held to."""
         import numpy as np
 
         n = len(values)

@@ -97,9 +97,10 @@ class JsonLinesParser:
         (['a'], [[1.0], [-2.5]], [b'"no"', b'1'], ['no', 1])
 
         """
-        from stream_perceptron import fast
+        from stream_perceptron import native
+        from stream_perceptron.native import scan
 
-        if fast._c is None or n == 0:
+        if native.dense is None or n == 0:
             return None
         schema = self._schema
         for _ in range(2):
@@ -108,7 +109,7 @@ class JsonLinesParser:
                 if schema is None:
                     return None
             keys, label_index, names = schema
-            dense = fast.parse_jsonl_block(block, n, keys, label_index)
+            dense = scan.parse_jsonl_block(block, n, keys, label_index)
             if dense is not None:
                 break
             if self._schema_of(block[: block.index(b"\n")]) in (schema, None):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stream_perceptron.learners._base import StreamClassifier
+from stream_perceptron.learners._base import DenseLearner, StreamClassifier
 from stream_perceptron.learners.centroid import CentroidClassifier
 from stream_perceptron.learners.multiclass import MulticlassPerceptron
 from stream_perceptron.learners.perceptron import Perceptron
@@ -12,6 +12,7 @@ __all__ = [
     "MulticlassPerceptron",
     "CentroidClassifier",
     "StreamClassifier",
+    "DenseLearner",
     "LEARNERS",
 ]
 

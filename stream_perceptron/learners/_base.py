@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from river import base
@@ -13,7 +13,14 @@ from river import base
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners._init_weights import WeightInitializer
 
-__all__ = ["StreamClassifier", "SCHEMA_VERSION", "BIAS_MODES", "sigmoid", "softmax"]
+__all__ = [
+    "StreamClassifier",
+    "DenseLearner",
+    "SCHEMA_VERSION",
+    "BIAS_MODES",
+    "sigmoid",
+    "softmax",
+]
 
 SCHEMA_VERSION = 1
 BIAS_MODES = ("learned", "r2", "none")
@@ -55,6 +62,28 @@ def to_json_key(k: Any) -> Any:
 def pairs(d: dict) -> list[list[Any]]:
     """A dict as a JSON list of ``[key, value]`` pairs, keeping non-string keys' types."""
     return [[to_json_key(k), v] for k, v in d.items()]
+
+
+@runtime_checkable
+class DenseLearner(Protocol):
+    """A learner that can also learn a dense block of rows at once (the engine's dense path).
+
+    ``learn_dense(features, X, labels)`` predicts-then-learns each row of ``X`` (float64,
+    finite, one column per name of ``features``) and leaves the learner exactly as the
+    ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, returning the
+    predictions; a row whose label says "unlabelled" is only predicted, as ``predict_one``
+    would. It may be called only while ``dense_capable`` is true.
+    """
+
+    @property
+    def dense_capable(self) -> bool: ...
+
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any: ...
+
+
+def overrides(cls: type, base: type, names: Iterable[str]) -> bool:
+    """Whether ``cls`` (a subclass of ``base``) replaces any of the methods ``names``."""
+    return any(getattr(cls, name) is not getattr(base, name) for name in names)
 
 
 class StreamClassifier(base.MiniBatchClassifier):
@@ -121,6 +150,35 @@ class StreamClassifier(base.MiniBatchClassifier):
         norms take is computed once)."""
         return [self.geometric_margin(x, y) for x, y in examples]  # type: ignore[attr-defined]
 
+    # -- what every learner has ----------------------------------------------------------------
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction
+        (the engine's prequential step: the learners do both in one pass where they can)."""
+        prediction = self.predict_one(x)
+        self.learn_one(x, y)
+        return prediction
+
+    @property
+    def weights(self) -> Any:
+        """The learned weights: ``{feature: w}``, or ``{class: {feature: w}}``."""
+        raise NotImplementedError
+
+    @property
+    def bias(self) -> Any:
+        """The learned bias: a number, or ``{class: b}``."""
+        raise NotImplementedError
+
+    # -- dense blocks (see DenseLearner) --------------------------------------------------------
+    @property
+    def dense_capable(self) -> bool:
+        """Whether :meth:`learn_dense` can run: the C extension is built and a kernel handles
+        this learner's configuration. False here; the perceptrons say when."""
+        return False
+
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
+        """Predict-then-learn a dense block of rows (see :class:`DenseLearner`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no dense block learning")
+
     # -- mini-batches --------------------------------------------------------------------------
     def learn_many(self, X: Any, y: Any, **kwargs: Any) -> None:
         """Learn from the rows of ``X`` in order: exactly a ``learn_one`` loop."""
@@ -172,7 +230,7 @@ class StreamClassifier(base.MiniBatchClassifier):
                 f" (this release reads {SCHEMA_VERSION})"
             )
         name = state.get("learner")
-        klass = LEARNERS.get(name)
+        klass = LEARNERS.get(name) if isinstance(name, str) else None
         if klass is None or (cls is not StreamClassifier and klass is not cls):
             raise StateError(f"the state holds a {name!r}, not a {cls.__name__}")
         try:

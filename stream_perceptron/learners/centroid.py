@@ -66,7 +66,7 @@ class CentroidClassifier(StreamClassifier):
     def _multiclass(self) -> bool:
         return True
 
-    def learn_one(self, x: dict, y: Any) -> None:  # type: ignore[override]
+    def learn_one(self, x: dict, y: Any) -> None:
         self.predict_learn_one(x, y)
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:

@@ -93,6 +93,11 @@ class BinaryLabels:
                 return -1
         raise LabelError(f"label {y!r} is outside the binary encoding {self.encoding}")
 
+    def settled_code(self, y: Any) -> int | None:
+        """-1 or +1 for ``y`` once the encoding is settled and ``y`` is one of its labels;
+        ``None`` otherwise (then :meth:`encode` decides)."""
+        return self._codes.get(y) if self.settled else None
+
     def decode(self, sign: int) -> Any:
         """The caller's label for sign -1 or +1."""
         return self.positive if sign > 0 else self.negative

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from stream_perceptron.learners._accel import speedups as _speedups
+from stream_perceptron import native
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
     class_margins,
     norm,
+    overrides,
     pairs,
     softmax,
     to_json_key,
 )
 from stream_perceptron.learners._init_weights import new_features
+from stream_perceptron.native import multiclass as _multiclass
+
+# The dict API's C helpers, or None (the pure-Python loops below, the reference).
+_speedups = native.speedups
 
 __all__ = ["MulticlassPerceptron"]
 
@@ -92,7 +97,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         return True
 
     # -- learning ------------------------------------------------------------------------------
-    def learn_one(self, x: dict, y: Any) -> None:  # type: ignore[override]
+    def learn_one(self, x: dict, y: Any) -> None:
         self._learn(x, y)
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:
@@ -167,8 +172,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         return y_hat
 
     def _note_norm(self, x: dict) -> None:
-        # R's sum of squares: a plain left fold from 0.0 in x's order, on every Python (the C
-        # kernels follow this order, not the builtin sum(), which compensates from 3.12 on).
+        # A plain left fold in x's order, as the binary Perceptron's, not sum(): sum() adds
+        # floats with Neumaier's compensation from Python 3.12 on, and ints exactly.
         sq = 0.0
         for v in x.values():
             sq += v * v
@@ -189,6 +194,45 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 for k, v in x.items():
                     uc[k] = uc.get(k, 0.0) + a * v
             self._ub[c] += (t - 1) * db
+
+    # -- dense blocks --------------------------------------------------------------------------
+    #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
+    #: learns differently, so it is not dense-capable.
+    _DENSE_REFERENCE = ("_learn", "_step", "_scores", "predict_one", "predict_learn_one")
+
+    @property
+    def dense_capable(self) -> bool:
+        """Whether :meth:`learn_dense` can run: the C extension is built, not ``averaged``,
+        ``init="zeros"``, a plain number as ``lr``, and the class does not replace the learning
+        code the kernel reproduces."""
+        return (
+            native.has_dense()
+            and not overrides(type(self), MulticlassPerceptron, self._DENSE_REFERENCE)
+            and _multiclass.supported(self)
+        )
+
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
+        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+        ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
+        to the last bit, in C; return the predictions. ``X`` float64, all finite, one column
+        per name of ``features``. Needs :attr:`dense_capable`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> model = MulticlassPerceptron()
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5]])
+        >>> model.learn_dense(["a", "b"], X, ["red", "blue", "red"])
+        [None, 'red', 'red']
+        >>> model.weights, model.n_mistakes
+        ({'red': {'a': 1.0, 'b': -1.0}, 'blue': {'a': 0.0, 'b': 1.0}}, 2)
+
+        """
+        if not self.dense_capable:
+            if not native.has_dense():
+                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+            raise ValueError(f"learn_dense does not support {self!r}")
+        return _multiclass.learn_dense(self, features, X, labels)
 
     # -- prediction ----------------------------------------------------------------------------
     @staticmethod

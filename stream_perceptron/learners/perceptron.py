@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from stream_perceptron.learners._accel import speedups as _speedups
+import numpy as np
+
+from stream_perceptron import native
+from stream_perceptron.errors import LabelError
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
     norm,
+    overrides,
     pairs,
     sigmoid,
 )
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.native import binary as _binary
+from stream_perceptron.native.labels import encode_labels
+
+# The dict API's C helpers, or None (the pure-Python loops below, the reference).
+_speedups = native.speedups
 
 __all__ = ["Perceptron"]
 
@@ -97,7 +106,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         self._max_norm = 0.0
 
     # -- learning ------------------------------------------------------------------------------
-    def learn_one(self, x: dict, y: Any) -> None:  # type: ignore[override]
+    def learn_one(self, x: dict, y: Any) -> None:
         self._learn(x, self._labels.encode(y))
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:
@@ -172,6 +181,91 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                         u[k] = u.get(k, 0.0) + c * v
                 self._ub += (t - 1) * db
         return score
+
+    # -- dense blocks --------------------------------------------------------------------------
+    #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
+    #: learns differently, so it is not dense-capable.
+    _DENSE_REFERENCE = ("_learn", "_score", "predict_one", "predict_learn_one")
+
+    @property
+    def dense_capable(self) -> bool:
+        """Whether :meth:`learn_dense` can run: the C extension is built, ``init="zeros"``
+        (a random init draws weights per new feature), a plain number as ``lr``, and the
+        class does not replace the learning code the kernel reproduces."""
+        return (
+            native.has_dense()
+            and not overrides(type(self), Perceptron, self._DENSE_REFERENCE)
+            and _binary.supported(self)
+        )
+
+    def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
+        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+        ``dict(zip(features, row))`` would, to the last bit (predictions, mistakes, weights
+        and their key order, bias, averaging accumulators, counters, ``max_norm``), in C.
+
+        ``features``: the distinct names of ``X``'s columns; ``X``: float64, all finite;
+        ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
+        see :func:`stream_perceptron.native.labels.encode_labels`), ``0`` for an unlabelled
+        row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
+        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> model = Perceptron()
+        >>> X = np.array([[1.0, 0.0], [-1.0, 2.0], [2.0, 1.0]])
+        >>> model.learn_dense(["a", "b"], X, np.array([1, -1, 1])).tolist()
+        [-1, -1, 1]
+        >>> model.weights, model.bias, model.n_mistakes
+        ({'a': 2.0, 'b': -2.0}, 0.0, 2)
+
+        """
+        if not self.dense_capable:
+            if not native.has_dense():
+                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+            raise ValueError(f"learn_dense does not support {self!r}")
+        return _binary.learn_dense(self, features, X, signs)
+
+    def encode_block(
+        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *, atomic: bool = False
+    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None:
+        """A block's labels as the signs :meth:`learn_dense` takes, encoded as the row loop
+        would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled).
+
+        Returns ``(signs, classes, errors)``: ``signs`` int8 (0 for unlabelled rows and for
+        rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row
+        ``i``'s prediction (the encoding can settle within a block), ``errors`` row -> the
+        :class:`LabelError` of a label outside the encoding (leave those rows out of
+        :meth:`learn_dense`). ``atomic``: when a label is outside the encoding, leave the
+        encoding as it was and return ``None`` (the row loop would stop at that label).
+
+        Examples
+        --------
+        >>> model = Perceptron()
+        >>> cells = {b"1": 1, b"0": 0, b"": None}
+        >>> signs, classes, errors = model.encode_block([b"1", b"0", b""], cells)
+        >>> signs.tolist(), classes[0], errors
+        ([1, -1, 0], (0, 1), {})
+
+        """
+        codec = self._labels
+        if codec.settled:  # the usual case: one lookup per distinct key
+            sign_of: dict[Hashable, int] = {}
+            for key in set(keys):
+                y = label_of[key]
+                code = codec.settled_code(y) if y is not None else None
+                if code is None:
+                    break  # unlabelled rows or a label outside the encoding: the general way
+                sign_of[key] = code
+            else:
+                signs = np.fromiter(map(sign_of.__getitem__, keys), dtype=np.int8, count=len(keys))
+                return signs, [(codec.negative, codec.positive)] * len(keys), {}
+        saved = codec.get_state() if atomic else None
+        signs, classes, errors = encode_labels(self, [label_of[key] for key in keys])
+        if errors and saved is not None:
+            self._labels = BinaryLabels.from_state(saved)
+            return None
+        return signs, classes, errors
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:
@@ -254,10 +348,11 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     def _plain_score(self, x: dict) -> float:
         w = self._w
-        dot = 0.0  # a left fold in x's order, as _learn sums
+        dot = 0.0  # a left fold in x's order, as everywhere else (not sum(): see _learn)
         for k, v in x.items():
-            if k in w:
-                dot += w[k] * v
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
         return dot + self._b
 
     # -- state ---------------------------------------------------------------------------------

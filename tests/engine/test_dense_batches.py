@@ -8,7 +8,7 @@ import random
 import pytest
 
 from connectors import LineSource, MemorySink, MemorySource, Position, Record
-from stream_perceptron import Perceptron, fast
+from stream_perceptron import Perceptron
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.engine.blocks import BlockPath
@@ -70,8 +70,8 @@ def test_dense_path_equals_the_per_record_path(bias, averaged, batch_size):
 
 def test_dense_path_is_really_taken(monkeypatch):
     calls = []
-    original = fast.learn_dense
-    monkeypatch.setattr(fast, "learn_dense", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = Perceptron.learn_dense
+    monkeypatch.setattr(Perceptron, "learn_dense", lambda *a: calls.append(1) or original(*a))
     engine, _, _ = _run(Perceptron(), _lines(seed=1, noise=False), True, 500)
     assert len(calls) == 6 and engine.stats.learned == 3000
 
@@ -164,10 +164,10 @@ def test_partitioned_batches_equal_the_per_record_path(seed, monkeypatch):
     lines = _lines(seed=seed)
     batches = _partitioned(lines, seed)
     calls = []
-    original = fast.learn_dense
-    monkeypatch.setattr(fast, "learn_dense", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = Perceptron.learn_dense
+    monkeypatch.setattr(Perceptron, "learn_dense", lambda *a: calls.append(1) or original(*a))
     a, preds_a, dead_a = _run_source(Perceptron(), _PartitionedSource(batches))
-    monkeypatch.setattr(fast, "learn_dense", original)
+    monkeypatch.setattr(Perceptron, "learn_dense", original)
     b, preds_b, dead_b = _run_source(Perceptron(), _PartitionedSource(batches), dense=False)
     assert len(calls) > 10
     assert a.learner.get_state() == b.learner.get_state()

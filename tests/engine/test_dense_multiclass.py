@@ -11,14 +11,14 @@ import random
 import numpy as np
 import pytest
 
+import stream_perceptron.learners.multiclass as multiclass_module
 from connectors import LineSource, MemorySink
-from stream_perceptron import MulticlassPerceptron, Perceptron, fast
+from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.formats import make_parser
 
 pytestmark = pytest.mark.skipif(
-    not fast.supports_multiclass(MulticlassPerceptron()),
-    reason="needs the C extension",
+    not MulticlassPerceptron().dense_capable, reason="needs the C extension"
 )
 
 
@@ -77,12 +77,12 @@ def test_dense_multiclass_equals_the_per_record_path(fmt, bias, integers, chunk_
     rows = list(_rows(seed=len(fmt) + chunk_size, integers=integers))
     data = (_csv if fmt == "csv" else _jsonl)(rows, bad=chunk_size < 1000)
     calls = []
-    original = fast.learn_dense_multiclass
+    original = MulticlassPerceptron.learn_dense
     monkeypatch.setattr(
-        fast, "learn_dense_multiclass", lambda *a: calls.append(1) or original(*a)
+        MulticlassPerceptron, "learn_dense", lambda *a: calls.append(1) or original(*a)
     )
     a, preds_a, dead_a = _run(MulticlassPerceptron(bias=bias, lr=0.5), fmt, data, True, chunk_size)
-    monkeypatch.setattr(fast, "learn_dense_multiclass", original)
+    monkeypatch.setattr(MulticlassPerceptron, "learn_dense", original)
     b, preds_b, dead_b = _run(MulticlassPerceptron(bias=bias, lr=0.5), fmt, data, False, chunk_size)
     assert calls and a._blocks is not None and b._blocks is None
     assert a.learner.get_state() == b.learner.get_state()
@@ -104,7 +104,7 @@ def test_learn_dense_multiclass_equals_the_learn_one_loop():
     model = MulticlassPerceptron(bias="r2")
     model.learn_one({"w": 0.5, "q": 1.0}, 2)  # a class with weights for other features
     reference = MulticlassPerceptron.from_state(model.get_state())
-    got = fast.learn_dense_multiclass(model, features, X, labels)
+    got = model.learn_dense(features, X, labels)
     want = []
     for row, y in zip(X.tolist(), labels):
         x = dict(zip(features, row))
@@ -119,28 +119,39 @@ def test_not_supported_configurations_use_the_per_record_path():
         MulticlassPerceptron(averaged=True),
         MulticlassPerceptron(init="random", seed=3),
     ):
-        assert not fast.supports_multiclass(learner)
+        assert not learner.dense_capable
         assert Engine(learner, make_parser("csv"))._blocks is None
     assert Engine(MulticlassPerceptron(), make_parser("csv"))._blocks is not None
-    assert not fast.supports_multiclass(Perceptron())
+
+    class Custom(MulticlassPerceptron):
+        def _scores(self, x, w, b):
+            return MulticlassPerceptron._scores(x, w, b)
+
+    assert not Custom().dense_capable
+    assert Engine(Custom(), make_parser("csv"))._blocks is None
+    assert Perceptron().dense_capable  # and its own kernel
 
 
-def test_r_is_a_plain_left_fold_in_both_tiers():
-    # 1e16 + 1 + 1 + 1: a left fold loses every 1 (Python 3.12's compensated sum() would keep
-    # them): both tiers fold plainly, on every Python.
-    X = np.array([[1e8, 1.0, 1.0, 1.0], [-1e8, 1.0, 1.0, 1.0], [1e8, -1.0, 1.0, 1.0]] * 4)
+def test_r_is_a_plain_left_fold_in_every_tier():
+    # 1e16 + 1 + 1 + 1: a plain left fold loses every 1 (1e16 + 1 rounds back to 1e16, ties to
+    # even), a compensated sum (Python 3.12's sum(), Neumaier) keeps them: R = 1e8 exactly here,
+    # not sqrt(1e16 + 4), and the r2 bias steps (R**2) differ too.
+    X = np.array([[1e8, 1.0, 1.0, 1.0], [-1e8, 1.0, -1.0, 1.0], [1e8, -1.0, 1.0, -1.0]] * 4)
     labels = ["a", "b", "c"] * 4
     features = ["w", "x", "y", "z"]
-    model, reference = MulticlassPerceptron(bias="r2"), MulticlassPerceptron(bias="r2")
-    fast.learn_dense_multiclass(model, features, X, labels)
+    dense, pure, helpers = (MulticlassPerceptron(bias="r2") for _ in range(3))
+    dense.learn_dense(features, X, labels)
     for row, y in zip(X.tolist(), labels):
-        reference.learn_one(dict(zip(features, row)), y)
-    folds = []
-    for row in X.tolist():
-        sq = 0.0
-        for v in row:
-            sq += v * v
-        folds.append(math.sqrt(sq))
-    assert model.max_norm == reference.max_norm == max(folds)
-    assert max(folds) != max(math.sqrt(math.fsum(v * v for v in row)) for row in X.tolist())
-    assert model.get_state() == reference.get_state()
+        helpers.learn_one(dict(zip(features, row)), y)  # the dict API's C helpers
+    saved = multiclass_module._speedups
+    multiclass_module._speedups = None  # the pure-Python reference
+    try:
+        for row, y in zip(X.tolist(), labels):
+            pure.learn_one(dict(zip(features, row)), y)
+    finally:
+        multiclass_module._speedups = saved
+    assert math.sqrt(math.fsum([1e16, 1.0, 1.0, 1.0])) == math.sqrt(1e16 + 4.0) != 1e8
+    assert pure.max_norm == 1e8
+    for model in (dense, helpers):
+        assert model.max_norm == pure.max_norm
+        assert model.get_state() == pure.get_state()

@@ -1,16 +1,22 @@
-"""The reference (the predict_learn_one loop) and bit-exact comparisons for tests/fast."""
+"""The reference (the pure-Python predict_learn_one loop) and bit-exact comparisons for
+tests/fast: the C tier (``learn_dense``, the scanners) against the Python one."""
 
 from __future__ import annotations
 
 import itertools
 import math
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pytest
 
-from stream_perceptron import Perceptron, fast
+import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners.perceptron as perceptron_module
+from stream_perceptron import Perceptron, native
+from stream_perceptron.native.labels import encode_labels
 
 MODES = [
     dict(bias=bias, averaged=averaged, lr=lr)
@@ -20,14 +26,19 @@ MODES = [
 ]
 MODE_IDS = [f"{m['bias']}-{'avg' if m['averaged'] else 'plain'}-lr{m['lr']}" for m in MODES]
 
-HAS_C = fast._c is not None
-HAS_NUMBA = fast.load_numba()
+HAS_C = native.dense is not None
+needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
 
-BACKENDS = [
-    pytest.param("c", marks=pytest.mark.skipif(not HAS_C, reason="the C extension is not built")),
-    pytest.param("numba", marks=pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed")),
-    "numpy",
-]
+
+@contextmanager
+def pure_python() -> Iterator[None]:
+    """The learners' per-record code with their C helpers off: the pure-Python reference."""
+    saved = perceptron_module._speedups, multiclass_module._speedups
+    perceptron_module._speedups = multiclass_module._speedups = None
+    try:
+        yield
+    finally:
+        perceptron_module._speedups, multiclass_module._speedups = saved
 
 
 def bits(value: Any) -> Any:
@@ -64,34 +75,36 @@ def assert_same_model(got: Perceptron, want: Perceptron) -> None:
     assert type(got._n_seen) is int and type(got._n_mistakes) is int
 
 
-def reference(model: Perceptron, features: list, X: np.ndarray, labels: list) -> list:
-    """The dict path: predict_learn_one per row (predict_one for an unlabelled row, None)."""
+def reference(model: Any, features: list, X: np.ndarray, labels: list) -> list:
+    """The dict path in pure Python: predict_learn_one per row (predict_one for an unlabelled
+    row, None)."""
     out = []
-    for row, y in zip(X.tolist(), labels):
-        x = dict(zip(features, row))
-        out.append(model.predict_one(x) if y is None else model.predict_learn_one(x, y))
+    with pure_python():
+        for row, y in zip(X.tolist(), labels):
+            x = dict(zip(features, row))
+            out.append(model.predict_one(x) if y is None else model.predict_learn_one(x, y))
     return out
 
 
-def run_fast(model: Perceptron, features: list, X: np.ndarray, labels: list, backend: str) -> list:
+def run_fast(model: Perceptron, features: list, X: np.ndarray, labels: list) -> list:
     """learn_dense with the labels encoded as the engine does it; the decoded predictions."""
-    signs, classes, errors = fast.encode_labels(model, labels)
+    signs, classes, errors = encode_labels(model, labels)
     assert not errors
-    preds = fast.learn_dense(model, features, X, signs, backend=backend)
+    preds = model.learn_dense(features, X, signs)
     assert preds.dtype == np.int8
     return [pos if p > 0 else neg for p, (neg, pos) in zip(preds.tolist(), classes)]
 
 
-def check(make, features, X, labels, backend, chunks=None):
+def check(make, features, X, labels, chunks=None):
     """learn_dense (in ``chunks`` if given) and the reference agree on everything."""
     want_model, got_model = make(), make()
     want = reference(want_model, features, X, labels)
     if chunks is None:
-        got = run_fast(got_model, features, X, labels, backend)
+        got = run_fast(got_model, features, X, labels)
     else:
         got = []
         for a, b in itertools.pairwise([0, *chunks, len(X)]):
-            got += run_fast(got_model, features, X[a:b], labels[a:b], backend)
+            got += run_fast(got_model, features, X[a:b], labels[a:b])
     assert [type(p) for p in got] == [type(p) for p in want]
     assert got == want
     assert_same_model(got_model, want_model)

@@ -1,4 +1,5 @@
-"""learn_dense against the predict_learn_one loop: same predictions and state, bit for bit."""
+"""Perceptron.learn_dense (C) against the pure-Python predict_learn_one loop: same predictions
+and state, bit for bit."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 from fast_helpers import (
-    BACKENDS,
-    HAS_C,
-    HAS_NUMBA,
     MODE_IDS,
     MODES,
     assert_same_model,
     check,
+    needs_c,
     reference,
     run_fast,
 )
@@ -23,8 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from river import datasets
 
-from stream_perceptron import MulticlassPerceptron, Perceptron, fast
+from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.errors import LabelError
+from stream_perceptron.native.labels import encode_labels
+
+pytestmark = needs_c
 
 PHISHING = list(datasets.Phishing())
 PHISHING_FEATURES = list(PHISHING[0][0])
@@ -40,11 +42,10 @@ def gaussian(n=3000, d=12, seed=0, noise=0.5, offset=0.3):
     return [f"f{j}" for j in range(d)], X, y.tolist()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_gaussian(mode, backend):
+def test_gaussian(mode):
     features, X, y = gaussian()
-    model = check(lambda: Perceptron(**mode), features, X, y, backend)
+    model = check(lambda: Perceptron(**mode), features, X, y)
     assert model.n_mistakes > 100
 
 
@@ -56,31 +57,27 @@ def cancelling(n=600, d=20, seed=0):
     return [f"f{j}" for j in range(d)], X, rng.choice([-1, 1], size=n).tolist()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_cancelling_values(mode, backend):
+def test_cancelling_values(mode):
     for seed in range(3):
-        check(lambda: Perceptron(**mode), *cancelling(seed=seed), backend)
+        check(lambda: Perceptron(**mode), *cancelling(seed=seed))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_gaussian_separable_long_gaps_between_mistakes(mode, backend):
+def test_gaussian_separable_long_gaps_between_mistakes(mode):
     # Few mistakes, far apart: the NumPy kernel's blocks grow to their largest size.
     features, X, y = gaussian(n=20000, d=5, seed=3, noise=0.0, offset=0.0)
-    check(lambda: Perceptron(**mode), features, X, y, backend)
+    check(lambda: Perceptron(**mode), features, X, y)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_phishing(mode, backend):
-    model = check(lambda: Perceptron(**mode), PHISHING_FEATURES, PHISHING_X, PHISHING_Y, backend)
+def test_phishing(mode):
+    model = check(lambda: Perceptron(**mode), PHISHING_FEATURES, PHISHING_X, PHISHING_Y)
     assert model.n_seen == 1250 and model.n_mistakes > 100
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_after_learning_from_dict_rows(mode, backend):
+def test_after_learning_from_dict_rows(mode):
     """Some features of ``features`` already in _w (and _u), some not, plus foreign ones."""
     features, X, y = gaussian(n=1500, d=6, seed=1)
 
@@ -95,12 +92,11 @@ def test_after_learning_from_dict_rows(mode, backend):
         assert "f1" in model._w and "f0" not in model._w and "other" in model._w
         return model
 
-    check(make, features, X, y, backend)
+    check(make, features, X, y)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_first_mistake_only_later_keeps_absent_features_out(mode, backend):
+def test_first_mistake_only_later_keeps_absent_features_out(mode):
     """Rows the model already gets right: absent features must stay absent, then enter in
     ``features`` order after the existing keys at the first mistake."""
 
@@ -112,33 +108,31 @@ def test_first_mistake_only_later_keeps_absent_features_out(mode, backend):
     features = ["a", "b", "c", "d"]
     X = np.array([[-5.0, 3.0, 1.0, -0.0]] * 3 + [[0.5, -1.0, -2.0, 4.0]] * 3)
     y = [1, 1, 1, 1, -1, 1]
-    check(make, features, X, y, backend)
+    check(make, features, X, y)
     model = make()
-    run_fast(model, features, X[:3], y[:3], backend)
+    run_fast(model, features, X[:3], y[:3])
     assert list(model._w) == ["c", "zz"]  # no mistake yet: nothing added
-    run_fast(model, features, X[3:], y[3:], backend)
+    run_fast(model, features, X[3:], y[3:])
     assert list(model._w) == ["c", "zz", "a", "b", "d"]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_consecutive_chunks_equal_one_call(mode, backend):
+def test_consecutive_chunks_equal_one_call(mode):
     features, X, y = gaussian(n=2000, d=8, seed=2)
     rng = np.random.default_rng(4)
     chunks = sorted(set(rng.integers(1, len(X), size=25).tolist()) | {1, 2, 3, 1999})
-    check(lambda: Perceptron(**mode), features, X, y, backend, chunks=chunks)
-    check(lambda: Perceptron(**mode), PHISHING_FEATURES, PHISHING_X, PHISHING_Y, backend,
+    check(lambda: Perceptron(**mode), features, X, y, chunks=chunks)
+    check(lambda: Perceptron(**mode), PHISHING_FEATURES, PHISHING_X, PHISHING_Y,
           chunks=list(range(1, 1250, 97)))  # fmt: skip
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_unlabelled_rows_are_only_predicted(mode, backend):
+def test_unlabelled_rows_are_only_predicted(mode):
     features, X, y = gaussian(n=1500, d=5, seed=6)
     rng = np.random.default_rng(1)
     labels = [None if rng.random() < 0.3 else v for v in y]
     labels[0] = None  # an unlabelled first row: n_seen == 0 when averaged
-    model = check(lambda: Perceptron(**mode), features, X, labels, backend)
+    model = check(lambda: Perceptron(**mode), features, X, labels)
     assert model.n_seen == sum(v is not None for v in labels)
 
 
@@ -179,10 +173,9 @@ def problems(draw):
     return d, X, labels, {**mode, "lr": lr}, prior, sorted(set(chunks))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=problems())
-def test_adversarial_values(backend, problem):
+def test_adversarial_values(problem):
     d, X, labels, mode, prior, chunks = problem
     features = [f"f{j}" for j in range(d)]
 
@@ -192,9 +185,9 @@ def test_adversarial_values(backend, problem):
             model.learn_one(x, y)
         return model
 
-    check(make, features, X, labels, backend)
+    check(make, features, X, labels)
     if chunks and chunks[-1] < len(X):
-        check(make, features, X, labels, backend, chunks=chunks)
+        check(make, features, X, labels, chunks=chunks)
 
 
 TIES = [
@@ -210,148 +203,114 @@ TIES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
 @pytest.mark.parametrize("case", range(len(TIES)))
-def test_hand_made_corner_cases(case, mode, backend):
+def test_hand_made_corner_cases(case, mode):
     X, y = TIES[case]
     features = [f"f{j}" for j in range(X.shape[1])]
     for repeat in (1, 5):
-        check(lambda: Perceptron(**mode), features, np.tile(X, (repeat, 1)), y * repeat, backend)
+        check(lambda: Perceptron(**mode), features, np.tile(X, (repeat, 1)), y * repeat)
 
 
 # -- the tests catch inexact kernels --------------------------------------------------------------
 
 
-def _mismatches(backend):
-    """How many of the cancelling cases disagree with the reference (under a patched kernel)."""
-    bad = 0
-    for mode in MODES:
-        try:
-            check(lambda mode=mode: Perceptron(**mode), *cancelling(), backend)
-        except AssertionError:
-            bad += 1
-    return bad
-
-
-@pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed")
-def test_an_fma_contracting_kernel_would_be_caught(monkeypatch):
-    import numba
-
-    contracting = numba.njit(fastmath={"contract"}, error_model="numpy")(fast._kernel)
-    features, X, y = gaussian(n=50, d=3)
-    monkeypatch.setattr(fast, "_numba_kernel", contracting)
-    run_fast(Perceptron(), features, X, y, "numba")  # compile
-    asm = "".join(contracting.inspect_asm().values())
-    if not re.search(r"vfn?m(add|sub)", asm):
-        pytest.skip("LLVM emits no FMA on this CPU: nothing to catch")
-    assert _mismatches("numba") > 0
-
-
-@pytest.mark.parametrize(
-    "inexact",
-    [lambda P: P.sum(axis=1), lambda P: P @ np.ones(P.shape[1])],
-    ids=["pairwise-sum", "blas-dot"],
-)
-def test_a_reordering_numpy_kernel_would_be_caught(monkeypatch, inexact):
-    assert _mismatches("numpy") == 0
-    monkeypatch.setattr(fast, "_fold", inexact)
-    assert _mismatches("numpy") > 0
-
-
 def test_the_c_kernels_compile_without_fma():
-    if not HAS_C:
-        pytest.skip("the C extension is not built")
     objdump = shutil.which("objdump")
     if objdump is None:
         pytest.skip("objdump is not installed")
     asm = subprocess.run(
-        [objdump, "-d", fast._c.__file__], capture_output=True, text=True, check=True
+        [objdump, "-d", native.dense.__file__], capture_output=True, text=True, check=True
     ).stdout
     assert "<py_kernel>:" in asm  # the disassembly is really there
-    assert not re.search(r"vfn?m(add|sub)", asm)
-
-
-def test_the_exact_kernels_compile_without_fma():
-    if not HAS_NUMBA:
-        pytest.skip("numba is not installed")
-    import numba
-
-    kernel = numba.njit(error_model="numpy")(fast._kernel)  # as cached, minus the cache
-    features, X, y = gaussian(n=50, d=3)
-    signs = np.array(y, dtype=np.int8)
-    w, u = np.zeros(3), np.zeros(3)
-    kernel(X, signs, w, np.zeros(3, bool), u, 1.0, 0, True, 0.0, 0.0, 0, 0, 0.0,
-           np.empty(50, np.int8))  # fmt: skip
-    asm = "".join(kernel.inspect_asm().values())
     assert not re.search(r"vfn?m(add|sub)", asm)
 
 
 # -- API -----------------------------------------------------------------------------------------
 
 
-def test_supports():
-    assert fast.supports(Perceptron())
-    assert fast.supports(Perceptron(bias="r2", averaged=True, lr=2))
-    assert not fast.supports(Perceptron(init="random", seed=1))
-    assert not fast.supports(MulticlassPerceptron())
-    assert not fast.supports(object())
+def test_dense_capable():
+    assert Perceptron().dense_capable
+    assert Perceptron(bias="r2", averaged=True, lr=2).dense_capable
+    assert not Perceptron(init="random", seed=1).dense_capable
+    assert not Perceptron(lr=True).dense_capable
 
     class Custom(Perceptron):
         def _learn(self, x, y):
             return super()._learn(x, y)
 
-    assert not fast.supports(Custom())
+    class Other(Perceptron):  # overrides nothing the kernel reproduces
+        def margin(self, x, y):
+            return super().margin(x, y)
+
+    assert not Custom().dense_capable
+    assert Other().dense_capable
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_rejects_bad_input(backend):
+def test_the_dense_learner_protocol():
+    from stream_perceptron import CentroidClassifier
+    from stream_perceptron.learners import DenseLearner
+
+    for model in (Perceptron(), MulticlassPerceptron(), CentroidClassifier()):
+        assert isinstance(model, DenseLearner)
+    assert not CentroidClassifier().dense_capable  # the base class's answer
+    with pytest.raises(NotImplementedError):
+        CentroidClassifier().learn_dense(["a"], np.zeros((1, 1)), [1])
+
+
+def test_without_c_nothing_is_dense_capable(monkeypatch):
+    monkeypatch.setattr(native, "dense", None)
+    for model in (Perceptron(), MulticlassPerceptron()):
+        assert not model.dense_capable
+        with pytest.raises(RuntimeError, match="C kernel is unavailable"):
+            model.learn_dense(["a"], np.zeros((1, 1)), np.array([1]))
+
+
+def test_rejects_bad_input():
     X = np.zeros((2, 2))
     with pytest.raises(ValueError, match="does not support"):
-        fast.learn_dense(Perceptron(init="random"), ["a", "b"], X, np.array([1, 1]))
+        Perceptron(init="random").learn_dense(["a", "b"], X, np.array([1, 1]))
     with pytest.raises(ValueError, match="duplicate"):
-        fast.learn_dense(Perceptron(), ["a", "a"], X, np.array([1, 1]), backend=backend)
+        Perceptron().learn_dense(["a", "a"], X, np.array([1, 1]))
     with pytest.raises(ValueError, match="shape"):
-        fast.learn_dense(Perceptron(), ["a"], X, np.array([1, 1]), backend=backend)
+        Perceptron().learn_dense(["a"], X, np.array([1, 1]))
     with pytest.raises(ValueError, match="shape"):
-        fast.learn_dense(Perceptron(), ["a", "b"], X, np.array([1]), backend=backend)
+        Perceptron().learn_dense(["a", "b"], X, np.array([1]))
     with pytest.raises(ValueError, match="signs"):
-        fast.learn_dense(Perceptron(), ["a", "b"], X, np.array([1, 2]), backend=backend)
+        Perceptron().learn_dense(["a", "b"], X, np.array([1, 2]))
     with pytest.raises(ValueError, match="signs"):  # not wrapped around to int8's 1
-        fast.learn_dense(Perceptron(), ["a", "b"], X, np.array([1, 257]), backend=backend)
+        Perceptron().learn_dense(["a", "b"], X, np.array([1, 257]))
     with pytest.raises(ValueError, match="non-finite"):
-        fast.learn_dense(Perceptron(), ["a", "b"], X + np.nan, np.array([1, 1]), backend=backend)
+        Perceptron().learn_dense(["a", "b"], X + np.nan, np.array([1, 1]))
     model = Perceptron()
     assert (
-        fast.learn_dense(model, ["a", "b"], np.zeros((0, 2)), np.zeros(0), backend=backend).size
+        model.learn_dense(["a", "b"], np.zeros((0, 2)), np.zeros(0)).size
         == 0
     )
     assert model.get_state() == Perceptron().get_state()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_a_non_finite_value_anywhere_raises_and_leaves_the_model_alone(backend, bad):
+def test_a_non_finite_value_anywhere_raises_and_leaves_the_model_alone(bad):
     features, X, y = gaussian(n=500, d=4)
     model = Perceptron(averaged=True)
-    run_fast(model, features, X[:100], y[:100], backend)
+    run_fast(model, features, X[:100], y[:100])
     before = model.get_state()
     X = X[100:].copy()
     X[350, 2] = bad
     with pytest.raises(ValueError, match="non-finite"):
-        fast.learn_dense(model, features, X, np.array(y[100:]), backend=backend)
+        model.learn_dense(features, X, np.array(y[100:]))
     assert model.get_state() == before
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_int64_signs_and_non_contiguous_x(backend):
+def test_int64_signs_and_non_contiguous_x():
     features, X, y = gaussian(n=300, d=4)
     want = Perceptron(averaged=True)
     expected = reference(want, features, X, y)
     got = Perceptron(averaged=True)
     got._labels.encode(1), got._labels.encode(-1)
     Xf = np.asfortranarray(X)
-    preds = fast.learn_dense(got, features, Xf, np.array(y, dtype=np.int64), backend=backend)
+    preds = got.learn_dense(features, Xf, np.array(y, dtype=np.int64))
     assert preds.tolist() == expected
     assert_same_model(got, want)
 
@@ -359,7 +318,7 @@ def test_int64_signs_and_non_contiguous_x(backend):
 def test_encode_labels_follows_the_encoding_as_it_settles():
     model = Perceptron()
     labels = [None, b"1", b"", 1, b"0", None, b"-1", b"cat", b"1"]
-    signs, classes, errors = fast.encode_labels(model, labels)
+    signs, classes, errors = encode_labels(model, labels)
     assert signs.tolist() == [0, 1, 0, 1, -1, 0, 0, 0, 1]
     assert classes == [(False, True)] + [(0, 1)] * 8
     assert sorted(errors) == [6, 7] and all(isinstance(e, LabelError) for e in errors.values())
@@ -372,8 +331,7 @@ def test_encode_labels_follows_the_encoding_as_it_settles():
     assert ref._labels.get_state() == model._labels.get_state()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_mixed_batch_with_label_errors_as_the_engine_would_run_it(backend):
+def test_mixed_batch_with_label_errors_as_the_engine_would_run_it():
     features, X, y = gaussian(n=400, d=4, seed=8)
     cells = [str(v).encode() for v in y]
     cells[0], cells[5], cells[9] = b"", b"2", b"true"
@@ -390,22 +348,11 @@ def test_mixed_batch_with_label_errors_as_the_engine_would_run_it(backend):
         except LabelError:
             expected.append("bad")
     got = Perceptron()
-    signs, classes, errors = fast.encode_labels(got, cells)
+    signs, classes, errors = encode_labels(got, cells)
     keep = np.ones(len(X), bool)
     keep[list(errors)] = False
-    preds = fast.learn_dense(got, features, X[keep], signs[keep], backend=backend)
+    preds = got.learn_dense(features, X[keep], signs[keep])
     decoded = iter(pos if p > 0 else neg for p, (neg, pos) in
                    zip(preds.tolist(), np.array(classes, dtype=object)[keep].tolist()))  # fmt: skip
     assert ["bad" if i in errors else next(decoded) for i in range(len(X))] == expected
     assert_same_model(got, want)
-
-
-def test_compiled_reports_the_backends():
-    assert fast.compiled() == (HAS_C or HAS_NUMBA)
-    assert fast.default_backend() == ("c" if HAS_C else "numba" if HAS_NUMBA else "numpy")
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        assert not HAS_NUMBA and fast._numba_error
-    else:
-        assert HAS_NUMBA or fast._numba_error

@@ -13,32 +13,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_perceptron import fast
+from stream_perceptron import native
 from stream_perceptron.errors import RecordError
 from stream_perceptron.formats.base import parse_label
 from stream_perceptron.formats.delimited import CsvParser
+from stream_perceptron.native import scan
 
 HEADER = b"a,b,y,c"
 
-HAS_C = fast._c is not None
-HAS_NUMBA = fast.load_numba()
-SCANNERS = {"c": fast._c.scan_csv if HAS_C else None, "numba": fast._scan_csv_numba}
+HAS_C = native.dense is not None
+SCANNERS = {"c": native.dense.scan_csv if HAS_C else None}
 needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
-needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba is not installed")
 
-PATHS = [pytest.param("c", marks=needs_c), pytest.param("numba", marks=needs_numba), "generic"]
-COMPILED = [pytest.param("c", marks=needs_c), pytest.param("numba", marks=needs_numba)]
+# The C scanner, and the reference: float() on every cell.
+PATHS = [pytest.param("c", marks=needs_c), "generic"]
+COMPILED = [pytest.param("c", marks=needs_c)]
 
 
 @contextlib.contextmanager
 def path(name: str):
-    """parse_dense with the C or the numba parser, or with np.array/float() only."""
-    saved = fast._scan_csv_compiled
-    fast._scan_csv_compiled = SCANNERS.get(name)
+    """parse_dense with the C scanner, or with np.array/float() only."""
+    saved = scan.scan_csv
+    scan.scan_csv = SCANNERS.get(name)
     try:
         yield
     finally:
-        fast._scan_csv_compiled = saved
+        scan.scan_csv = saved
 
 
 def parser(header: bytes = HEADER) -> CsvParser:
@@ -251,7 +251,7 @@ def test_agrees_with_parse(via, data, clean):
 
 
 @pytest.mark.parametrize("via", PATHS)
-def test_more_cells_for_float_than_the_numba_parser_keeps(via):
+def test_more_cells_for_float_than_the_c_scanner_keeps(via):
     lines = [b"1_0,%d,1,1e-320" % i for i in range(3000)]  # underscores, subnormals: float()
     with path(via):
         names, X, labels = assert_matches_parse(lines)
@@ -259,13 +259,15 @@ def test_more_cells_for_float_than_the_numba_parser_keeps(via):
         assert parser().parse_dense([*lines, b"1,2,1,x"]) is None
 
 
-# -- the numba decimal parser ---------------------------------------------------------------------
+# -- the C decimal parser -------------------------------------------------------------------------
 
 
 def test_powers_of_ten_table_matches_go_strconv():
+    lo, hi = native._powers_of_ten()
+
     def row(e):
-        k = e - fast._E10_MIN
-        return int(fast._POW10_LO[k]), int(fast._POW10_HI[k])
+        k = e - native.E10_MIN
+        return int(lo[k]), int(hi[k])
 
     assert row(-348) == (0x1732C869CD60E453, 0xFA8FD5A0081C0288)
     assert row(-162) == (0x0CB4A5A3112A5112, 0xE65829B3046B0AFA)
@@ -341,10 +343,7 @@ def test_decimal_parser_is_float_bit_for_bit(scanner, seed):
 @pytest.mark.parametrize("scanner", COMPILED)
 def test_decimal_parser_takes_the_cells_it_should(scanner):
     def decided(text: bytes) -> bool:
-        if scanner == "c":
-            ok, value = fast._c.parse_decimal(text)
-        else:
-            ok, value = fast._parse_decimal(np.frombuffer(text, np.uint8), 0, len(text))
+        ok, value = native.dense.parse_decimal(text)
         if ok:
             assert bits(value) == bits(float(text))
         return ok
@@ -362,7 +361,7 @@ def test_decimal_parser_takes_the_cells_it_should(scanner):
 def test_plain_batches_take_the_compiled_parser(scanner):
     lines = [b"%r,%r,1,%r" % (v, -v, v / 3) for v in np.linspace(-5, 5, 999).tolist()]
     with path(scanner):
-        dense = fast.parse_csv_numbers(lines, 4, 2)
+        dense = scan.parse_csv_numbers(lines, 4, 2)
     assert dense is not NotImplemented and dense is not None
     assert dense[1] == [b"1"] * 999
     assert [bits(v) for v in dense[0].ravel().tolist()] == [
@@ -372,15 +371,15 @@ def test_plain_batches_take_the_compiled_parser(scanner):
 
 @needs_c
 def test_the_default_scanner_is_c_when_built():
-    assert fast._scan_csv_compiled is fast._c.scan_csv and fast.default_backend() == "c"
+    assert scan.scan_csv is native.dense.scan_csv
 
 
 @needs_c
 def test_the_c_scanner_refuses_bad_buffers():
     X, labels, slow = np.empty((1, 1)), np.empty(8, np.uint8), np.empty((4, 4), np.int64)
     with pytest.raises(ValueError, match="newline"):
-        fast._c.scan_csv(b"1,2", 1, 2, 1, X, labels, slow)
+        native.dense.scan_csv(b"1,2", 1, 2, 1, X, labels, slow)
     with pytest.raises(ValueError, match="X"):
-        fast._c.scan_csv(b"1,2\n2,3\n", 2, 2, 1, X, labels, slow)
+        native.dense.scan_csv(b"1,2\n2,3\n", 2, 2, 1, X, labels, slow)
     with pytest.raises(ValueError, match="label_col"):
-        fast._c.scan_csv(b"1,2\n", 1, 2, 2, X, labels, slow)
+        native.dense.scan_csv(b"1,2\n", 1, 2, 2, X, labels, slow)

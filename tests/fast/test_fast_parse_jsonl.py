@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors import LineSource, MemorySink
-from stream_perceptron import Perceptron, fast
+from stream_perceptron import Perceptron, native
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.errors import RecordError
 from stream_perceptron.formats.jsonl import JsonLinesParser
 
-pytestmark = pytest.mark.skipif(fast._c is None, reason="the C extension is not built")
+pytestmark = pytest.mark.skipif(native.dense is None, reason="the C extension is not built")
 
 
 def bits(v: float) -> str:
@@ -188,11 +188,11 @@ def _run(data: bytes, dense: bool, chunk_size: int):
 def test_engine_with_json_blocks_equals_the_per_record_path(chunk_size, monkeypatch):
     data = _jsonl(chunk_size)
     calls = []
-    original = fast.learn_dense
-    monkeypatch.setattr(fast, "learn_dense", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = Perceptron.learn_dense
+    monkeypatch.setattr(Perceptron, "learn_dense", lambda *a: calls.append(1) or original(*a))
     a, preds_a, dead_a = _run(data, True, chunk_size)
     assert calls  # some blocks went the dense way
-    monkeypatch.setattr(fast, "learn_dense", original)
+    monkeypatch.setattr(Perceptron, "learn_dense", original)
     b, preds_b, dead_b = _run(data, False, chunk_size)
     assert a._blocks is not None and b._blocks is None
     assert a.learner.get_state() == b.learner.get_state()
@@ -205,8 +205,8 @@ def test_engine_with_json_blocks_equals_the_per_record_path(chunk_size, monkeypa
 
 def test_engine_takes_json_blocks(monkeypatch):
     calls = []
-    original = fast.learn_dense
-    monkeypatch.setattr(fast, "learn_dense", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = Perceptron.learn_dense
+    monkeypatch.setattr(Perceptron, "learn_dense", lambda *a: calls.append(1) or original(*a))
     data = b"".join(b'{"a": %r, "y": %d}\n' % (v, v > 0) for v in np.linspace(-1, 1, 5000).tolist())
     engine, _, _ = _run(data, True, 1 << 14)
     assert engine.stats.learned == 5000 and len(calls) >= 5

@@ -30,8 +30,7 @@ from hypothesis import strategies as st
 
 import stream_perceptron.learners.multiclass as multiclass_module
 import stream_perceptron.learners.perceptron as perceptron_module
-from stream_perceptron import MulticlassPerceptron, Perceptron
-from stream_perceptron.learners import _accel
+from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.learners.multiclass import _argmax
 
 try:
@@ -228,13 +227,13 @@ def test_the_extension_is_built():
     assert _speedups is not None, "stream_perceptron._speedups is not built in this venv"
     assert _speedups.__file__.endswith((".so", ".pyd"))
     if os.environ.get("STREAM_PERCEPTRON_PURE_PYTHON", "") in ("", "0"):
-        assert _accel.speedups is _speedups
+        assert native.speedups is _speedups
         assert perceptron_module._speedups is _speedups
         assert multiclass_module._speedups is _speedups
 
 
 def test_the_environment_variable_turns_the_kernels_off():
-    code = "from stream_perceptron.learners import _accel; print(_accel.speedups is None)"
+    code = "from stream_perceptron import native; print(native.speedups is None)"
     env = {**os.environ, "STREAM_PERCEPTRON_PURE_PYTHON": "1"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
@@ -385,37 +384,38 @@ def test_class_kernels_match_the_python_loops(classes, x):
     w = {c: wc for c, wc, _ in classes}
     b = {c: bc for c, _, bc in classes}
     scores = py_class_scores(w, b, x)
-    sq = 0.0  # R as MulticlassPerceptron._note_norm defines it: a plain left fold
+    r = py_norm(x)
+    assert_same(_speedups.class_scores(w, b, x), scores)
+    assert_same(_speedups.class_argmax(w, b, x), (_argmax(scores), r))
+
+
+def py_norm(x: dict) -> float:
+    """R as both learners compute it: a plain left fold of the squares from 0.0."""
+    sq = 0.0
     for v in x.values():
         sq += v * v
-    r = math.sqrt(sq)
-    assert_same(_speedups.class_scores(w, b, x), scores)
-    got = _speedups.class_argmax(w, b, x)
-    if got is None:  # declined only when a square is beyond a C long (Python's exact ints)
-        assert any(type(v) is int and v * v > 2**63 - 1 for v in x.values())
-    else:
-        assert_same(got, (_argmax(scores), r))
+    return math.sqrt(sq)
 
 
 @needs_kernels
-def test_sum_of_squares_is_a_plain_left_fold_not_builtin_sum():
-    """Each square added to a float from 0.0 in order (ints converted as added): the order the
-    Python reference defines, not sum()'s exact int phase or its 3.12 compensation."""
+def test_sum_of_squares_is_a_plain_left_fold():
+    """R is ``sq += v * v`` in x's order, in both learners and both tiers: not the builtin
+    sum(), which adds ints exactly before floats and, from Python 3.12, compensates floats
+    (Neumaier)."""
     x = {"a": 422762746, "b": 1356573733, "c": 269738600, "d": 0.1, "e": 7}
-    total = sum(v * v for v in x.values())
     loop = 0.0
     for v in x.values():
         loop += v * v
-    assert total != loop  # the two orders differ here
-    assert_same(_speedups.class_argmax({}, {}, x)[1], math.sqrt(loop))
-    assert_same(_speedups.dot_norm({}, x)[1], math.sqrt(loop))  # the binary learner's loop
-    reference = MulticlassPerceptron()
-    reference._note_norm(x)
-    assert_same(reference.max_norm, math.sqrt(loop))
-    # a square beyond a C long: declined (the Python loop takes it)
-    assert _speedups.class_argmax({}, {}, {"a": 3037000500}) is None
-    pair = {"a": 3037000499, "b": 3037000499}
-    assert_same(_speedups.class_argmax({}, {}, pair)[1], math.sqrt(2.0 * 3037000499**2))
+    assert sum(v * v for v in x.values()) != loop  # the two orders differ here
+    floats = {"a": 1e8, "b": 1.0, "c": 1.0, "d": 1.0}  # 1e16 + 1 + 1 + 1: the 1s are lost
+    assert py_norm(floats) == 1e8 != math.sqrt(math.fsum(v * v for v in floats.values()))
+    for case in (x, floats, {"a": 3037000500}, {"a": 2**53, "b": -(2**53)}):
+        assert_same(_speedups.class_argmax({}, {}, case)[1], py_norm(case))
+        assert_same(_speedups.dot_norm({}, case)[1], py_norm(case))  # the binary learner's
+        pure = MulticlassPerceptron()
+        with kernels(None):
+            pure.learn_one(dict(case), "a")
+        assert_same(pure.max_norm, py_norm(case))
 
 
 @needs_kernels

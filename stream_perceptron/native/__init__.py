@@ -1,0 +1,91 @@
+"""The C tier: the compiled extensions, loaded once, and whether they are there.
+
+Two tiers compute every update rule of the package:
+
+1. the C extensions, built by ``pip install`` when a C compiler is there (``setup.py``, optional
+   extensions, compiled with ``-ffp-contract=off``):
+
+   * :mod:`stream_perceptron._dense` (here :data:`dense`): the dense kernels of the binary and
+     multi-class perceptrons (:mod:`.binary`, :mod:`.multiclass`) and the CSV / JSON-lines block
+     scanners (:mod:`.scan`). ``STREAM_PERCEPTRON_NO_C=1`` at import turns it off: then no
+     learner is :attr:`~stream_perceptron.learners.StreamClassifier.dense_capable` and the
+     engine runs per record;
+   * :mod:`stream_perceptron._speedups` (here :data:`speedups`): the dict API's helpers, used by
+     ``Perceptron`` and ``MulticlassPerceptron`` themselves, each declining (``None``/``False``)
+     whatever it does not handle. ``STREAM_PERCEPTRON_PURE_PYTHON=1`` at import turns it off;
+
+2. the readable pure-Python reference: the learners' own per-record code
+   (``learn_one``/``predict_one`` with :data:`speedups` off) and ``float()`` on each CSV cell.
+
+The C code gives the reference's results to the last bit (same operations, same order: every
+sum a plain left fold from ``0.0`` in feature order); ``tests/fast/test_tiers_equal.py`` and
+the other bit-exact tests compare the two tiers.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["dense", "dense_error", "speedups", "has_dense", "E10_MIN", "E10_MAX"]
+
+
+def _off(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+# -- the dict API's helpers -----------------------------------------------------------------------
+
+speedups: ModuleType | None
+if _off("STREAM_PERCEPTRON_PURE_PYTHON"):
+    speedups = None
+else:
+    try:
+        from stream_perceptron import _speedups as speedups
+    except ImportError:  # not built: the pure-Python loops
+        speedups = None
+
+# -- the dense kernels and block scanners ---------------------------------------------------------
+
+E10_MIN, E10_MAX = -348, 347
+
+
+def _powers_of_ten() -> tuple[np.ndarray, np.ndarray]:
+    """10**e as 128-bit mantissas rounded down, top bit set (Go's detailedPowersOfTen): the
+    table of the C scanner's Eisel-Lemire conversion, ``(low 64 bits, high 64 bits)``."""
+    lo = np.empty(E10_MAX - E10_MIN + 1, dtype=np.uint64)
+    hi = np.empty_like(lo)
+    for i, e in enumerate(range(E10_MIN, E10_MAX + 1)):
+        if e >= 0:
+            v = 10**e
+            shift = v.bit_length() - 128
+            m = v >> shift if shift > 0 else v << -shift
+        else:
+            d = 10**-e
+            m = (1 << (127 + d.bit_length())) // d
+        lo[i] = m & 0xFFFFFFFFFFFFFFFF
+        hi[i] = m >> 64
+    return lo, hi
+
+
+dense: ModuleType | None = None
+dense_error: str | None = None
+if _off("STREAM_PERCEPTRON_NO_C"):
+    dense_error = "disabled by STREAM_PERCEPTRON_NO_C"
+else:
+    try:
+        from stream_perceptron import _dense as _loaded
+    except ImportError as e:  # built without a C compiler: the per-record path
+        dense_error = f"the C extension is not built ({e})"
+    else:
+        POW10_LO, POW10_HI = _powers_of_ten()
+        _loaded.set_tables(POW10_LO, POW10_HI)
+        dense = _loaded
+
+
+def has_dense() -> bool:
+    """Whether the dense kernels and scanners are there (read at each call: tests turn them
+    off by setting :data:`dense` to ``None``)."""
+    return dense is not None

@@ -1,0 +1,127 @@
+"""Glue of the binary perceptron's C kernel: the model's dicts to arrays, the kernel, back.
+
+:func:`learn_dense` predicts-then-learns every row of a dense float64 matrix and leaves the
+model exactly as the ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, to the
+last bit: the same predictions, mistakes, weights (same keys, same insertion order), bias,
+averaging accumulators, counters and ``max_norm``. The model's dicts stay authoritative: each
+call copies the weights of ``features`` into arrays, runs the C kernel (``_dense.c``) over the
+whole matrix, and writes the arrays back. Call it through
+:meth:`Perceptron.learn_dense <stream_perceptron.learners.Perceptron.learn_dense>`.
+
+The kernel does the floating-point operations of ``Perceptron._learn`` / ``Perceptron._score``
+(the reference) in the same order:
+
+* ``dot`` starts at ``+0.0`` and adds ``w*v`` for features present in ``_w`` only, left to
+  right in feature order; absent ones are skipped, not added as ``0.0*v``;
+* a weight absent from ``_w`` is ``+0.0`` in the arrays, which is what ``w.get(k, 0.0)`` gives
+  the update; likewise ``u.get(k, 0.0)``.
+
+A sign of ``0`` marks an unlabelled row: it is predicted as ``predict_one`` would (the averaged
+score when ``averaged``) and not learned from (``n_seen`` and ``max_norm`` unchanged), so a
+batch mixing labelled and unlabelled rows needs one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from stream_perceptron import native
+from stream_perceptron.learners._base import BIAS_MODES
+
+if TYPE_CHECKING:
+    from stream_perceptron.learners.perceptron import Perceptron
+
+__all__ = ["BIAS_CODES", "supported", "learn_dense", "learn_array"]
+
+BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
+
+
+def supported(model: Any) -> bool:
+    """Whether the kernels handle this configuration (the C extension aside): ``init="zeros"``
+    (``"random"`` draws a weight per new feature from the model's generator), any bias mode,
+    and a plain number as ``lr``. Used by the learners' ``dense_capable``."""
+    lr = model.lr
+    return (
+        not model._init.random
+        and model._bias_mode in BIAS_CODES
+        and isinstance(lr, (int, float))
+        and not isinstance(lr, bool)
+        and float(lr) == lr
+    )
+
+
+def learn_dense(
+    model: Perceptron, features: Sequence[Any], X: np.ndarray, signs: np.ndarray
+) -> np.ndarray:
+    """:meth:`Perceptron.learn_dense`'s work, for a model whose ``dense_capable`` is true."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    features = list(features)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(features):
+        raise ValueError(f"X has shape {X.shape}, expected (n, {len(features)})")
+    if len(set(features)) != len(features):
+        raise ValueError("duplicate feature names")
+    n = X.shape[0]
+    signs = np.asarray(signs)
+    if signs.shape != (n,):
+        raise ValueError(f"signs has shape {signs.shape}, expected ({n},)")
+    if signs.dtype.kind in "iu":  # integers: a range check (np.isin cost a quarter of a call)
+        valid = n == 0 or (int(signs.min()) >= -1 and int(signs.max()) <= 1)
+    else:
+        valid = bool(np.isin(signs, (-1, 0, 1)).all())
+    if not valid:
+        raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
+    signs = signs.astype(np.int8, copy=False)
+    preds = np.empty(n, dtype=np.int8)
+    if n == 0:
+        return preds
+
+    wd, ud = model._w, model._u
+    w = np.array([wd.get(k, 0.0) for k in features], dtype=np.float64)
+    present = np.array([k in wd for k in features], dtype=np.bool_)
+    u = np.array([ud.get(k, 0.0) for k in features], dtype=np.float64)
+    b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite = c.kernel(
+        X, signs, w, present, u, float(model.lr), BIAS_CODES[model._bias_mode],
+        bool(model.averaged), float(model._b), float(model._ub), int(model._n_seen),
+        int(model._n_mistakes), float(model._max_norm), preds, n, X.shape[1],
+    )  # fmt: skip
+    if not finite:  # checked by the kernel, on the way: the model is left as it was
+        raise ValueError("X has non-finite values")
+    if w_updated:  # every feature of a dense row is in _w after its first mistake
+        for k, v in zip(features, w.tolist()):
+            wd[k] = v  # existing keys keep their place, new ones follow in features order
+    if u_updated:
+        for k, v in zip(features, u.tolist()):
+            ud[k] = v
+    model._b = float(b)
+    model._ub = float(ub)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    model._max_norm = float(max_norm)
+    return preds
+
+
+def learn_array(X: np.ndarray, y: np.ndarray, **params: Any) -> Perceptron:
+    """A new :class:`Perceptron` (``params`` its hyperparameters) learned from the rows of ``X``
+    (features named by column index) and labels ``y`` in {-1, +1}, one pass, exactly as the
+    ``learn_one`` loop would. Needs the C extension.
+
+    Examples
+    --------
+    >>> model = learn_array(np.array([[1.0, 0.0], [-1.0, 2.0]]), np.array([1, -1]))
+    >>> model.weights, model.n_mistakes
+    ({0: 2.0, 1: -2.0}, 2)
+
+    """
+    from stream_perceptron.learners.perceptron import Perceptron
+
+    model = Perceptron(**params)
+    model._labels.encode(-1)  # the caller's encoding: -1/+1
+    X = np.asarray(X, dtype=np.float64)
+    model.learn_dense(list(range(X.shape[1])), X, np.asarray(y, dtype=np.int8))
+    return model

@@ -1,0 +1,93 @@
+"""Glue of the multi-class perceptron's C kernel: the model's dicts to arrays, the kernel, back.
+
+Call it through :meth:`MulticlassPerceptron.learn_dense
+<stream_perceptron.learners.MulticlassPerceptron.learn_dense>`. The kernel (``_dense.c``) does
+the operations of ``MulticlassPerceptron._learn`` / ``predict_one`` (the reference), not
+averaged, ``init="zeros"``, in the same order: each class's score a left fold from ``+0.0``
+over the features (a weight missing from the class's dict is ``0.0`` in the arrays: a left
+fold from ``+0.0`` gives the same sum whether such a term is skipped or added as ``0.0*v``,
+``v`` finite), R's sum of squares ``sq += v * v`` likewise, the argmax the first class on ties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from stream_perceptron import native
+from stream_perceptron.native.binary import BIAS_CODES
+
+if TYPE_CHECKING:
+    from stream_perceptron.learners.multiclass import MulticlassPerceptron
+
+__all__ = ["supported", "learn_dense"]
+
+
+def supported(model: Any) -> bool:
+    """Whether the kernel handles this configuration (the C extension aside): not averaged,
+    ``init="zeros"``, any bias mode, a plain number as ``lr``."""
+    lr = model.lr
+    return (
+        not model.averaged
+        and not model._init.random
+        and model._bias_mode in BIAS_CODES
+        and isinstance(lr, (int, float))
+        and not isinstance(lr, bool)
+        and float(lr) == lr
+    )
+
+
+def learn_dense(
+    model: MulticlassPerceptron, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
+) -> list[Any]:
+    """:meth:`MulticlassPerceptron.learn_dense`'s work, for a model whose ``dense_capable`` is
+    true."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    features = list(features)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, d = X.shape
+    if d != len(features) or len(labels) != n:
+        raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
+    classes = list(model._w)
+    index = {c: i for i, c in enumerate(classes)}
+    code_of: dict[Any, int] = {}
+    for y in dict.fromkeys(labels):  # distinct labels, in the order they first come
+        if y is None:
+            code_of[y] = -1
+        elif y in index:
+            code_of[y] = index[y]
+        else:  # a new class: added when its first row is learned, so in this order
+            index[y] = code_of[y] = len(classes)
+            classes.append(y)
+    codes = np.fromiter(map(code_of.__getitem__, labels), dtype=np.int64, count=n)
+    W = np.zeros((len(classes), d))
+    bias = np.zeros(len(classes))
+    for i, cl in enumerate(model._w):
+        wc = model._w[cl]
+        W[i] = [wc.get(k, 0.0) for k in features]
+        bias[i] = model._b[cl]
+    updated = np.zeros(len(classes), dtype=np.uint8)
+    preds = np.empty(n, dtype=np.int64)
+    known = len(model._w)
+    n_active, max_norm, n_seen, n_mistakes = c.kernel_multiclass(
+        X, codes, W, bias, updated, known, float(model.lr), BIAS_CODES[model._bias_mode],
+        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
+        len(classes),
+    )  # fmt: skip
+    for cl in classes[known:n_active]:
+        model._add_class(cl)
+    for i in np.flatnonzero(updated).tolist():
+        wc = model._w[classes[i]]
+        for k, v in zip(features, W[i].tolist()):
+            wc[k] = v  # existing keys keep their place, new ones follow in features order
+        model._b[classes[i]] = float(bias[i])
+    model._max_norm = float(max_norm)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    model._memo = None
+    named = [None, *classes]
+    return [named[p + 1] for p in preds.tolist()]

@@ -1,0 +1,248 @@
+"""The two tiers give the same bits: every learner configuration over the same streams.
+
+Tier 1 is the C extension: ``learn_dense`` (the dense kernels, fed in blocks of varying sizes)
+where the learner is ``dense_capable``, and the per-record path with the dict API's C helpers
+(``_speedups``) in every configuration. Tier 2 is the readable pure-Python reference: the
+learners' own ``predict_learn_one``/``predict_one`` with the C helpers turned off. Each must
+leave the same model: weights (bitwise, same key order), biases, averaging accumulators,
+``n_seen``, ``n_mistakes``, ``max_norm``, and make the same predictions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from fast_helpers import bits, needs_c, reference
+from river import datasets
+
+from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron.native.labels import encode_labels
+
+pytestmark = needs_c
+
+BINARY = [
+    dict(bias=bias, averaged=averaged, init=init, lr=lr, seed=7)
+    for bias, averaged, init, lr in itertools.product(
+        ("learned", "r2", "none"), (False, True), ("zeros", "random"), (1.0, 0.25)
+    )
+]
+MULTICLASS = [
+    dict(bias=bias, averaged=averaged, init=init, lr=lr, seed=7)
+    for bias, averaged, init, lr in itertools.product(
+        ("learned", "r2", "none"), (False, True), ("zeros", "random"), (1.0, 0.25)
+    )
+]
+
+
+def _ids(configs: list[dict]) -> list[str]:
+    return [
+        f"{c['bias']}-{'avg' if c['averaged'] else 'plain'}-{c['init']}-lr{c['lr']}"
+        for c in configs
+    ]
+
+
+# -- streams: (features, X, labels), labels None for an unlabelled row -------------------------
+
+
+def _gaussian(seed: int, n: int, d: int, unlabelled: float) -> tuple[list, np.ndarray, list]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.1, 10.0, size=d)
+    w = rng.normal(size=d)
+    y = np.where(X @ w + 0.3 + rng.normal(scale=0.5, size=n) > 0, 1, -1).tolist()
+    labels = [None if rng.random() < unlabelled else v for v in y]
+    return [f"f{j}" for j in range(d)], X, labels
+
+
+def _cancelling(seed: int, n: int = 400, d: int = 12) -> tuple[list, np.ndarray, list]:
+    """Sums that cancel to exact zeros, or lose small terms, depending on their order."""
+    rng = np.random.default_rng(seed)
+    X = rng.choice([1e8, -1e8, 1e16, -1e16, 1.0, -1.0, 3.0, 0.1, -0.3, 0.0, -0.0], size=(n, d))
+    labels = [None if rng.random() < 0.1 else int(v) for v in rng.choice([-1, 1], size=n)]
+    return [f"c{j}" for j in range(d)], X, labels
+
+
+def _extreme(seed: int, n: int = 300, d: int = 3) -> tuple[list, np.ndarray, list]:
+    """Huge and tiny magnitudes: sums overflow to inf, then inf - inf makes NaN weights."""
+    rng = np.random.default_rng(seed)
+    X = rng.choice([1e300, -1e300, 1.7e308, -1.7e308, 1e-300, 1.0, -1.0, 0.0], size=(n, d))
+    labels = [None if rng.random() < 0.1 else int(v) for v in rng.choice([-1, 1], size=n)]
+    return [f"e{j}" for j in range(d)], X, labels
+
+
+def _phishing() -> tuple[list, np.ndarray, list]:
+    rows = list(datasets.Phishing())
+    features = list(rows[0][0])
+    X = np.array([[x[k] for k in features] for x, _ in rows], dtype=np.float64)
+    return features, X, [y for _, y in rows]
+
+
+BINARY_STREAMS = {
+    "gaussian": _gaussian(0, 1500, 8, 0.0),
+    "gaussian-unlabelled": _gaussian(1, 1500, 5, 0.25),
+    "cancelling": _cancelling(2),
+    "extreme": _extreme(3),
+    "phishing": _phishing(),
+}
+
+
+def _multiclass_stream(seed: int, n: int, d: int, unlabelled: float, wide: bool = False):
+    rng = np.random.default_rng(seed)
+    if wide:  # 1e16 + 1 + 1 + 1: a plain left fold of R's squares differs from Neumaier's
+        X = rng.choice([1e8, -1e8, 1.0, -1.0, 0.5], size=(n, d))
+        X[:, 0] = rng.choice([1e8, -1e8], size=n)
+    else:
+        X = rng.normal(size=(n, d))
+    centres = rng.normal(size=(4, d))
+    labels: list[Any] = []
+    for i, row in enumerate(X):
+        c = int(np.argmax(centres @ row))
+        label = ["red", "green", "blue", 3][c]
+        if i < n // 3 and label == 3:
+            label = "red"  # the fourth class first comes a third of the way in
+        labels.append(None if rng.random() < unlabelled else label)
+    return [f"m{j}" for j in range(d)], X, labels
+
+
+MULTICLASS_STREAMS = {
+    "gaussian": _multiclass_stream(3, 1500, 6, 0.0),
+    "gaussian-unlabelled": _multiclass_stream(4, 1500, 4, 0.2),
+    "wide-r": _multiclass_stream(5, 300, 4, 0.1, wide=True),
+}
+
+BLOCKS = [1, 2, 7, 64, 300]  # block sizes, cycled: blocks of one row and long ones
+
+
+def _blocks(n: int) -> list[tuple[int, int]]:
+    out, start = [], 0
+    for size in itertools.cycle(BLOCKS):
+        if start >= n:
+            return out
+        out.append((start, min(n, start + size)))
+        start += size
+    raise AssertionError  # unreachable
+
+
+# -- the tiers ---------------------------------------------------------------------------------
+
+
+def _dense_binary(model: Perceptron, features: list, X: np.ndarray, labels: list) -> list:
+    out: list = []
+    for a, b in _blocks(len(X)):
+        signs, classes, errors = encode_labels(model, labels[a:b])
+        assert not errors
+        preds = model.learn_dense(features, X[a:b], signs)
+        out += [pos if p > 0 else neg for p, (neg, pos) in zip(preds.tolist(), classes)]
+    return out
+
+
+def _dense_multiclass(model: MulticlassPerceptron, features, X, labels) -> list:
+    out: list = []
+    for a, b in _blocks(len(X)):
+        out += model.learn_dense(features, X[a:b], labels[a:b])
+    return out
+
+
+def _with_c_helpers(model: Any, features: list, X: np.ndarray, labels: list) -> list:
+    out = []
+    for row, y in zip(X.tolist(), labels):
+        x = dict(zip(features, row))
+        out.append(model.predict_one(x) if y is None else model.predict_learn_one(x, y))
+    return out
+
+
+def _state(model: Any) -> Any:
+    """Everything a learner holds, floats as bit patterns, dicts as ordered pairs."""
+    return bits(model.get_state()), bits(
+        [model._n_seen, model._n_mistakes, model._max_norm, _ordered(model._w), _ordered(model._u)]
+    )
+
+
+def _ordered(d: dict) -> list:
+    return [(k, _ordered(v) if isinstance(v, dict) else v) for k, v in d.items()]
+
+
+def _check(make, stream, dense) -> Any:
+    features, X, labels = stream
+    pure = make()
+    want = reference(pure, features, X, labels)  # pure Python: the C helpers off
+    helped = make()
+    got = _with_c_helpers(helped, features, X, labels)
+    assert got == want and [type(p) for p in got] == [type(p) for p in want]
+    assert _state(helped) == _state(pure)
+    model = make()
+    if model.dense_capable:
+        got = dense(model, features, X, labels)
+        assert got == want and [type(p) for p in got] == [type(p) for p in want]
+        assert _state(model) == _state(pure)
+    else:
+        assert model._init.random or (isinstance(model, MulticlassPerceptron) and model.averaged)
+    return pure
+
+
+@pytest.mark.parametrize("stream", list(BINARY_STREAMS))
+@pytest.mark.parametrize("config", BINARY, ids=_ids(BINARY))
+def test_binary_tiers_equal(config, stream):
+    pure = _check(lambda: Perceptron(**config), BINARY_STREAMS[stream], _dense_binary)
+    assert pure.n_mistakes >= 2  # r2 on the extreme stream: NaN weights after 2 mistakes
+
+
+@pytest.mark.parametrize("stream", list(MULTICLASS_STREAMS))
+@pytest.mark.parametrize("config", MULTICLASS, ids=_ids(MULTICLASS))
+def test_multiclass_tiers_equal(config, stream):
+    pure = _check(lambda: MulticlassPerceptron(**config), MULTICLASS_STREAMS[stream],
+                  _dense_multiclass)  # fmt: skip
+    assert pure.n_mistakes > 10 and len(pure.classes) == 4
+
+
+def test_the_dense_tier_ran_where_it_should():
+    capable = [Perceptron(**c).dense_capable for c in BINARY]
+    assert capable == [c["init"] == "zeros" for c in BINARY]
+    capable = [MulticlassPerceptron(**c).dense_capable for c in MULTICLASS]
+    assert capable == [c["init"] == "zeros" and not c["averaged"] for c in MULTICLASS]
+
+
+def test_without_c_the_engine_runs_the_python_tier():
+    """STREAM_PERCEPTRON_NO_C=1: no learner is dense-capable, the engine runs per record and
+    learns the same model."""
+    code = (
+        "import io, json\n"
+        "from connectors import LineSource\n"
+        "from stream_perceptron import MulticlassPerceptron, Perceptron, native\n"
+        "from stream_perceptron.engine import Engine\n"
+        "from stream_perceptron.formats import make_parser\n"
+        "assert native.dense is None\n"
+        "data = b'a,b,y\\n' + b''.join(b'%r,%r,%d\\n' % (i / 7, -i / 3, i % 3 == 0)"
+        " for i in range(3000))\n"
+        "out = []\n"
+        "for m in (Perceptron(), MulticlassPerceptron()):\n"
+        "    e = Engine(m, make_parser('csv'))\n"
+        "    assert not m.dense_capable and e._blocks is None\n"
+        "    e.run(LineSource(io.BytesIO(data)))\n"
+        "    out.append(m.get_state())\n"
+        "print(json.dumps(out))\n"
+    )
+    env = {**os.environ, "STREAM_PERCEPTRON_NO_C": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    import io
+    import json
+
+    from connectors import LineSource
+    from stream_perceptron.engine import Engine
+    from stream_perceptron.formats import make_parser
+
+    data = b"a,b,y\n" + b"".join(b"%r,%r,%d\n" % (i / 7, -i / 3, i % 3 == 0) for i in range(3000))
+    want = []
+    for m in (Perceptron(), MulticlassPerceptron()):
+        e = Engine(m, make_parser("csv"))
+        assert e._blocks is not None  # here, with C: the dense tier
+        e.run(LineSource(io.BytesIO(data)))
+        want.append(m.get_state())
+    assert json.loads(run.stdout) == json.loads(json.dumps(want))
