@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,fast]'
+	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
 # The main job on its embedded default: River's bundled Phishing data set, written as CSV by
@@ -17,11 +17,13 @@ run: $(BIN)/.installed
 	$(BIN)/stream-perceptron example-data phishing --format csv \
 	  | $(BIN)/stream-perceptron run --format csv --label y --progress
 
-# Installs what is missing (venv, Python packages, Debian packages), then lints and runs every
+# Installs what is missing (venv, Python packages, Debian packages), then lints (ruff), type-checks
+# (mypy) and runs every
 # test, including those against a real Kafka broker, Prometheus and Pushgateway.
 test: $(BIN)/.installed
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # A real single-node Kafka broker on 127.0.0.1 (jars from Maven Central, no Docker).
@@ -35,7 +37,7 @@ kafka-down:
 # Rows 5a/5b need a Kafka broker: the one in KAFKA_BOOTSTRAP_SERVERS, else one started here
 # (kafka/kafka-up.sh, on 127.0.0.1) and stopped afterwards.
 bench: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[test,fast,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@if [ -n "$$KAFKA_BOOTSTRAP_SERVERS" ]; then \
 	  $(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md; \
 	else \
@@ -50,6 +52,7 @@ bench: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV)
