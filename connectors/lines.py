@@ -117,6 +117,7 @@ class LineSource(Closing, BlockSource):
         self._max_line_bytes = max_line_bytes
         self._batch_size = batch_size
         self._close_stream = close_stream
+        # read1 (one system call) where the stream has it (buffered files, stdin), else read
         self._read: Callable[[int], bytes | None] = getattr(stream, "read1", None) or stream.read
         self._started = False
         self._closed = False

@@ -293,6 +293,7 @@ def class_margins(
 
 
 def _is_dataframe(X: Any) -> bool:
+    # Duck-typed on purpose (River's mini-batch API takes pandas frames; pandas is optional).
     return hasattr(X, "columns") and hasattr(X, "itertuples")
 
 
@@ -310,6 +311,6 @@ def _rows(X: Any) -> Iterator[dict]:
 
 
 def _labels(y: Any) -> Iterable[Any]:
-    if hasattr(y, "tolist"):
+    if hasattr(y, "tolist"):  # a pandas Series or numpy array, duck-typed like _is_dataframe
         return y.tolist()
     return y
