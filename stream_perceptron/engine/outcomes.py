@@ -108,10 +108,7 @@ class Outcomes:
         write = self._write_prediction
         if write is not None:
             for record, prediction, y, mistake in rows():
-                if y is None:
-                    write(record, prediction_line(record, prediction))
-                else:
-                    write(record, prediction_line(record, prediction, y, mistake))
+                write(record, prediction_line(record, prediction, y, mistake))
 
     def bad(self, record: Record, reason: str, detail: str) -> None:
         """A record was refused: counted by reason and kept as a dead letter, the model left

@@ -69,6 +69,11 @@ def prediction_line(record: Record, prediction: Any, y: Any = None, mistake: boo
     """A prediction as a JSON line: the record's position, the prediction, and for a labelled
     record its label and whether the prediction was a mistake.
 
+    The same bytes as ``json.dumps`` of ``{"position": ..., "prediction": ..., ("topic",
+    "partition", "offset" for a Kafka record,) "label": ..., "mistake": ...}``, written with
+    cached pieces: labels and predictions repeat, so each is turned into JSON once
+    (``tests/engine/test_outputs.py`` holds the two equal).
+
     Examples
     --------
     >>> from connectors import Position
@@ -77,13 +82,46 @@ def prediction_line(record: Record, prediction: Any, y: Any = None, mistake: boo
 
     """
     position = record.position
-    entry: dict[str, Any] = {"position": position.to_dict(), "prediction": prediction}
-    if position.partition is not None:
-        entry.update(topic=position.source, partition=position.partition, offset=position.offset)
+    source = _json(position.source)
+    offset = position.offset
+    partition = position.partition
+    if partition is None:
+        text = (
+            f'{{"position": {{"source": {source}, "offset": {offset}}}, '
+            f'"prediction": {_json(prediction)}'
+        )
+    else:
+        text = (
+            f'{{"position": {{"source": {source}, "offset": {offset}, "partition": {partition}}}, '
+            f'"prediction": {_json(prediction)}, "topic": {source}, "partition": {partition}, '
+            f'"offset": {offset}'
+        )
     if y is not None:
-        entry["label"] = y
-        entry["mistake"] = mistake
-    return json.dumps(entry).encode()
+        text += f', "label": {_json(y)}, "mistake": {"true" if mistake else "false"}}}'
+    else:
+        text += "}"
+    return text.encode()
+
+
+# JSON of the strings, ints, booleans and None that predictions, labels and sources are, cached
+# by type and value (True and 1 are equal keys otherwise); bounded, like the label cache.
+_JSON_CACHE: dict[tuple[type, Any], str] = {}
+_JSON_CACHE_LIMIT = 10_000
+_CACHED_TYPES = (str, int, bool, type(None))
+
+
+def _json(value: Any) -> str:
+    kind = type(value)
+    if kind not in _CACHED_TYPES:  # floats (-0.0 == 0.0 as keys), numpy scalars...
+        return json.dumps(value)
+    key = (kind, value)
+    text = _JSON_CACHE.get(key)
+    if text is None:
+        text = json.dumps(value)
+        if len(_JSON_CACHE) >= _JSON_CACHE_LIMIT:
+            _JSON_CACHE.clear()
+        _JSON_CACHE[key] = text
+    return text
 
 
 def dead_letter_line(record: Record, reason: str, detail: str) -> bytes:
