@@ -46,6 +46,7 @@ class RebalanceHandling:
     _floor: dict[TopicPartitionKey, int]
     _last_assignment: set[TopicPartitionKey]
     _had_partitions: bool
+    _joined: bool
     _callback_error: BaseException | None
     _assignment_timeout_s: float
     _on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None
@@ -98,6 +99,7 @@ class RebalanceHandling:
         await done
 
     def _assigned_now(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
+        self._joined = True  # the group has settled an assignment (maybe empty) for this member
         tps = sorted(partitions)
         keys = [(tp.topic, tp.partition) for tp in tps]
         if not tps:

@@ -96,9 +96,10 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
     commit_timeout_ms
         Longest wait of :meth:`commit` for the broker.
     assignment_timeout_s
-        With ``exit_at_end``, longest wait for a first non-empty assignment;
-        also the longest time spent retrying the broker calls that handle an
-        assignment.
+        With ``exit_at_end``, how long an empty assignment is waited out before
+        it is an error (a group still rebalancing is waited for without end,
+        with a warning this often); also the longest time spent retrying the
+        broker calls that handle an assignment.
 
     Attributes
     ----------
@@ -201,6 +202,7 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
         self._floor: dict[TopicPartitionKey, int] = {}  # never commit at or below
         self._callback_error: BaseException | None = None
         self._had_partitions = False
+        self._joined = False  # an assignment (maybe empty) came from the group
         self._lost_since: float | None = None
         self._last_assignment: set[TopicPartitionKey] = set()
         self._ends_refreshed = 0.0
@@ -342,12 +344,30 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
                 if self._at_end(consumer, refresh=not polled):
                     logger.info("end of %s reached for group %r", self.topics, self.group_id)
                     return
-                if not self._had_partitions and time.monotonic() > deadline:
-                    raise ConnectorError(
-                        f"no partitions of {self.topics!r} assigned to group {self.group_id!r}"
-                        f" within {self._assignment_timeout_s:g} s"
-                    )
+                if not self._had_partitions:
+                    deadline = self._wait_for_partitions(deadline)
         self._close_consumer()
+
+    def _wait_for_partitions(self, deadline: float) -> float:
+        """With ``exit_at_end``, before any partition came: while the group is still joining or
+        rebalancing (members that died leave it only after their session timeout), wait on and
+        say so every ``assignment_timeout_s``; once the group has settled on giving this member
+        nothing for that long, there is nothing to do: an error. Returns the next deadline."""
+        now = time.monotonic()
+        if now <= deadline:
+            return deadline
+        if self._joined:
+            raise ConnectorError(
+                f"the group {self.group_id!r} assigned no partitions of {self.topics!r} to this "
+                f"member for {self._assignment_timeout_s:g} s (more members than partitions?)"
+            )
+        logger.warning(
+            "still waiting for group %r to assign partitions of %s: a rebalance is in progress "
+            "(members that died leave the group after their session timeout)",
+            self.group_id,
+            self.topics,
+        )
+        return now + self._assignment_timeout_s
 
     def _open(self) -> KafkaConsumer:
         from kafka.consumer import KafkaConsumer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -76,9 +77,62 @@ def test_exit_at_end_fails_when_no_partition_comes(
             assignment_timeout_s=4,
             client_options={**FAST_GROUP, "client_id": "b-idle"},
         )
-        with idle, pytest.raises(ConnectorError, match="no partitions .* within 4 s"):
+        with idle, pytest.raises(ConnectorError, match="assigned no partitions .* for 4 s"):
             collect(idle)
         assert idle.assignment == []
     finally:
         holder.stop()
     assert [r.value for r in holder.learner.records] == [b"x"]
+
+
+_HOLDER = """
+import sys, time
+from connectors import KafkaSource
+source = KafkaSource(sys.argv[1], [sys.argv[2]], sys.argv[3],
+                     client_options={"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000})
+for batch in source.batches():
+    print("holding", flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_exit_at_end_waits_out_a_rebalance_held_up_by_a_dead_member(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produce,
+    group_id: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A member killed with -9 keeps its partitions until its session times out (6 s): a new
+    member waits for the rebalance (with warnings every assignment_timeout_s, 1 s here)
+    instead of giving up, then reads everything."""
+    import signal
+    import subprocess
+    import sys
+
+    caplog.set_level(logging.WARNING, logger="connectors.kafka_source")
+    topic = make_topic(1)
+    produce(topic, [b"%d" % i for i in range(20)])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, kafka_bootstrap, topic, group_id],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"holding\n"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        source = KafkaSource(
+            kafka_bootstrap,
+            [topic],
+            group_id,
+            exit_at_end=True,
+            assignment_timeout_s=1,
+            client_options=FAST_GROUP,
+        )
+        with source:
+            records = collect(source, timeout=90)
+    finally:
+        holder.kill()
+    assert [r.value for r in records] == [b"%d" % i for i in range(20)]
+    waits = [r for r in caplog.records if "still waiting for group" in r.getMessage()]
+    assert waits, "the wait for the rebalance was not reported"
