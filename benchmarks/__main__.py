@@ -20,6 +20,7 @@ from benchmarks.common import Context, Measure, Result, Sizes
 from benchmarks.report import format_line, machine_info, markdown
 from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
+from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory
 from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
@@ -35,6 +36,7 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     5: ("Kafka end to end", row_kafka),
     6: ("metrics overhead", row_metrics),
     7: ("memory: peak RSS after 1M and 10M records", row_memory),
+    8: ("Kafka event streams: a prediction per event, per Kafka client", row_kafka_events),
 }
 
 

@@ -1,0 +1,172 @@
+"""Row 8: Kafka as event streams are run: one record per message, a prediction per event to a
+topic, with each Kafka client the CLI offers (``--kafka-client``), against bare consume+produce
+loops of the same clients measured in the same run.
+
+8a: 1 record per message with ``--predictions-topic``; 8b: the same without predictions; 8c:
+100 records per message with ``--predictions-topic``. Each run consumes the whole topic with a
+fresh group and ``--exit-at-end``; predictions go to a fresh topic per run. kafka-python runs on
+a fifth of the records (it is some ten times slower; a rate is a rate), confluent-kafka on all.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+from benchmarks.common import Context, Measure, Result, count, interleaved, median
+from benchmarks.data import data_file
+from benchmarks.procs import Run, cli_command, cli_help, run_command
+from benchmarks.rows_kafka import ENV, _delete_topics, _metrics_off, _produce, kafka_skip_reason
+
+__all__ = ["row_kafka_events"]
+
+GOALS = {  # (row, client): goal in records/s
+    ("8a", "confluent-kafka"): 150_000,
+    ("8b", "confluent-kafka"): 200_000,
+}
+
+
+def clients() -> list[str]:
+    """The Kafka clients the CLI can use here."""
+    names = ["kafka-python"]
+    if "--kafka-client" in cli_help("run"):
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            names.append("confluent-kafka")
+    return names
+
+
+def bare_loop(client: str, bootstrap: str, topic: str, n: int, out: str) -> float:
+    """Records/s of the client's own consume loop producing one message per record consumed:
+    the ceiling a worker on this client can reach."""
+    started = time.perf_counter()
+    seen = 0
+    if client == "confluent-kafka":
+        from confluent_kafka import Consumer, Producer
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": uuid.uuid4().hex,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        consumer.subscribe([topic])
+        while seen < n:
+            for message in consumer.consume(10_000, timeout=1.0):
+                if message.error() is None:
+                    seen += 1
+                    while True:
+                        try:
+                            producer.produce(out, message.value())
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+            producer.poll(0)
+        producer.flush()
+        consumer.close()
+    else:
+        from kafka import KafkaConsumer, KafkaProducer
+
+        kconsumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=uuid.uuid4().hex,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        kproducer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        while seen < n:
+            for records in kconsumer.poll(timeout_ms=1000, max_records=10_000).values():
+                for record in records:
+                    seen += 1
+                    kproducer.send(out, record.value)
+        kproducer.flush()
+        kconsumer.close()
+        kproducer.close()
+    return seen / (time.perf_counter() - started)
+
+
+def row_kafka_events(ctx: Context) -> list[Result]:
+    rows = {
+        "8a": "1 record per message, predictions to a topic",
+        "8b": "1 record per message, no predictions",
+        "8c": "100 records per message, predictions to a topic",
+    }
+    reason = kafka_skip_reason()
+    if reason is not None:
+        return [
+            Result(r, f"Kafka events, {w}", Measure("ours", missing=reason))
+            for r, w in rows.items()
+        ]
+    bootstrap = os.environ[ENV]
+    n_full = ctx.sizes.kafka
+    run_id = uuid.uuid4().hex[:8]
+    made: list[str] = []
+    results: list[Result] = []
+    try:
+        for client in clients():
+            n = n_full if client == "confluent-kafka" else n_full // 5
+            path = data_file(ctx, "csv", n)
+            single, hundred = (f"bench-ev-{run_id}-{client}-{k}" for k in (1, 100))
+            _produce(bootstrap, single, path, 1)
+            _produce(bootstrap, hundred, path, 100)
+            made += [single, hundred]
+            runs: dict[str, Callable[[], Run]] = {
+                "8a": _consume(ctx, client, bootstrap, single, made, predictions=True),
+                "8b": _consume(ctx, client, bootstrap, single, made, predictions=False),
+                "8c": _consume(ctx, client, bootstrap, hundred, made, predictions=True),
+            }
+            got = interleaved(ctx.repeats, runs)
+            out = f"bench-ev-{run_id}-{client}-bare"
+            made.append(out)
+            bare = median([bare_loop(client, bootstrap, single, n + 1, out)
+                           for _ in range(ctx.repeats)])  # fmt: skip
+            for row, what in rows.items():
+                rate = n / median([r.wall for r in got[row]])
+                goal = GOALS.get((row, client))
+                results.append(
+                    Result(
+                        row,
+                        f"Kafka events, `run --source kafka --kafka-client {client}`, {what};"
+                        f" {count(n)} records",
+                        Measure(f"ours ({client})", rate, "records/s"),
+                        Measure(f"bare {client} consume + produce loop", bare, "records/s"),
+                        rate / bare,
+                        ratio_text="x bare loop",
+                        goal="" if goal is None else f">= {count(goal)} records/s",
+                        met=None if goal is None else rate >= goal,
+                        notes=[f"one-partition topic on {bootstrap}; fresh group and output"
+                               " topic per run; wall time of the whole command"],
+                    )
+                )
+    finally:
+        _delete_topics(bootstrap, made)
+    return results
+
+
+def _consume(ctx: Context, client: str, bootstrap: str, topic: str, made: list[str], *,
+             predictions: bool) -> Callable[[], Run]:  # fmt: skip
+    summary = ctx.workdir / f"summary-events-{client}.json"
+
+    def go() -> Run:
+        group = f"bench-ev-{uuid.uuid4().hex[:8]}"
+        cmd = [*cli_command(), "run", "--source", "kafka", "--bootstrap-servers", bootstrap,
+               "--topic", topic, "--group", group, "--format", "csv", "--exit-at-end",
+               *_metrics_off(), "--summary-json", str(summary)]  # fmt: skip
+        if client != "kafka-python":
+            cmd += ["--kafka-client", client]
+        if predictions:
+            out = f"bench-ev-out-{uuid.uuid4().hex[:8]}"
+            made.append(out)
+            cmd += ["--predictions-topic", out]
+        return run_command(cmd, summary_path=summary)
+
+    return go
