@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from connectors.base import PositionKey
 from connectors.errors import ConnectorError
 
-__all__ = ["TopicPartitionKey", "merge_client_options", "split_message"]
+__all__ = ["SourceState", "TopicPartitionKey", "merge_client_options", "split_message"]
 
 #: ``(topic, partition)``: the connectors' position key; a partition is never None here.
 TopicPartitionKey = PositionKey
+
+
+class SourceState:
+    """The Kafka source's state, as its mixins (rebalance handling, progress tracking) see it:
+    declared once here, set by :class:`~connectors.kafka_source.KafkaSource`, guarded by
+    ``_lock``."""
+
+    group_id: str
+    topics: list[str]
+    rebalances: int
+    _lock: threading.Lock
+    _assigned: list[TopicPartitionKey]  # announced to on_assign, not yet revoked
+    _positions: dict[TopicPartitionKey, int]  # next offset to read
+    _ends: dict[TopicPartitionKey, int]  # end offsets, for lag()
+    _stop_at: dict[TopicPartitionKey, int]  # end offsets seen at assignment, for exit_at_end
+    _committed: dict[TopicPartitionKey, int]  # by this source
+    _floor: dict[TopicPartitionKey, int]  # never commit at or below
+    _last_assignment: set[TopicPartitionKey]
+    _ends_refreshed: float
+    _had_partitions: bool
+    _joined: bool  # an assignment (maybe empty) came from the group
+    _lost_since: float | None  # when the group coordinator was lost
+    _callback_error: BaseException | None
+    _assignment_timeout_s: float
+    _on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None
+    _on_revoke: Callable[[list[TopicPartitionKey]], None] | None
 
 
 def merge_client_options(

@@ -4,12 +4,11 @@ offsets seen at assignment are reached (``exit_at_end``), whether the group coor
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from connectors import kafka_client
-from connectors.kafka_common import TopicPartitionKey
+from connectors.kafka_common import SourceState, TopicPartitionKey
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -21,20 +20,9 @@ logger = logging.getLogger("connectors.kafka_source")  # the source's own log
 LAG_REFRESH_S = 2.0  # how often cached end offsets are updated from fetch responses
 
 
-class ProgressTracking:
+class ProgressTracking(SourceState):
     """Lag, end and coordinator tracking for :class:`~connectors.kafka_source.KafkaSource` (a
     mixin: the state it reads and updates is the source's, under the source's lock)."""
-
-    group_id: str
-    _lock: threading.Lock
-    _assigned: list[TopicPartitionKey]
-    _positions: dict[TopicPartitionKey, int]
-    _ends: dict[TopicPartitionKey, int]
-    _stop_at: dict[TopicPartitionKey, int]
-    _committed: dict[TopicPartitionKey, int]
-    _ends_refreshed: float
-    _had_partitions: bool
-    _lost_since: float | None
 
     def lag(self) -> dict[TopicPartitionKey, int]:
         """Messages not yet read, per assigned partition (end offset - position).

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from connectors import kafka_client
 from connectors.errors import ConnectorError
-from connectors.kafka_common import TopicPartitionKey, check_offsets, fatal_errors
+from connectors.kafka_common import SourceState, TopicPartitionKey, check_offsets, fatal_errors
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -31,26 +31,9 @@ REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
 RETRY_PAUSE_S = 0.5  # pause after a failed poll or assignment call
 
 
-class RebalanceHandling:
+class RebalanceHandling(SourceState):
     """Assignment and revocation for :class:`~connectors.kafka_source.KafkaSource` (a mixin: the
     state it reads and updates is the source's, under the source's lock)."""
-
-    group_id: str
-    topics: list[str]
-    rebalances: int
-    _lock: threading.Lock
-    _assigned: list[TopicPartitionKey]
-    _positions: dict[TopicPartitionKey, int]
-    _ends: dict[TopicPartitionKey, int]
-    _stop_at: dict[TopicPartitionKey, int]
-    _floor: dict[TopicPartitionKey, int]
-    _last_assignment: set[TopicPartitionKey]
-    _had_partitions: bool
-    _joined: bool
-    _callback_error: BaseException | None
-    _assignment_timeout_s: float
-    _on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None
-    _on_revoke: Callable[[list[TopicPartitionKey]], None] | None
 
     def _listener(self, consumer: KafkaConsumer) -> Any:
         from kafka import AsyncConsumerRebalanceListener
