@@ -6,8 +6,6 @@ the learner's weights into metric families at scrape time, under the engine's lo
 
 from __future__ import annotations
 
-import heapq
-import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,38 +13,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from stream_perceptron import __version__
+from stream_perceptron.metrics.model_view import ModelView, model_view, top_weights
 
 __all__ = ["EngineCollector", "top_weights", "PREFIX"]
 
 PREFIX = "stream_perceptron"
-
-
-def _per_class(value: Any) -> dict[str, Any]:
-    """A binary learner's float as {"": value}; a multi-class dict keyed by class text."""
-    if isinstance(value, dict):
-        return {str(c): v for c, v in value.items()}
-    return {"": value}
-
-
-def top_weights(weights: dict, k: int) -> tuple[list[tuple[str, str, float]], int]:
-    """The ``k`` weights largest in absolute value as (class, feature, weight), and the number
-    of non-zero weights.
-
-    Examples
-    --------
-    >>> top_weights({"a": 0.5, "b": -2.0, "c": 0.0}, 1)
-    ([('', 'b', -2.0)], 2)
-    >>> top_weights({"x": {"a": 1.0}, "y": {"a": -3.0, "b": 2.0}}, 2)
-    ([('y', 'a', -3.0), ('y', 'b', 2.0)], 3)
-
-    """
-    entries: list[tuple[str, str, float]] = []
-    for c, wc in _per_class(weights).items():
-        if isinstance(wc, dict):
-            entries += [(c, str(f), w) for f, w in wc.items() if w != 0.0]
-        elif wc != 0.0:  # a binary learner: wc is one weight, c its feature
-            entries.append(("", c, wc))
-    return heapq.nlargest(k, entries, key=lambda e: abs(e[2])), len(entries)
 
 
 class EngineCollector(Collector):
@@ -79,9 +50,9 @@ class EngineCollector(Collector):
         engine = self.engine
         with engine.lock:
             yield from self._counts(engine.stats)
-            yield from self._model(engine.learner)
-            yield from self._theory(engine.learner, engine.recent_window())
+            view = model_view(engine.learner, engine.recent_window(), self.max_weights)
             checkpoint_time = engine.coordinator.last_saved_at
+        yield from self._model(view)
         if checkpoint_time is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_checkpoint_last_success_timestamp_seconds",
@@ -127,60 +98,46 @@ class EngineCollector(Collector):
                 value=stats.rolling_accuracy,
             )
 
-    def _model(self, learner: Any) -> Iterator[Metric]:
-        top, nonzero = top_weights(learner.weights, self.max_weights)
+    def _model(self, view: ModelView) -> Iterator[Metric]:
         weight = GaugeMetricFamily(
             f"{PREFIX}_weight",
             "The model's weights largest in absolute value (class is empty for binary models).",
             labels=["feature", "class"],
         )
-        for c, feature, w in top:
+        for c, feature, w in view.top:
             weight.add_metric([feature, c], w)
         yield weight
         yield GaugeMetricFamily(
-            f"{PREFIX}_weights_nonzero", "Non-zero weights in the model.", value=float(nonzero)
+            f"{PREFIX}_weights_nonzero", "Non-zero weights in the model.", value=float(view.nonzero)
         )
         bias = GaugeMetricFamily(f"{PREFIX}_bias", "Bias per class.", labels=["class"])
-        for c, b in _per_class(learner.bias).items():
+        for c, b in view.bias.items():
             bias.add_metric([c], b)
         yield bias
         norm = GaugeMetricFamily(
             f"{PREFIX}_weight_norm", "Euclidean norm of the weights per class.", labels=["class"]
         )
-        for c, n in _per_class(learner.weight_norm).items():
+        for c, n in view.weight_norm.items():
             norm.add_metric([c], n)
         yield norm
         yield GaugeMetricFamily(
-            f"{PREFIX}_input_norm_max", "R: the largest input norm seen.", value=learner.max_norm
-        )
-        classes = len(learner.classes) if learner._multiclass else 2  # River: multi-class or not
-        yield GaugeMetricFamily(f"{PREFIX}_classes", "Number of classes.", value=float(classes))
-
-    def _theory(self, learner: Any, recent: Any) -> Iterator[Metric]:
-        if not recent:
-            return
-        # A dense row is kept as (feature names, values): made a dict here, at scrape time.
-        examples = [
-            (x if isinstance(x, dict) else dict(zip(x[0], x[1].tolist())), y) for x, y in recent
-        ]
-        try:
-            margins = learner.geometric_margins(examples)
-        except ValueError:  # a label the model cannot score
-            return
-        radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in examples)
-        smallest = min(margins)
-        if not smallest > 0 or math.isinf(smallest):
-            return  # the window is not classified correctly: no margin to speak of
-        yield GaugeMetricFamily(
-            f"{PREFIX}_margin_min",
-            "Smallest geometric margin of the current hyperplane over the last window.",
-            value=smallest,
+            f"{PREFIX}_input_norm_max", "R: the largest input norm seen.", value=view.radius
         )
         yield GaugeMetricFamily(
-            f"{PREFIX}_mistake_bound",
-            "(R / margin_min)^2 over the last window: the perceptron mistake bound, estimated.",
-            value=(radius / smallest) ** 2,
+            f"{PREFIX}_classes", "Number of classes.", value=float(view.classes)
         )
+        if view.margin_min is not None and view.mistake_bound is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_margin_min",
+                "Smallest geometric margin of the current hyperplane over the last window.",
+                value=view.margin_min,
+            )
+            yield GaugeMetricFamily(
+                f"{PREFIX}_mistake_bound",
+                "(R / margin_min)^2 over the last window: the perceptron mistake bound, "
+                "estimated.",
+                value=view.mistake_bound,
+            )
 
     def _kafka(self, state: dict[str, Any]) -> Iterator[Metric]:
         lag = GaugeMetricFamily(

@@ -1,0 +1,83 @@
+"""What the metrics and the live page show of a model, computed once at read time (never in the
+learning loop): its largest weights, biases, norms, R, and the theory's margin and mistake bound
+over the window of recent examples."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ModelView", "model_view", "per_class", "top_weights"]
+
+
+def per_class(value: Any) -> dict[str, Any]:
+    """A binary learner's float as {"": value}; a multi-class dict keyed by class text."""
+    if isinstance(value, dict):
+        return {str(c): v for c, v in value.items()}
+    return {"": value}
+
+
+def top_weights(weights: dict, k: int) -> tuple[list[tuple[str, str, float]], int]:
+    """The ``k`` weights largest in absolute value as (class, feature, weight), and the number
+    of non-zero weights.
+
+    Examples
+    --------
+    >>> top_weights({"a": 0.5, "b": -2.0, "c": 0.0}, 1)
+    ([('', 'b', -2.0)], 2)
+    >>> top_weights({"x": {"a": 1.0}, "y": {"a": -3.0, "b": 2.0}}, 2)
+    ([('y', 'a', -3.0), ('y', 'b', 2.0)], 3)
+
+    """
+    entries: list[tuple[str, str, float]] = []
+    for c, wc in per_class(weights).items():
+        if isinstance(wc, dict):
+            entries += [(c, str(f), w) for f, w in wc.items() if w != 0.0]
+        elif wc != 0.0:  # a binary learner: wc is one weight, c its feature
+            entries.append(("", c, wc))
+    return heapq.nlargest(k, entries, key=lambda e: abs(e[2])), len(entries)
+
+
+@dataclass
+class ModelView:
+    """A model as the metrics and the live page show it."""
+
+    top: list[tuple[str, str, float]]  # (class, feature, weight), largest |weight| first
+    nonzero: int
+    bias: dict[str, float]  # per class ("" for a binary model)
+    weight_norm: dict[str, float]
+    radius: float  # R: the largest input norm seen
+    classes: int
+    margin_min: float | None  # over the recent window, when it is classified correctly
+    mistake_bound: float | None  # (R_window / margin_min)^2
+
+
+def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) -> ModelView:
+    """The view of ``learner`` (call with the engine's lock held); ``recent``: the engine's
+    window of labelled examples, a dense row kept as ``((names, values), y)``."""
+    top, nonzero = top_weights(learner.weights, max_weights)
+    margin_min = bound = None
+    if recent:
+        examples = [
+            (x if isinstance(x, dict) else dict(zip(x[0], x[1].tolist())), y) for x, y in recent
+        ]
+        try:
+            margins = learner.geometric_margins(examples)
+        except ValueError:  # a label the model cannot score
+            margins = []
+        smallest = min(margins, default=0.0)
+        if smallest > 0 and not math.isinf(smallest):
+            radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in examples)
+            margin_min, bound = smallest, (radius / smallest) ** 2
+    return ModelView(
+        top=top,
+        nonzero=nonzero,
+        bias=per_class(learner.bias),
+        weight_norm=per_class(learner.weight_norm),
+        radius=learner.max_norm,
+        classes=len(learner.classes) if learner._multiclass else 2,  # River: multi-class or not
+        margin_min=margin_min,
+        mistake_bound=bound,
+    )
