@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the test suite drives for real: Prometheus and promtool, the Pushgateway,
-# kcat (an independent Kafka client), and Java + Maven for the Kafka broker (kafka/kafka-up.sh).
+# kcat (an independent Kafka client), Java + Maven for the Kafka broker (kafka/kafka-up.sh), and
+# Chromium with its driver for the live page's browser test (the system browser, never a download).
 # Installs only what is missing; does nothing when everything is there.
 set -euo pipefail
 
@@ -11,6 +12,8 @@ command -v prometheus-pushgateway >/dev/null 2>&1 || need+=(prometheus-pushgatew
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 
 if ((${#need[@]} == 0)); then
   exit 0

@@ -209,13 +209,26 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="progress line on stderr (default: when stderr is a terminal)",
     )
-    metrics = run.add_argument_group("metrics (Prometheus)")
+    metrics = run.add_argument_group("metrics (Prometheus) and the live page")
+    metrics.add_argument(
+        "--ui",
+        action="store_true",
+        help="serve a live page of the model learning at / on the metrics server (any free "
+        "port unless --metrics-port) and print its address; it stays up after the stream ends",
+    )
+    metrics.add_argument(
+        "--ui-linger",
+        type=_float_upto(MAX_SECONDS),
+        metavar="SECONDS",
+        help="with --ui: how long the page stays up after the stream ended (default: until "
+        "Ctrl-C)",
+    )
     metrics.add_argument(
         "--metrics-port",
         type=_int_in(-1, 65535),
         metavar="PORT",
-        help="serve /metrics on PORT (0: any free port; -1: off). Off by default for stdin, "
-        "9108 with --source kafka",
+        help="serve /metrics, the live page (/) and its data (/api/state) on PORT (0: any free "
+        "port; -1: off). Off by default for stdin, 9108 with --source kafka",
     )
     metrics.add_argument(
         "--metrics-host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"

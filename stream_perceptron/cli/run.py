@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +96,12 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
+    if args.ui_linger is not None and not args.ui:
+        parser.error("--ui-linger needs --ui")
+    if args.ui and args.metrics_port is not None and args.metrics_port < 0:
+        parser.error("--ui serves its page on the metrics port: give a port, not -1")
+    if args.ui and args.metrics_port is None:
+        args.metrics_port = 0  # any free port; its address is printed
     if args.metrics_port is not None and args.metrics_port < 0:
         args.metrics_port = None
     try:
@@ -185,19 +192,48 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         if progress:
             progress.finish(stats)
         outputs.close()
-        if exporter is not None and not exporter.close():
-            logger.error("the final push to %s failed", args.pushgateway)
-    summary = {**stats.summary(), "model": type(learner).__name__, "updates": learner.n_mistakes}
-    if failure is not None:
-        summary["error"] = str(failure)
-    if args.summary_json:
-        write_json(args.summary_json, summary)
-    if not args.quiet:
-        print(stats.format_human(), file=sys.stderr)
+        if exporter is not None:
+            exporter.live.ended = True
+            if failure is None and not args.ui:
+                _close_metrics(exporter, args)
+    try:
+        summary = {
+            **stats.summary(), "model": type(learner).__name__, "updates": learner.n_mistakes
+        }
+        if failure is not None:
+            summary["error"] = str(failure)
+        if args.summary_json:
+            write_json(args.summary_json, summary)
+        if not args.quiet:
+            print(stats.format_human(), file=sys.stderr)
+        if args.ui and exporter is not None:
+            _linger(args.ui_linger)
+    finally:
+        if exporter is not None and (failure is not None or args.ui):
+            _close_metrics(exporter, args)
     if failure is not None:
         print(f"stream-perceptron: error: {failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _close_metrics(exporter: MetricsExporter, args: argparse.Namespace) -> None:
+    if not exporter.close():
+        logger.error("the final push to %s failed", args.pushgateway)
+
+
+def _linger(seconds: float | None) -> None:
+    """--ui: keep the live page up after the stream ended (until Ctrl-C without a limit)."""
+    print(
+        "stream-perceptron: the stream ended; the live page stays up "
+        + ("until Ctrl-C" if seconds is None else f"for {seconds:g} s"),
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        threading.Event().wait(seconds)
+    except KeyboardInterrupt:
+        pass
 
 
 def _call_all(hooks: list[Callable[[float], None]], seconds: float) -> None:
@@ -257,12 +293,24 @@ def _start_metrics(
                 "rebalances": source.rebalances,
             }
 
-    exporter = MetricsExporter(engine, max_weights=args.metrics_max_weights, kafka=kafka_state)
+    describe = {
+        "source": f"kafka {','.join(args.topic)}" if args.source == "kafka" else (
+            "stdin" if args.input == "-" else args.input
+        ),
+        "format": args.format or "from the file name",
+    }
+    exporter = MetricsExporter(
+        engine, max_weights=args.metrics_max_weights, kafka=kafka_state, describe=describe
+    )
     if args.metrics_port is not None:
         port = exporter.serve(args.metrics_port, args.metrics_host)
+        host = f"[{args.metrics_host}]" if ":" in args.metrics_host else args.metrics_host
+        if args.ui:  # printed even with -q: it is what --ui is for
+            print(f"stream-perceptron: live page on http://{host}:{port}/", file=sys.stderr,
+                  flush=True)  # fmt: skip
         if not args.quiet:
             print(
-                f"stream-perceptron: metrics on http://{args.metrics_host}:{port}/metrics",
+                f"stream-perceptron: metrics on http://{host}:{port}/metrics",
                 file=sys.stderr,
                 flush=True,
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -16,6 +17,7 @@ from prometheus_client import (
 
 from stream_perceptron.metrics.collector import PREFIX, EngineCollector
 from stream_perceptron.metrics.http_server import MetricsHTTPServer, Response
+from stream_perceptron.metrics.live import PAGE, LiveState
 
 __all__ = ["MetricsExporter"]
 
@@ -37,6 +39,8 @@ class MetricsExporter:
         Weight series exposed.
     kafka
         Optional callable giving Kafka consumer state (see :class:`EngineCollector`).
+    describe
+        What the run watches (``source``, ``format``), shown by the live page.
 
     Examples
     --------
@@ -58,8 +62,10 @@ class MetricsExporter:
         registry: CollectorRegistry | None = None,
         max_weights: int = 50,
         kafka: Any = None,
+        describe: dict[str, Any] | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.live = LiveState(engine, describe, max_weights=min(max_weights, 20), kafka=kafka)
         self.registry.register(EngineCollector(engine, max_weights=max_weights, kafka=kafka))
         self.batch_seconds = Histogram(
             f"{PREFIX}_batch_duration_seconds",
@@ -74,14 +80,19 @@ class MetricsExporter:
 
     def observe_batch(self, seconds: float) -> None:
         self.batch_seconds.observe(seconds)
+        self.live.observe_batch(seconds)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
-        """Serve ``/metrics`` on ``host:port`` (port 0: any free port); return the port."""
-        self._server = MetricsHTTPServer({"/metrics": self._exposition}, host, port)
+        """Serve ``/metrics``, the live page at ``/`` and its data at ``/api/state`` on
+        ``host:port`` (port 0: any free port); return the port. Everything is read-only."""
+        page = PAGE.read_bytes()
+        routes: dict[str, Callable[[], Response]] = {
+            "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(self.registry)),
+            "/": lambda: (200, "text/html; charset=utf-8", page),
+            "/api/state": lambda: (200, "application/json", self.live.state_json()),
+        }
+        self._server = MetricsHTTPServer(routes, host, port)
         return self._server.port
-
-    def _exposition(self) -> Response:
-        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
 
     def start_pushing(self, url: str, interval: float, grouping: dict[str, str]) -> None:
         """Push to the Pushgateway at ``url`` every ``interval`` seconds (and at :meth:`close`)."""

@@ -1,0 +1,154 @@
+"""The live page's data: ``GET /api/state``, a JSON document computed when it is asked for (like
+the Prometheus collector, and from the same :func:`~.model_view.model_view`), plus the learning
+curve, sampled between batches (never per record).
+
+The document (``schema_version`` 1) is stable for scripts:
+
+``run``
+    ``source``, ``format``, ``model``, ``hyperparameters``, ``started_at`` (Unix seconds),
+    ``ended`` (the stream is over; the page stays up until the process stops).
+``counts``
+    ``records``, ``learned``, ``unlabelled``, ``mistakes``, ``invalid`` (by reason),
+    ``accuracy``, ``rolling_accuracy``, ``records_per_second``, ``elapsed_seconds``.
+``curve``
+    ``[[examples, mistakes], ...]``: at most 500 points from the start of the run, thinned
+    evenly as it grows.
+``model``
+    ``weights`` (``[class, feature, weight]``, largest ``|weight|`` first), ``nonzero``,
+    ``bias`` (per class, ``""`` for a binary model), ``radius`` (R), ``classes``,
+    ``margin_min`` and ``mistake_bound`` (``(R/margin)^2`` over the recent window, or null).
+``checkpoint``
+    ``path`` and ``age_seconds`` (null before the first).
+``kafka``
+    null, or ``lag`` (``[topic, partition, lag]``) and ``rebalances``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from stream_perceptron.metrics.model_view import model_view
+
+__all__ = ["LiveState", "PAGE"]
+
+SCHEMA_VERSION = 1
+CURVE_POINTS = 500
+
+#: The page itself: one self-contained HTML file (inline CSS and JavaScript, SVG charts).
+PAGE = resources.files("stream_perceptron.metrics").joinpath("live_page.html")
+
+
+class LiveState:
+    """Builds ``/api/state`` for one engine.
+
+    Parameters
+    ----------
+    engine
+        The engine (its stats, learner, lock, recent window and coordinator are read).
+    describe
+        What the run watches: ``source``, ``format`` (shown as they are).
+    max_weights
+        Weights listed.
+    kafka
+        Optional callable giving the Kafka source's state (as for the collector).
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        describe: dict[str, Any] | None = None,
+        max_weights: int = 20,
+        kafka: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.describe = dict(describe or {})
+        self.max_weights = max_weights
+        self.kafka = kafka
+        self.started_at = time.time()
+        self.ended = False
+        self._curve: list[tuple[int, int]] = [(0, 0)]
+        self._stride = 1  # keep every stride-th sample; doubles when the curve is full
+        self._seen = 0
+        self._curve_lock = threading.Lock()
+
+    def observe_batch(self, _seconds: float) -> None:
+        """Between batches: one point of the learning curve (examples, mistakes)."""
+        stats = self.engine.stats
+        point = (stats.learned, stats.mistakes)
+        with self._curve_lock:
+            if point[0] == self._curve[-1][0]:
+                return
+            self._seen += 1
+            if self._seen % self._stride:
+                return
+            self._curve.append(point)
+            if len(self._curve) > CURVE_POINTS:
+                self._curve = self._curve[::2]
+                self._stride *= 2
+
+    def state(self) -> dict[str, Any]:
+        """The document, computed now."""
+        engine = self.engine
+        with engine.lock:
+            stats = engine.stats
+            learner = engine.learner
+            view = model_view(learner, engine.recent_window(), self.max_weights)
+            summary = stats.summary()
+            coordinator = engine.coordinator
+            saved_at = coordinator.last_saved_at
+            params = learner._get_params()
+            curve = [*self._curve, (stats.learned, stats.mistakes)]
+        kafka = None
+        if self.kafka is not None:
+            got = self.kafka()
+            kafka = {
+                "lag": [[t, p, n] for (t, p), n in sorted(got.get("lag", {}).items())],
+                "rebalances": got.get("rebalances", 0),
+            }
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run": {
+                **self.describe,
+                "model": type(learner).__name__,
+                "hyperparameters": params,
+                "started_at": self.started_at,
+                "ended": self.ended,
+            },
+            "counts": {
+                key: summary[key]
+                for key in (
+                    "records", "learned", "unlabelled", "mistakes", "invalid", "accuracy",
+                    "rolling_accuracy", "records_per_second", "elapsed_seconds",
+                )
+            },  # fmt: skip
+            "curve": [list(p) for p in _thin(curve)],
+            "model": {
+                "weights": [[c, f, w] for c, f, w in view.top],
+                "nonzero": view.nonzero,
+                "bias": view.bias,
+                "radius": view.radius,
+                "classes": view.classes,
+                "margin_min": view.margin_min,
+                "mistake_bound": view.mistake_bound,
+            },
+            "checkpoint": {
+                "path": coordinator.path,
+                "age_seconds": None if saved_at is None else max(0.0, time.time() - saved_at),
+            },
+            "kafka": kafka,
+        }
+
+    def state_json(self) -> bytes:
+        return json.dumps(self.state(), allow_nan=False, default=str).encode()
+
+
+def _thin(curve: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Drop a repeated last point (no example since the last sample)."""
+    if len(curve) > 1 and curve[-1] == curve[-2]:
+        return curve[:-1]
+    return curve

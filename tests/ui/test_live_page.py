@@ -1,0 +1,151 @@
+"""The live page in a real browser (Debian's chromium, driven by Selenium): it follows a run
+that is slow enough to watch, shows the numbers /api/state and the summary hold, has no
+JavaScript error, fits a phone's width, and cannot change anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cli_helpers import CLI
+
+from stream_perceptron.example_data import write_dataset
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def _phishing_csv() -> list[bytes]:
+    import io
+
+    out = io.StringIO()
+    write_dataset("phishing", "csv", out, "y")
+    return out.getvalue().encode().splitlines(keepends=True)
+
+
+def _browser(width: int, height: int):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={width},{height}"):  # fmt: skip
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def _wait(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = condition()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _text(driver, element_id: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, element_id).text
+
+
+@pytest.fixture
+def slow_run(tmp_path):
+    """``run --ui`` on the Phishing data set fed at about 500 lines/s; yields (url, summary)."""
+    lines = _phishing_csv()
+    summary = tmp_path / "summary.json"
+    proc = subprocess.Popen(
+        [*CLI, "run", "--format", "csv", "--ui", "--ui-linger", "120",
+         "--checkpoint", str(tmp_path / "ck.json"), "--checkpoint-every", "200",
+         "--summary-json", str(summary)],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+
+    def feed() -> None:
+        try:
+            for i in range(0, len(lines), 25):
+                proc.stdin.write(b"".join(lines[i : i + 25]))
+                proc.stdin.flush()
+                time.sleep(0.05)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    first = proc.stderr.readline().decode()
+    match = re.search(r"live page on (http://\S+/)", first)
+    assert match, first
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        yield match.group(1), summary
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_the_page_follows_the_run_and_agrees_with_the_api_and_the_summary(slow_run, tmp_path):
+    url, summary = slow_run
+    driver = _browser(1200, 1400)
+    try:
+        driver.get(url)
+        # the mistake curve grows while the stream runs
+        _wait(lambda: int(driver.find_element("id", "curve").get_attribute("data-points")) >= 10,
+              30, "10 points on the mistake curve")  # fmt: skip
+        assert _text(driver, "status") == "live"
+        _wait(lambda: _text(driver, "status") == "stream ended", 60, "the end of the stream")
+        time.sleep(1.5)  # one more poll after the end
+        state = json.loads(urllib.request.urlopen(url + "api/state", timeout=10).read())
+        done = json.loads(summary.read_text())
+        counts = state["counts"]
+        assert counts["learned"] == done["learned"] == 1250
+        assert counts["mistakes"] == done["mistakes"]
+        assert _text(driver, "learned") == f"{done['learned']:,}"
+        assert _text(driver, "mistakes") == f"{done['mistakes']:,}"
+        assert _text(driver, "accuracy") == f"{100 * done['accuracy']:.2f} %"
+        assert "Perceptron(lr=1, bias=learned" in _text(driver, "watching")
+        assert "saved" in _text(driver, "checkpoint")
+        shown = driver.find_elements("css selector", "#weights tr")
+        assert len(shown) == len(state["model"]["weights"]) > 0
+        assert int(driver.find_element("id", "curve").get_attribute("data-points")) == len(
+            state["curve"]
+        )
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+        driver.save_screenshot(str(tmp_path / "live-page.png"))
+        if os.environ.get("STREAM_PERCEPTRON_UPDATE_SCREENSHOT"):
+            DOCS.mkdir(exist_ok=True)
+            driver.save_screenshot(str(DOCS / "live-page.png"))
+        # a phone's width: nothing wider than the screen
+        driver.set_window_size(390, 844)
+        time.sleep(0.5)
+        overflow = driver.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth"
+        )
+        assert overflow <= 0
+        driver.save_screenshot(str(tmp_path / "live-page-phone.png"))
+    finally:
+        driver.quit()
+
+
+def test_nothing_can_be_changed_from_the_browser(slow_run):
+    url, _ = slow_run
+    for path in ("", "api/state", "metrics"):
+        for method in ("POST", "PUT", "DELETE"):
+            request = urllib.request.Request(url + path, data=b"{}", method=method)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 405
