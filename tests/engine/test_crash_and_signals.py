@@ -21,7 +21,7 @@ def _wait_for(path, timeout=60.0):
 
 def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path):
     data = tmp_path / "data.csv"
-    data.write_bytes(to_csv(binary_examples(150_000, d=6, seed=11)))
+    data.write_bytes(to_csv(binary_examples(250_000, d=6, seed=11)))
     common = ["run", "--input", str(data), "--averaged", "--checkpoint-every", "2000"]
 
     whole = tmp_path / "whole.json"
@@ -37,7 +37,7 @@ def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path):
     for _ in range(3):
         victim = subprocess.Popen(args, stderr=subprocess.DEVNULL)
         _wait_for(ck)
-        time.sleep(rng.uniform(0.1, 0.8))
+        time.sleep(rng.uniform(0.02, 0.4))
         if victim.poll() is None:
             victim.send_signal(signal.SIGKILL)
             kills += 1

@@ -35,7 +35,7 @@ def _lines(path) -> int:
 def test_a_restarted_static_member_learns_again_well_before_the_session_timeout(
     kafka_bootstrap, tmp_path
 ):
-    examples = binary_examples(40_000, d=8, seed=31)
+    examples = binary_examples(150_000, d=8, seed=31)
     topic = make_topic(kafka_bootstrap, 2)
     produce(kafka_bootstrap, topic, jsonl(examples), 2)
     ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
@@ -66,5 +66,5 @@ def test_a_restarted_static_member_learns_again_well_before_the_session_timeout(
     print("restart to learning again, seconds:", [round(r, 2) for r in restarts])
     assert max(restarts) < SESSION_TIMEOUT_S / 2, restarts
     state = json.loads(ck.read_text())
-    assert state["stats"]["learned"] == 40_000
-    assert model_of(ck).n_seen == 40_000
+    assert state["stats"]["learned"] == 150_000
+    assert model_of(ck).n_seen == 150_000
