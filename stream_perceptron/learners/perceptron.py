@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.errors import LabelError
+from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
+    UndoLog,
+    add_scaled,
+    finite,
     norm,
+    norm_of,
     overrides,
     pairs,
     sigmoid,
+    too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners.labels import BinaryLabels
@@ -107,14 +111,30 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     # -- learning ------------------------------------------------------------------------------
     def learn_one(self, x: dict, y: Any) -> None:
-        self._learn(x, self._labels.encode(y))
+        sign, setting = self._labels.propose(y)
+        self._learn(x, sign)
+        self._labels.commit(setting)
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction.
 
         One pass over ``x`` instead of two when the model is not averaged.
         """
-        sign = self._labels.encode(y)
+        labels = self._labels
+        sign, setting = labels.propose(y)
+        if setting is None:
+            return self._predict_learn(x, sign)
+        # One of the first labels: the prediction decodes with the encoding it settles, taken
+        # back when the example is refused.
+        saved = labels.get_state()
+        labels.commit(setting)
+        try:
+            return self._predict_learn(x, sign)
+        except ValueTooLargeError:
+            self._labels = BinaryLabels.from_state(saved)
+            raise
+
+    def _predict_learn(self, x: dict, sign: int) -> Any:
         if self.averaged:
             prediction = self.predict_one(x)
             self._learn(x, sign)
@@ -123,20 +143,38 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         return self._labels.decode(1 if score > 0 else -1)
 
     def _learn(self, x: dict, y: int) -> float:
-        """Learn from ``x`` with sign ``y``; return the score before learning."""
-        t = self._n_seen = self._n_seen + 1
+        """Learn from ``x`` with sign ``y``; return the score before learning.
+
+        Everything the example changes (R, the weights, the bias, the averaging accumulators)
+        is computed and checked before anything is stored: when a value would not be finite,
+        :class:`ValueTooLargeError` and the model is as it was (a random init's fresh weights
+        and generator draws taken back). A score that overflows (``inf``, or ``NaN`` from
+        ``inf - inf``) is not stored: ``y * score <= 0`` decides as for any score (``NaN``:
+        no mistake), and ``predict_one`` gives the negative class for it."""
+        t = self._n_seen + 1
         w = self._w
         memo = self._memo
         if memo is not None:
             self._memo = None
+        undo = None
         if self._init.random:
             fresh = new_features(x, w)
             if fresh:
                 memo = None  # weights of x's features drawn since predict_one
+                undo = UndoLog(self._init.get_state())
                 for k, v in zip(fresh, self._init.draw(len(fresh))):
-                    w[k] = v
+                    undo.put(w, k, v)
                     if self.averaged:
-                        self._u[k] = self._u.get(k, 0.0) + (t - 1) * v
+                        undo.put(self._u, k, self._u.get(k, 0.0) + (t - 1) * v)
+        try:
+            return self._update(x, y, t, memo)
+        except ValueTooLargeError:
+            if undo is not None:
+                undo.undo(self._init)
+            raise
+
+    def _update(self, x: dict, y: int, t: int, memo: Any) -> float:
+        w = self._w
         got = None
         if _speedups is not None:
             # predict_one's dot and norm when it was given this very dict, unchanged since,
@@ -148,44 +186,51 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         if got is not None:
             dot = got[0]
             r = got[1]
+            if not finite(r):
+                raise too_large("R (the largest input norm)")
         else:
+            r = norm_of(x)
             dot = 0.0
-            sq = 0.0
             for k, v in x.items():
                 wk = w.get(k)
                 if wk is not None:
                     dot += wk * v
-                sq += v * v
-            r = math.sqrt(sq)
-        if r > self._max_norm:
-            self._max_norm = r
+        max_norm = r if r > self._max_norm else self._max_norm
         score = dot + self._b
         if y * score <= 0:
-            self._n_mistakes += 1
             step = self.lr * y
-            if _speedups is None or not _speedups.axpy(w, x, step):
-                for k, v in x.items():
-                    w[k] = w.get(k, 0.0) + step * v
             if self._bias_mode == "learned":
                 db = step
             elif self._bias_mode == "r2":
-                db = y * self._max_norm * self._max_norm
+                db = y * max_norm * max_norm
             else:
                 db = 0.0
-            self._b += db
-            if self.averaged and t > 1:
-                u = self._u
-                c = (t - 1) * step
-                if _speedups is None or not _speedups.axpy(u, x, c):
-                    for k, v in x.items():
-                        u[k] = u.get(k, 0.0) + c * v
-                self._ub += (t - 1) * db
+            try:
+                b = self._b + db
+                averaging = self.averaged and t > 1
+                ub = self._ub + (t - 1) * db if averaging else self._ub
+            except OverflowError:
+                raise too_large("the bias") from None
+            if not (finite(b) and finite(ub)):
+                raise too_large("the bias")
+            targets = [(w, step)]
+            if averaging:
+                targets.append((self._u, (t - 1) * step))
+            if not add_scaled(_speedups, x, targets):
+                raise too_large("a weight")
+            self._b = b
+            self._ub = ub
+            self._n_mistakes += 1
+        self._max_norm = max_norm
+        self._n_seen = t
         return score
 
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
-    _DENSE_REFERENCE = ("_learn", "_score", "predict_one", "predict_learn_one")
+    _DENSE_REFERENCE = (
+        "_learn", "_update", "_score", "predict_one", "predict_learn_one", "_predict_learn"
+    )  # fmt: skip
 
     @property
     def dense_capable(self) -> bool:
@@ -266,6 +311,17 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             self._labels = BinaryLabels.from_state(saved)
             return None
         return signs, classes, errors
+
+    @property
+    def label_encoding(self) -> dict[str, Any]:
+        """The binary label encoding as :meth:`get_state` saves it; set it back to undo
+        :meth:`encode_block` (the engine's block path, when :meth:`learn_dense` refuses a
+        block)."""
+        return self._labels.get_state()
+
+    @label_encoding.setter
+    def label_encoding(self, state: dict[str, Any]) -> None:
+        self._labels = BinaryLabels.from_state(state)
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:
