@@ -81,7 +81,10 @@ class CentroidClassifier(StreamClassifier):
         :class:`LabelError`. A score that overflows is not stored; ``NaN`` never beats
         another score (the first class wins when all are ``NaN``)."""
         check_class_kind(self._sums, y)
-        y_hat = self.predict_one(x)
+        try:
+            y_hat = self.predict_one(x)
+        except OverflowError:  # an int past float: learning would refuse it too
+            raise too_large("a class sum or R") from None
         s = self._sums.get(y)
         try:
             sq = math.fsum(v * v for v in x.values())

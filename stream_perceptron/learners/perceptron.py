@@ -136,7 +136,10 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     def _predict_learn(self, x: dict, sign: int) -> Any:
         if self.averaged:
-            prediction = self.predict_one(x)
+            try:
+                prediction = self.predict_one(x)
+            except OverflowError:  # an int past float: learning would refuse it too
+                raise too_large("R (the largest input norm)") from None
             self._learn(x, sign)
             return prediction
         score = self._learn(x, sign)
