@@ -80,18 +80,20 @@ def norm_of(x: dict) -> float:
     return r
 
 
-def add_scaled(speedups: Any, x: dict, targets: Sequence[tuple[dict, Any]]) -> bool:
-    """``d[k] = d.get(k, 0.0) + a * v`` for every item of ``x`` (in x's order) and every
-    ``(d, a)`` of ``targets`` (distinct dicts), all or nothing: False, nothing written, when a
-    new value would not be finite (or an int product does not fit a float). ``speedups``:
-    the C helpers (``None``: this loop, the reference), which do the same to the last bit."""
+def add_scaled(speedups: Any, x: dict, *targets: Any) -> bool:
+    """``d[k] = d.get(k, 0.0) + a * v`` for every item of ``x`` (in x's order) and every pair
+    ``d, a`` of ``targets`` (``d1, a1, d2, a2, ...``: distinct dicts), all or nothing: False,
+    nothing written, when a new value would not be finite (or an int product does not fit a
+    float). ``speedups``: the C helpers (``None``: this loop, the reference), whose
+    ``axpy_finite`` does the same to the last bit."""
     if speedups is not None:
-        done = speedups.axpy_finite(x, *[item for target in targets for item in target])
+        done = speedups.axpy_finite(x, *targets)
         if done is not None:
             return bool(done)
     updates = []
     try:
-        for d, a in targets:
+        for i in range(0, len(targets), 2):
+            d, a = targets[i], targets[i + 1]
             new = [(k, d.get(k, 0.0) + a * v) for k, v in x.items()]
             for _, value in new:
                 if not -_INF < value < _INF:

@@ -15,7 +15,6 @@ from stream_perceptron.learners._base import (
     add_scaled,
     check_class_kind,
     class_margins,
-    finite,
     norm,
     norm_of,
     overrides,
@@ -26,6 +25,8 @@ from stream_perceptron.learners._base import (
 )
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.native import multiclass as _multiclass
+
+_INF = math.inf
 
 # The dict API's C helpers, or None (the pure-Python loops below, the reference).
 _speedups = native.speedups
@@ -143,7 +144,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         to ``y`` but of the other kind (``True`` and ``1``) raises :class:`LabelError`. A
         score that overflows is not stored: ``NaN`` never beats another score in the argmax
         (so the first class wins when all are ``NaN``)."""
-        check_class_kind(self._w, y)
+        if y.__class__ is not str:
+            check_class_kind(self._w, y)
         t = self._n_seen + 1
         memo = self._memo
         if memo is not None:
@@ -160,7 +162,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         if got is not None:
             y_hat = got[0]
             r = got[1]
-            if not finite(r):
+            if not r < _INF:  # r >= 0, or NaN
                 raise too_large("R (the largest input norm)")
         else:
             r = norm_of(x)
@@ -174,20 +176,21 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 if log is not None:
                     log.undo(self._init)
                 raise
+        max_norm = r if r > self._max_norm else self._max_norm
+        if y_hat == y and y_hat is not None and y in self._w:
+            self._max_norm = max_norm
+            self._n_seen = t
+            return y_hat
         try:
-            self._update(x, y, y_hat, r, t, log)
+            self._update(x, y, y_hat, max_norm, t)
         except ValueTooLargeError:
             if log is not None:
                 log.undo(self._init)
             raise
         return y_hat
 
-    def _update(self, x: dict, y: Any, y_hat: Any, r: float, t: int, log: UndoLog | None) -> None:
-        max_norm = r if r > self._max_norm else self._max_norm
-        if y_hat == y and y_hat is not None and y in self._w:
-            self._max_norm = max_norm
-            self._n_seen = t
-            return
+    def _update(self, x: dict, y: Any, y_hat: Any, max_norm: float, t: int) -> None:
+        """The update of a mistake, every new value checked before any is stored."""
         lr = self.lr
         if self._bias_mode == "learned":
             db = lr
@@ -208,26 +211,31 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         else:
             wy, uy, by, uby = self._w[y], self._u[y], self._b[y], self._ub[y]
         averaging = self.averaged and t > 1
-        targets = [(wy, lr)]
         try:
             by += db
             if averaging:
                 uby += (t - 1) * db
-            values = [by, uby]
-            if averaging:
-                targets.append((uy, (t - 1) * lr))
-            if y_hat is not None:
+            if y_hat is None:
+                bh = ubh = 0.0
+                targets: tuple[Any, ...] = (wy, lr, uy, (t - 1) * lr) if averaging else (wy, lr)
+            else:
                 bh = self._b[y_hat] + -db
                 ubh = self._ub[y_hat] + (t - 1) * -db if averaging else self._ub[y_hat]
-                values += [bh, ubh]
-                targets.append((self._w[y_hat], -lr))
-                if averaging:
-                    targets.append((self._u[y_hat], (t - 1) * -lr))
+                wh = self._w[y_hat]
+                targets = (
+                    (wy, lr, wh, -lr, uy, (t - 1) * lr, self._u[y_hat], (t - 1) * -lr)
+                    if averaging
+                    else (wy, lr, wh, -lr)
+                )
         except OverflowError:
             raise too_large("a bias") from None
-        if not all(finite(v) for v in values):
+        if not (-_INF < by < _INF and -_INF < uby < _INF and -_INF < bh < _INF
+                and -_INF < ubh < _INF):  # fmt: skip
             raise too_large("a bias")
-        if not add_scaled(_speedups, x, targets):
+        done = _speedups.axpy_finite(x, *targets) if _speedups is not None else None
+        if done is None:
+            done = add_scaled(None, x, *targets)
+        if not done:
             raise too_large("a weight")
         if new_class:
             self._w[y] = wy

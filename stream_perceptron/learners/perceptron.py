@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +15,6 @@ from stream_perceptron.learners._base import (
     StreamClassifier,
     UndoLog,
     add_scaled,
-    finite,
     norm,
     norm_of,
     overrides,
@@ -26,6 +26,8 @@ from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.native import binary as _binary
 from stream_perceptron.native.labels import encode_labels
+
+_INF = math.inf
 
 # The dict API's C helpers, or None (the pure-Python loops below, the reference).
 _speedups = native.speedups
@@ -111,9 +113,13 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     # -- learning ------------------------------------------------------------------------------
     def learn_one(self, x: dict, y: Any) -> None:
-        sign, setting = self._labels.propose(y)
+        labels = self._labels
+        if labels.settled:  # the usual case: the encoding cannot change
+            self._learn(x, labels.encode(y))
+            return
+        sign, setting = labels.propose(y)
         self._learn(x, sign)
-        self._labels.commit(setting)
+        labels.commit(setting)  # once learned: a refused example leaves the encoding open
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction.
@@ -121,24 +127,38 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         One pass over ``x`` instead of two when the model is not averaged.
         """
         labels = self._labels
-        sign, setting = labels.propose(y)
-        if setting is None:
-            return self._predict_learn(x, sign)
-        # One of the first labels: the prediction decodes with the encoding it settles, taken
-        # back when the example is refused.
-        saved = labels.get_state()
-        labels.commit(setting)
-        try:
-            return self._predict_learn(x, sign)
-        except ValueTooLargeError:
-            self._labels = BinaryLabels.from_state(saved)
-            raise
-
-    def _predict_learn(self, x: dict, sign: int) -> Any:
+        if not labels.settled:
+            return self._predict_learn_first(x, y)
+        sign = labels.encode(y)
         if self.averaged:
             try:
                 prediction = self.predict_one(x)
             except OverflowError:  # an int past float: learning would refuse it too
+                raise too_large("R (the largest input norm)") from None
+            self._learn(x, sign)
+            return prediction
+        score = self._learn(x, sign)
+        return labels.decode(1 if score > 0 else -1)
+
+    def _predict_learn_first(self, x: dict, y: Any) -> Any:
+        """``predict_learn_one`` while the encoding is open: the prediction decodes with the
+        encoding ``y`` settles, which is taken back when the example is refused."""
+        labels = self._labels
+        saved = labels.get_state()
+        labels.commit(labels.propose(y)[1])
+        try:
+            return self.predict_learn_one(x, y) if labels.settled else self._predict_open(x, y)
+        except ValueTooLargeError:
+            self._labels = BinaryLabels.from_state(saved)
+            raise
+
+    def _predict_open(self, x: dict, y: Any) -> Any:
+        # the encoding still open after y (a first label 1): predict_learn_one's body
+        sign = self._labels.encode(y)
+        if self.averaged:
+            try:
+                prediction = self.predict_one(x)
+            except OverflowError:
                 raise too_large("R (the largest input norm)") from None
             self._learn(x, sign)
             return prediction
@@ -170,69 +190,68 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                     if self.averaged:
                         undo.put(self._u, k, self._u.get(k, 0.0) + (t - 1) * v)
         try:
-            return self._update(x, y, t, memo)
+            got = None
+            if _speedups is not None:
+                # predict_one's dot and norm when it was given this very dict, unchanged
+                # since, and the model has not learned since; else computed
+                if memo is not None:
+                    got = _speedups.recall(memo, x, t - 1)
+                if got is None:
+                    got = _speedups.dot_norm(w, x)
+            if got is not None:
+                dot = got[0]
+                r = got[1]
+                if not r < _INF:  # r >= 0, or NaN
+                    raise too_large("R (the largest input norm)")
+            else:
+                r = norm_of(x)
+                dot = 0.0
+                for k, v in x.items():
+                    wk = w.get(k)
+                    if wk is not None:
+                        dot += wk * v
+            max_norm = r if r > self._max_norm else self._max_norm
+            score = dot + self._b
+            if y * score <= 0:
+                step = self.lr * y
+                if self._bias_mode == "learned":
+                    db = step
+                elif self._bias_mode == "r2":
+                    db = y * max_norm * max_norm
+                else:
+                    db = 0.0
+                averaging = self.averaged and t > 1
+                try:
+                    b = self._b + db
+                    ub = self._ub + (t - 1) * db if averaging else self._ub
+                except OverflowError:
+                    raise too_large("the bias") from None
+                if not (-_INF < b < _INF and -_INF < ub < _INF):
+                    raise too_large("the bias")
+                done = (
+                    add_scaled(_speedups, x, w, step, self._u, (t - 1) * step)
+                    if averaging
+                    else add_scaled(_speedups, x, w, step)
+                )
+                if not done:
+                    raise too_large("a weight")
+                self._b = b
+                self._ub = ub
+                self._n_mistakes += 1
+            self._max_norm = max_norm
+            self._n_seen = t
+            return score
         except ValueTooLargeError:
             if undo is not None:
                 undo.undo(self._init)
             raise
 
-    def _update(self, x: dict, y: int, t: int, memo: Any) -> float:
-        w = self._w
-        got = None
-        if _speedups is not None:
-            # predict_one's dot and norm when it was given this very dict, unchanged since,
-            # and the model has not learned since; else computed
-            if memo is not None:
-                got = _speedups.recall(memo, x, t - 1)
-            if got is None:
-                got = _speedups.dot_norm(w, x)
-        if got is not None:
-            dot = got[0]
-            r = got[1]
-            if not finite(r):
-                raise too_large("R (the largest input norm)")
-        else:
-            r = norm_of(x)
-            dot = 0.0
-            for k, v in x.items():
-                wk = w.get(k)
-                if wk is not None:
-                    dot += wk * v
-        max_norm = r if r > self._max_norm else self._max_norm
-        score = dot + self._b
-        if y * score <= 0:
-            step = self.lr * y
-            if self._bias_mode == "learned":
-                db = step
-            elif self._bias_mode == "r2":
-                db = y * max_norm * max_norm
-            else:
-                db = 0.0
-            try:
-                b = self._b + db
-                averaging = self.averaged and t > 1
-                ub = self._ub + (t - 1) * db if averaging else self._ub
-            except OverflowError:
-                raise too_large("the bias") from None
-            if not (finite(b) and finite(ub)):
-                raise too_large("the bias")
-            targets = [(w, step)]
-            if averaging:
-                targets.append((self._u, (t - 1) * step))
-            if not add_scaled(_speedups, x, targets):
-                raise too_large("a weight")
-            self._b = b
-            self._ub = ub
-            self._n_mistakes += 1
-        self._max_norm = max_norm
-        self._n_seen = t
-        return score
-
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
     _DENSE_REFERENCE = (
-        "_learn", "_update", "_score", "predict_one", "predict_learn_one", "_predict_learn"
+        "_learn", "_score", "predict_one", "predict_learn_one", "_predict_learn_first",
+        "_predict_open",
     )  # fmt: skip
 
     @property

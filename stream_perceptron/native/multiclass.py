@@ -44,15 +44,16 @@ def supported(model: Any) -> bool:
     )
 
 
-def check_kinds(classes: list[Any], labels: Sequence[Any]) -> None:
+def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, None]) -> None:
     """Raise the :class:`~stream_perceptron.errors.LabelError` the row loop would raise for a
     boolean label equal to a number class (``True`` and ``1``) or the other way round, the
-    classes growing as the rows bring them; only when a boolean is among the labels or the
-    classes (one pass over the labels' types otherwise)."""
+    classes growing as the rows bring them. ``distinct``: ``dict.fromkeys(labels)``. Free
+    unless a label or class equals 0 or 1; then one pass over the labels' types."""
+    if not any(map(_zero_or_one, distinct)) and not any(map(_zero_or_one, classes)):
+        return
     types = set(map(type, labels))
-    if not (
-        bool in types or np.bool_ in types or any(isinstance(c, (bool, np.bool_)) for c in classes)
-    ):
+    bools = bool in types or np.bool_ in types
+    if not bools and not any(isinstance(c, (bool, np.bool_)) for c in classes):
         return
     seen = dict.fromkeys(classes)
     for y in labels:
@@ -60,6 +61,15 @@ def check_kinds(classes: list[Any], labels: Sequence[Any]) -> None:
             check_class_kind(seen, y)
             if y not in seen:
                 seen[y] = None
+
+
+def _zero_or_one(y: Any) -> bool:
+    if y is None or y.__class__ is str:
+        return False
+    try:
+        return bool(y == 0 or y == 1)
+    except (TypeError, ValueError):
+        return False
 
 
 def learn_dense(
@@ -76,10 +86,11 @@ def learn_dense(
     if d != len(features) or len(labels) != n:
         raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
     classes = list(model._w)
-    check_kinds(classes, labels)
+    distinct = dict.fromkeys(labels)  # distinct labels, in the order they first come
+    check_kinds(classes, labels, distinct)
     index = {c: i for i, c in enumerate(classes)}
     code_of: dict[Any, int] = {}
-    for y in dict.fromkeys(labels):  # distinct labels, in the order they first come
+    for y in distinct:
         if y is None:
             code_of[y] = -1
         elif y in index:
