@@ -183,7 +183,10 @@ class DenseLearner(Protocol):
     finite, one column per name of ``features``) and leaves the learner exactly as the
     ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, returning the
     predictions; a row whose label says "unlabelled" is only predicted, as ``predict_one``
-    would. It may be called only while ``dense_capable`` is true.
+    would. It may be called only while ``dense_capable`` is true. When that loop would refuse
+    a row (:class:`~stream_perceptron.errors.ValueTooLargeError`, or a
+    :class:`~stream_perceptron.errors.LabelError` it raises), ``learn_dense`` raises that
+    error (``ValueTooLargeError.row``: the row) and the learner is as it was before the call.
     """
 
     @property

@@ -274,7 +274,9 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
         see :func:`stream_perceptron.native.labels.encode_labels`), ``0`` for an unlabelled
         row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
-        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`.
+        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`. A row
+        ``_learn`` would refuse (its update would make the model non-finite) raises
+        :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
 
         Examples
         --------
