@@ -765,6 +765,7 @@ typedef struct {
     double b, ub, max_norm;
     long long n_seen, n_mistakes;
     int w_updated, u_updated, finite;
+    Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
 } KernelState;
 
 static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
@@ -824,18 +825,22 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             preds[i] = score > 0 ? 1 : -1;
         if (y == 0)
             continue;
+        /* Perceptron._update: R, the bias, the accumulators and the weights checked, in
+         * that order; a row that would make one non-finite stops the kernel (the caller
+         * drops w and u: nothing is written back) */
         n_seen += 1;
         long long t = n_seen;
         double r = sqrt(sq);
+        if (!(r < INFINITY)) {
+            st->refused = i;
+            st->finite = 1;
+            return;
+        }
         if (r > max_norm)
             max_norm = r;
         if ((double)y * score <= 0) {
             n_mistakes += 1;
             double step = lr * (double)y;
-            for (Py_ssize_t j = 0; j < d; j++)
-                w[j] = w[j] + step * x[j];
-            all_present = 1;
-            w_updated = 1;
             double db;
             if (bias_mode == 0)
                 db = step;
@@ -844,12 +849,30 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             else
                 db = 0.0;
             b += db;
-            if (averaged && t > 1) {
-                double c = (double)(t - 1) * step;
-                for (Py_ssize_t j = 0; j < d; j++)
-                    u[j] = u[j] + c * x[j];
+            int averaging = averaged && t > 1;
+            if (averaging)
                 ub += (double)(t - 1) * db;
+            double check = (b - b) + (ub - ub); /* 0.0 when finite, NaN otherwise */
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double wj = w[j] + step * x[j];
+                w[j] = wj;
+                check += wj - wj;
+            }
+            all_present = 1;
+            w_updated = 1;
+            if (averaging) {
+                double c = (double)(t - 1) * step;
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double uj = u[j] + c * x[j];
+                    u[j] = uj;
+                    check += uj - uj;
+                }
                 u_updated = 1;
+            }
+            if (check != 0.0) {
+                st->refused = i;
+                st->finite = 1;
+                return;
             }
         }
     }
@@ -866,10 +889,12 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
 PyDoc_STRVAR(kernel_doc,
 "kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
 "       max_norm, preds, n, d)\n"
-"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite)\n\n"
+"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused)\n\n"
 "Perceptron's learning, row by row (native/binary.py): X float64 (n, d), signs int8 (n;\n"
 "0 unlabelled), w and u float64 (d), present bool (d),\n"
-"preds int8 (n). w, u and preds are written in place.");
+"preds int8 (n). w, u and preds are written in place. refused: the first row whose update\n"
+"would make R, the bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
+"there, w and u partly written: the caller drops them, with the other results.");
 
 static PyObject *py_kernel(PyObject *self, PyObject *args)
 {
@@ -897,18 +922,18 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
     Py_buffer v[6];
     if (get_buffers(specs, v, 6) < 0)
         return NULL;
-    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0};
+    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1};
     Py_BEGIN_ALLOW_THREADS
     kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
            v[5].buf, &st);
     Py_END_ALLOW_THREADS
     release_buffers(v, 6);
-    if (!st.finite)
-        return Py_BuildValue("ddLLdOOO", b, ub, n_seen, n_mistakes, max_norm, Py_False,
-                             Py_False, Py_False);
-    return Py_BuildValue("ddLLdOOO", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
+    if (!st.finite || st.refused >= 0)
+        return Py_BuildValue("ddLLdOOOn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
+                             Py_False, st.finite ? Py_True : Py_False, st.refused);
+    return Py_BuildValue("ddLLdOOOn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
                          st.w_updated ? Py_True : Py_False, st.u_updated ? Py_True : Py_False,
-                         Py_True);
+                         Py_True, st.refused);
 }
 
 /* -- the multi-class kernel -------------------------------------------------------------------
@@ -924,6 +949,7 @@ typedef struct {
     double max_norm;
     long long n_seen, n_mistakes;
     Py_ssize_t n_active;
+    Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
 } MultiState;
 
 static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
@@ -958,6 +984,10 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         for (Py_ssize_t j = 0; j < d; j++)
             sq += x[j] * x[j];
         double r = sqrt(sq);
+        if (!(r < INFINITY)) { /* MulticlassPerceptron._update's checks, in its order */
+            st->refused = i;
+            return;
+        }
         if (r > max_norm)
             max_norm = r;
         if (y == best && y < n_active)
@@ -967,17 +997,31 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         n_mistakes += 1;
         double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
         double *wy = W + y * d;
-        for (Py_ssize_t j = 0; j < d; j++)
-            wy[j] = wy[j] + lr * x[j];
         b[y] += db;
+        double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
+        if (best >= 0) {
+            b[best] += -db;
+            check += b[best] - b[best];
+        }
+        for (Py_ssize_t j = 0; j < d; j++) {
+            double wj = wy[j] + lr * x[j];
+            wy[j] = wj;
+            check += wj - wj;
+        }
         updated[y] = 1;
         if (best >= 0) {
             double *wp = W + best * d;
             double step = -lr;
-            for (Py_ssize_t j = 0; j < d; j++)
-                wp[j] = wp[j] + step * x[j];
-            b[best] += -db;
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double wj = wp[j] + step * x[j];
+                wp[j] = wj;
+                check += wj - wj;
+            }
             updated[best] = 1;
+        }
+        if (check != 0.0) { /* W and b partly written: the caller drops them */
+            st->refused = i;
+            return;
         }
     }
     st->max_norm = max_norm;
@@ -989,11 +1033,13 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
 PyDoc_STRVAR(kernel_multiclass_doc,
 "kernel_multiclass(X, labels, W, b, updated, n_active, lr, bias_mode, max_norm, n_seen,\n"
 "                  n_mistakes, preds, n, d, n_classes)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes)\n\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
 "MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
 "index, -1 unlabelled), W float64 (n_classes, d) and b float64 (n_classes) updated in place,\n"
 "updated uint8 (n_classes) set for every class that learned, preds int64 (n) the class\n"
-"predicted before learning (-1: no class yet).");
+"predicted before learning (-1: no class yet). refused: the first row whose update would\n"
+"make R, a bias or a weight non-finite (-1: none); the kernel stops there, W and b partly\n"
+"written: the caller drops them, with the other results.");
 
 static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 {
@@ -1031,13 +1077,14 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
         if (lab[i] == next)
             next++;
     }
-    MultiState st = {max_norm, n_seen, n_mistakes, n_active};
+    MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1};
     Py_BEGIN_ALLOW_THREADS
     kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode,
                       v[5].buf, &st);
     Py_END_ALLOW_THREADS
     release_buffers(v, 6);
-    return Py_BuildValue("ndLL", st.n_active, st.max_norm, st.n_seen, st.n_mistakes);
+    return Py_BuildValue("ndLLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
+                         st.refused);
 }
 
 static PyMethodDef methods[] = {

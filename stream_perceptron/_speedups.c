@@ -515,6 +515,109 @@ axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+#define MAX_TARGETS 4
+
+PyDoc_STRVAR(axpy_finite_doc,
+"axpy_finite(x, w1, a1, w2=None, a2=None, ..., /)\n"
+"--\n"
+"\n"
+"``wi[k] = wi.get(k, 0.0) + ai * v`` for every item of x (in x's order) and every pair\n"
+"``(wi, ai)`` (1 to 4 distinct dicts), all or nothing, exactly as\n"
+"``stream_perceptron.learners._base.add_scaled``: every new value is computed first; True when\n"
+"all are finite and written; False when one is not (nothing written); None when not handled\n"
+"(x or a wi not an exact dict, a value or a step not a float or an int of at most 2**53 in\n"
+"magnitude, an existing weight not a float), nothing written.");
+
+static PyObject *
+axpy_finite(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 3 || nargs > 1 + 2 * MAX_TARGETS || nargs % 2 == 0) {
+        PyErr_SetString(PyExc_TypeError, "axpy_finite(x, w1, a1, ...) takes 1 to 4 pairs");
+        return NULL;
+    }
+    Py_ssize_t m = (nargs - 1) / 2;
+    PyObject *x = args[0];
+    PyObject *ws[MAX_TARGETS];
+    Step steps[MAX_TARGETS];
+    for (Py_ssize_t p = 0; p < m; p++) {
+        ws[p] = args[1 + 2 * p];
+        if (!PyDict_CheckExact(ws[p]) ||
+            !number_value(args[2 + 2 * p], &steps[p].v, &steps[p].iv, &steps[p].is_int)) {
+            Py_RETURN_NONE;
+        }
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double *values = PyMem_New(double, m * it.n + 1);
+    if (values == NULL) {
+        items_release(&it);
+        return PyErr_NoMemory();
+    }
+    /* first every new value, then (all finite) every write */
+    int result = 1;
+    for (Py_ssize_t p = 0; p < m && result == 1; p++) {
+        for (Py_ssize_t i = 0; i < it.n; i++) {
+            Item *item = &it.items[i];
+            PyObject *old = PyDict_GetItemWithError(ws[p], item->key);
+            if (old == NULL && PyErr_Occurred()) {
+                result = -1;
+                break;
+            }
+            if (old != NULL && !PyFloat_CheckExact(old)) {
+                result = 0; /* not handled: Python's own arithmetic */
+                break;
+            }
+            double prod;
+            if (steps[p].is_int && item->is_int && (steps[p].iv == 0 || item->iv == 0)) {
+                prod = 0.0;
+            }
+            else {
+                prod = steps[p].v * item->v;
+            }
+            double base = old == NULL ? 0.0 : PyFloat_AS_DOUBLE(old);
+            double updated = base + prod;
+            if (!isfinite(updated)) {
+                result = 2; /* refused */
+                break;
+            }
+            values[p * it.n + i] = updated;
+        }
+    }
+    for (Py_ssize_t p = 0; p < m && result == 1; p++) {
+        for (Py_ssize_t i = 0; i < it.n; i++) {
+            PyObject *updated = PyFloat_FromDouble(values[p * it.n + i]);
+            if (updated == NULL) {
+                result = -1;
+                break;
+            }
+            int failed = PyDict_SetItem(ws[p], it.items[i].key, updated);
+            Py_DECREF(updated);
+            if (failed) {
+                result = -1;
+                break;
+            }
+        }
+    }
+    PyMem_Free(values);
+    items_release(&it);
+    if (result < 0) {
+        return NULL;
+    }
+    if (result == 0) {
+        Py_RETURN_NONE;
+    }
+    if (result == 2) {
+        Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 /* Whether the dict x holds exactly the objects of snap, in order. */
 static int
 same_items(PyObject *x, PyObject *snap)
@@ -583,6 +686,8 @@ static PyMethodDef speedups_methods[] = {
     {"class_scores", (PyCFunction)(void (*)(void))class_scores_py, METH_FASTCALL,
      class_scores_doc},
     {"axpy", (PyCFunction)(void (*)(void))axpy, METH_FASTCALL, axpy_doc},
+    {"axpy_finite", (PyCFunction)(void (*)(void))axpy_finite, METH_FASTCALL,
+     axpy_finite_doc},
     {"recall", (PyCFunction)(void (*)(void))recall, METH_FASTCALL, recall_doc},
     {NULL, NULL, 0, NULL},
 };

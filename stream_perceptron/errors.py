@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["StreamPerceptronError", "LabelError", "StateError", "RecordError"]
+__all__ = [
+    "StreamPerceptronError",
+    "LabelError",
+    "StateError",
+    "RecordError",
+    "ValueTooLargeError",
+]
 
 
 class StreamPerceptronError(Exception):
@@ -33,3 +39,12 @@ class RecordError(StreamPerceptronError, ValueError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+class ValueTooLargeError(RecordError):
+    """An example whose update would make the model non-finite (a weight, a bias, R or an
+    averaging accumulator overflowing to inf or NaN, or an int too large for a float): the
+    learner refused it and is exactly as it was before it. Reason ``value_too_large``."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("value_too_large", detail)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from connectors import LineBlock, PositionKey, Record
+from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.formats.base import (
     LABEL_OUTSIDE_ENCODING,
     BlockParser,
@@ -102,6 +103,7 @@ class BlockPath:
         features, X, label_cells = dense
         n = len(label_cells)
         parsed = self.parser.label_cache
+        encoding = learner.label_encoding
         encoded = learner.encode_block(label_cells, parsed, atomic=outcomes.on_error == "fail")
         if encoded is None:
             # The per-record path stops at the first bad label, having seen only the labels
@@ -112,7 +114,13 @@ class BlockPath:
         if errors:
             keep = np.array([i not in errors for i in range(n)])
             X, signs, rows = X[keep], signs[keep], rows[keep]
-        predicted = learner.learn_dense(features, X, signs)
+        try:
+            predicted = learner.learn_dense(features, X, signs)
+        except ValueTooLargeError:
+            # A row the model refuses (it would become non-finite): the model is as it was;
+            # the per-record path dead-letters that row alone, the encoding as it was.
+            learner.label_encoding = encoding
+            return False
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
         batch = records() if errors or outcomes.writes_predictions else []
@@ -141,7 +149,10 @@ class BlockPath:
         features, X, cells = dense
         parsed = self.parser.label_cache
         labels = list(map(parsed.__getitem__, cells))
-        predictions = self.learner.learn_dense(features, X, labels)
+        try:
+            predictions = self.learner.learn_dense(features, X, labels)
+        except (ValueTooLargeError, LabelError):
+            return False  # a row the model refuses: the per-record path dead-letters it
         mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
 
         def window_rows() -> tuple[list[str], Any, list[bytes]]:

@@ -250,6 +250,9 @@ class Engine:
             except LabelError as e:
                 outcomes.bad(record, LABEL_OUTSIDE_ENCODING, str(e))
                 continue
+            except RecordError as e:  # value_too_large: the model refused the example
+                outcomes.bad(record, e.reason, e.detail)
+                continue
             outcomes.learned(record, x, y, prediction)
 
     def _parse(self, record: Record) -> Any:

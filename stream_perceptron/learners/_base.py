@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from river import base
 
-from stream_perceptron.errors import StateError
+from stream_perceptron.errors import LabelError, StateError, ValueTooLargeError
 from stream_perceptron.learners._init_weights import WeightInitializer
 
 __all__ = [
@@ -50,6 +50,117 @@ def norm(v: Iterable[float]) -> float:
     return math.sqrt(math.fsum(value * value for value in v))
 
 
+_INF = math.inf
+
+
+def finite(v: Any) -> bool:
+    """Whether the number ``v`` is finite (NaN and infinities are not; an int of any size is)."""
+    return -_INF < v < _INF
+
+
+def too_large(what: str) -> ValueTooLargeError:
+    """The error of an example the learner refuses: learning it would make ``what`` non-finite."""
+    return ValueTooLargeError(f"learning this example would make {what} non-finite")
+
+
+def norm_of(x: dict) -> float:
+    """R of ``x`` as the perceptrons compute it: ``sq += v * v`` in x's order (a plain left
+    fold from 0.0, not ``sum()``, which compensates from Python 3.12 on), ``math.sqrt(sq)``.
+    Raises :class:`ValueTooLargeError` when it is not finite (a value inf or NaN, squares
+    overflowing, an int too large for a float)."""
+    sq = 0.0
+    try:
+        for v in x.values():
+            sq += v * v
+    except OverflowError:
+        raise too_large("R (the largest input norm)") from None
+    r = math.sqrt(sq)
+    if not -_INF < r < _INF:
+        raise too_large("R (the largest input norm)")
+    return r
+
+
+def add_scaled(speedups: Any, x: dict, *targets: Any) -> bool:
+    """``d[k] = d.get(k, 0.0) + a * v`` for every item of ``x`` (in x's order) and every pair
+    ``d, a`` of ``targets`` (``d1, a1, d2, a2, ...``: distinct dicts), all or nothing: False,
+    nothing written, when a new value would not be finite (or an int product does not fit a
+    float). ``speedups``: the C helpers (``None``: this loop, the reference), whose
+    ``axpy_finite`` does the same to the last bit."""
+    if speedups is not None:
+        done = speedups.axpy_finite(x, *targets)
+        if done is not None:
+            return bool(done)
+    updates = []
+    try:
+        for i in range(0, len(targets), 2):
+            d, a = targets[i], targets[i + 1]
+            new = [(k, d.get(k, 0.0) + a * v) for k, v in x.items()]
+            for _, value in new:
+                if not -_INF < value < _INF:
+                    return False
+            updates.append((d, new))
+    except OverflowError:
+        return False
+    for d, new in updates:
+        for k, value in new:
+            d[k] = value
+    return True
+
+
+_BOOLS = (bool, np.bool_)
+
+
+def check_class_kind(classes: dict, y: Any) -> None:
+    """Raise :class:`LabelError` when ``y`` is a boolean and an equal class (``1`` for
+    ``True``, ``0`` for ``False``) is not, or the other way round: equal dict keys, but the
+    README's booleans are their own classes. The class is refused, not merged."""
+    if y.__class__ is str or y is None:
+        return
+    is_bool = isinstance(y, _BOOLS)
+    if not is_bool:
+        try:
+            if not (y == 0 or y == 1):
+                return
+        except (TypeError, ValueError):  # an array-like label: not comparable to a bool
+            return
+    if y not in classes:
+        return
+    for c in classes:
+        if c == y:
+            if isinstance(c, _BOOLS) != is_bool:
+                raise LabelError(
+                    f"label {y!r} ({type(y).__name__}) is equal to the class {c!r}"
+                    f" ({type(c).__name__}): booleans and numbers are distinct classes"
+                )
+            return
+
+
+class UndoLog:
+    """What a random init inserted into the model before an example was checked: taken back
+    (the keys removed, the generator's state restored) when the example is refused."""
+
+    __slots__ = ("entries", "rng_state")
+
+    def __init__(self, rng_state: Any) -> None:
+        self.entries: list[tuple[dict, Any, Any]] = []
+        self.rng_state = rng_state
+
+    def put(self, d: dict, k: Any, value: Any) -> None:
+        self.entries.append((d, k, d.get(k, _MISSING)))
+        d[k] = value
+
+    def undo(self, initializer: WeightInitializer) -> None:
+        for d, k, old in reversed(self.entries):
+            if old is _MISSING:
+                del d[k]
+            else:
+                d[k] = old
+        initializer.set_state(self.rng_state)
+
+
+_MISSING = object()
+
+
 def to_json_key(k: Any) -> Any:
     """A feature name or label as a JSON scalar (numpy scalars become Python ones)."""
     if isinstance(k, np.generic):
@@ -72,7 +183,10 @@ class DenseLearner(Protocol):
     finite, one column per name of ``features``) and leaves the learner exactly as the
     ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, returning the
     predictions; a row whose label says "unlabelled" is only predicted, as ``predict_one``
-    would. It may be called only while ``dense_capable`` is true.
+    would. It may be called only while ``dense_capable`` is true. When that loop would refuse
+    a row (:class:`~stream_perceptron.errors.ValueTooLargeError`, or a
+    :class:`~stream_perceptron.errors.LabelError` it raises), ``learn_dense`` raises that
+    error (``ValueTooLargeError.row``: the row) and the learner is as it was before the call.
     """
 
     @property

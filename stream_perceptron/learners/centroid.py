@@ -8,11 +8,14 @@ from typing import Any
 
 from stream_perceptron.learners._base import (
     StreamClassifier,
+    check_class_kind,
     class_margins,
+    finite,
     norm,
     pairs,
     softmax,
     to_json_key,
+    too_large,
 )
 
 __all__ = ["CentroidClassifier"]
@@ -70,27 +73,46 @@ class CentroidClassifier(StreamClassifier):
         self.predict_learn_one(x, y)
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:
-        """Predict ``x``, learn ``(x, y)``, return the prediction made before learning."""
-        y_hat = self.predict_one(x)
-        self._n_seen += 1
-        if y_hat != y:
-            self._n_mistakes += 1
-        sq = math.fsum(v * v for v in x.values())
-        r = math.sqrt(sq)
-        if r > self._max_norm:
-            self._max_norm = r
+        """Predict ``x``, learn ``(x, y)``, return the prediction made before learning.
+
+        The new sum, squared norm and R are computed and checked before anything is stored:
+        when one would not be finite, :class:`ValueTooLargeError`, the model as it was. A
+        boolean label equal to a number class (``True`` and ``1``) raises
+        :class:`LabelError`. A score that overflows is not stored; ``NaN`` never beats
+        another score (the first class wins when all are ``NaN``)."""
+        check_class_kind(self._sums, y)
+        try:
+            y_hat = self.predict_one(x)
+        except OverflowError:  # an int past float: learning would refuse it too
+            raise too_large("a class sum or R") from None
         s = self._sums.get(y)
+        try:
+            sq = math.fsum(v * v for v in x.values())
+            r = math.sqrt(sq)
+            cross = 0.0
+            new = []
+            for k, v in x.items():
+                old = s.get(k, 0.0) if s is not None else 0.0
+                cross += old * v
+                new.append((k, old + v))
+            sq_norm = (self._sq_norms[y] if s is not None else 0.0) + (2.0 * cross + sq)
+        except (OverflowError, ValueError):
+            raise too_large("a class sum or R") from None
+        if not (finite(r) and finite(sq_norm) and all(finite(v) for _, v in new)):
+            raise too_large("a class sum or R")
         if s is None:
             s = self._sums[y] = {}
             self._counts[y] = 0
             self._sq_norms[y] = 0.0
-        cross = 0.0
-        for k, v in x.items():
-            old = s.get(k, 0.0)
-            cross += old * v
-            s[k] = old + v
+        for k, v in new:
+            s[k] = v
         self._counts[y] += 1
-        self._sq_norms[y] += 2.0 * cross + sq
+        self._sq_norms[y] = sq_norm
+        self._n_seen += 1
+        if y_hat != y:
+            self._n_mistakes += 1
+        if r > self._max_norm:
+            self._max_norm = r
         return y_hat
 
     def _scores(self, x: dict) -> dict[Any, float]:

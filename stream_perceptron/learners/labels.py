@@ -57,29 +57,40 @@ class BinaryLabels:
         code = self._codes.get(y)
         if code is not None:
             return code
-        return self._learn_encoding(y)
+        code, setting = self.propose(y)
+        if setting is not None:
+            self._set(*setting)
+        return code
 
-    def _learn_encoding(self, y: Any) -> int:
+    def propose(self, y: Any) -> tuple[int, tuple[str, bool] | None]:
+        """``(code, setting)``: what :meth:`encode` would return and the ``(encoding,
+        settled)`` it would then hold (``None``: unchanged), changing nothing (a learner
+        commits it with :meth:`commit` once the example is learned). Raises
+        :class:`LabelError` as :meth:`encode` does."""
+        code = self._codes.get(y)
+        if code is not None:
+            return code, None
         if not self.settled:
             is_bool = isinstance(y, (bool, np.bool_))
             nothing_seen = not self._codes
             if nothing_seen and is_bool:
-                self._set("bool", True)
-                return self._codes[y]
+                return (1 if y else -1), ("bool", True)
             if not is_bool and _is_number(y):
                 if y == -1:
-                    self._set("-1/+1", True)
-                    return -1
+                    return -1, ("-1/+1", True)
                 if y == 0:
-                    self._set("0/1", True)
-                    return -1
+                    return -1, ("0/1", True)
                 if y == 1 and nothing_seen:
-                    self._set("0/1", False)
-                    return 1
+                    return 1, ("0/1", False)
         labels = ", ".join(repr(v) for v in (self.negative, self.positive))
         raise LabelError(
             f"label {y!r} is outside the binary encoding {self.encoding} (labels {labels})"
         )
+
+    def commit(self, setting: tuple[str, bool] | None) -> None:
+        """Hold the encoding :meth:`propose` returned (``None``: nothing to do)."""
+        if setting is not None:
+            self._set(*setting)
 
     def encode_known(self, y: Any) -> int:
         """Like :meth:`encode`, but never changes the encoding (for read-only uses)."""
@@ -117,5 +128,5 @@ def _is_number(y: Any) -> bool:
         return False
     try:
         return float(y) == y
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
         return False

@@ -7,18 +7,26 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from stream_perceptron import native
+from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
+    UndoLog,
+    add_scaled,
+    check_class_kind,
     class_margins,
     norm,
+    norm_of,
     overrides,
     pairs,
     softmax,
     to_json_key,
+    too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.native import multiclass as _multiclass
+
+_INF = math.inf
 
 # The dict API's C helpers, or None (the pure-Python loops below, the reference).
 _speedups = native.speedups
@@ -103,7 +111,10 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         if self.averaged:
-            prediction = self.predict_one(x)
+            try:
+                prediction = self.predict_one(x)
+            except OverflowError:  # an int past float: learning would refuse it too
+                raise too_large("R (the largest input norm)") from None
             self._learn(x, y)
             return prediction
         return self._learn(x, y)
@@ -114,19 +125,28 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         self._u[c] = {}
         self._ub[c] = 0.0
 
-    def _init_entries(self, c: Any, x: dict, t: int) -> None:
+    def _init_entries(self, c: Any, x: dict, t: int, log: UndoLog) -> None:
         wc = self._w[c]
         fresh = new_features(x, wc)
         if fresh:
             uc = self._u[c]
             for k, v in zip(fresh, self._init.draw(len(fresh))):
-                wc[k] = v
+                log.put(wc, k, v)
                 if self.averaged:
-                    uc[k] = uc.get(k, 0.0) + (t - 1) * v
+                    log.put(uc, k, uc.get(k, 0.0) + (t - 1) * v)
 
     def _learn(self, x: dict, y: Any) -> Any:
-        """Learn ``(x, y)``; return the plain-weight prediction made before learning."""
-        t = self._n_seen = self._n_seen + 1
+        """Learn ``(x, y)``; return the plain-weight prediction made before learning.
+
+        As ``Perceptron._learn``: R, the two classes' new weights, biases and averaging
+        accumulators are computed and checked before anything is stored; a value that would
+        not be finite raises :class:`ValueTooLargeError`, the model as it was. A class equal
+        to ``y`` but of the other kind (``True`` and ``1``) raises :class:`LabelError`. A
+        score that overflows is not stored: ``NaN`` never beats another score in the argmax
+        (so the first class wins when all are ``NaN``)."""
+        if y.__class__ is not str:
+            check_class_kind(self._w, y)
+        t = self._n_seen + 1
         memo = self._memo
         if memo is not None:
             self._memo = None
@@ -137,68 +157,102 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             if memo is not None:
                 got = _speedups.recall(memo, x, t - 1)
             if got is None:
-                try:
-                    got = _speedups.class_argmax(self._w, self._b, x)
-                except BaseException:  # from a key's hash or eq: R was noted first in Python
-                    self._note_norm(x)
-                    raise
+                got = _speedups.class_argmax(self._w, self._b, x)
+        log = None
         if got is not None:
             y_hat = got[0]
             r = got[1]
-            if r > self._max_norm:
-                self._max_norm = r
+            if not r < _INF:  # r >= 0, or NaN
+                raise too_large("R (the largest input norm)")
         else:
-            self._note_norm(x)
+            r = norm_of(x)
             if self._init.random:
+                log = UndoLog(self._init.get_state())
                 for c in self._w:
-                    self._init_entries(c, x, t)
-            y_hat = _argmax(self._scores(x, self._w, self._b))
+                    self._init_entries(c, x, t, log)
+            try:
+                y_hat = _argmax(self._scores(x, self._w, self._b))
+            except BaseException:
+                if log is not None:
+                    log.undo(self._init)
+                raise
+        max_norm = r if r > self._max_norm else self._max_norm
         if y_hat == y and y_hat is not None and y in self._w:
+            self._max_norm = max_norm
+            self._n_seen = t
             return y_hat
-        if y not in self._w:
-            self._add_class(y)
-            if self._init.random:
-                self._init_entries(y, x, t)
-        self._n_mistakes += 1
-        if self._bias_mode == "learned":
-            db = self.lr
-        elif self._bias_mode == "r2":
-            db = self._max_norm * self._max_norm
-        else:
-            db = 0.0
-        self._step(y, x, self.lr, db, t)
-        if y_hat is not None:
-            self._step(y_hat, x, -self.lr, -db, t)
+        try:
+            self._update(x, y, y_hat, max_norm, t)
+        except ValueTooLargeError:
+            if log is not None:
+                log.undo(self._init)
+            raise
         return y_hat
 
-    def _note_norm(self, x: dict) -> None:
-        # A plain left fold in x's order, as the binary Perceptron's, not sum(): sum() adds
-        # floats with Neumaier's compensation from Python 3.12 on, and ints exactly.
-        sq = 0.0
-        for v in x.values():
-            sq += v * v
-        r = math.sqrt(sq)
-        if r > self._max_norm:
-            self._max_norm = r
-
-    def _step(self, c: Any, x: dict, step: float, db: float, t: int) -> None:
-        wc = self._w[c]
-        if _speedups is None or not _speedups.axpy(wc, x, step):
-            for k, v in x.items():
-                wc[k] = wc.get(k, 0.0) + step * v
-        self._b[c] += db
-        if self.averaged and t > 1:
-            uc = self._u[c]
-            a = (t - 1) * step
-            if _speedups is None or not _speedups.axpy(uc, x, a):
-                for k, v in x.items():
-                    uc[k] = uc.get(k, 0.0) + a * v
-            self._ub[c] += (t - 1) * db
+    def _update(self, x: dict, y: Any, y_hat: Any, max_norm: float, t: int) -> None:
+        """The update of a mistake, every new value checked before any is stored."""
+        lr = self.lr
+        if self._bias_mode == "learned":
+            db = lr
+        elif self._bias_mode == "r2":
+            db = max_norm * max_norm
+        else:
+            db = 0.0
+        new_class = y not in self._w
+        if new_class:
+            wy: dict[Any, float] = {}
+            uy: dict[Any, float] = {}
+            by = uby = 0.0
+            if self._init.random:  # the generator's draws are taken back by the caller's log
+                for k, v in zip(fresh := new_features(x, wy), self._init.draw(len(fresh))):
+                    wy[k] = v
+                    if self.averaged:
+                        uy[k] = uy.get(k, 0.0) + (t - 1) * v
+        else:
+            wy, uy, by, uby = self._w[y], self._u[y], self._b[y], self._ub[y]
+        averaging = self.averaged and t > 1
+        try:
+            by += db
+            if averaging:
+                uby += (t - 1) * db
+            if y_hat is None:
+                bh = ubh = 0.0
+                targets: tuple[Any, ...] = (wy, lr, uy, (t - 1) * lr) if averaging else (wy, lr)
+            else:
+                bh = self._b[y_hat] + -db
+                ubh = self._ub[y_hat] + (t - 1) * -db if averaging else self._ub[y_hat]
+                wh = self._w[y_hat]
+                targets = (
+                    (wy, lr, wh, -lr, uy, (t - 1) * lr, self._u[y_hat], (t - 1) * -lr)
+                    if averaging
+                    else (wy, lr, wh, -lr)
+                )
+        except OverflowError:
+            raise too_large("a bias") from None
+        if not (-_INF < by < _INF and -_INF < uby < _INF and -_INF < bh < _INF
+                and -_INF < ubh < _INF):  # fmt: skip
+            raise too_large("a bias")
+        done = _speedups.axpy_finite(x, *targets) if _speedups is not None else None
+        if done is None:
+            done = add_scaled(None, x, *targets)
+        if not done:
+            raise too_large("a weight")
+        if new_class:
+            self._w[y] = wy
+            self._u[y] = uy
+        self._b[y] = by
+        self._ub[y] = uby
+        if y_hat is not None:
+            self._b[y_hat] = bh
+            self._ub[y_hat] = ubh
+        self._n_mistakes += 1
+        self._max_norm = max_norm
+        self._n_seen = t
 
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
-    _DENSE_REFERENCE = ("_learn", "_step", "_scores", "predict_one", "predict_learn_one")
+    _DENSE_REFERENCE = ("_learn", "_update", "_scores", "predict_one", "predict_learn_one")
 
     @property
     def dense_capable(self) -> bool:

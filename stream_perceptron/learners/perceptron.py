@@ -9,19 +9,25 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.errors import LabelError
+from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners._base import (
     LinearHyperparameters,
     StreamClassifier,
+    UndoLog,
+    add_scaled,
     norm,
+    norm_of,
     overrides,
     pairs,
     sigmoid,
+    too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.native import binary as _binary
 from stream_perceptron.native.labels import encode_labels
+
+_INF = math.inf
 
 # The dict API's C helpers, or None (the pure-Python loops below, the reference).
 _speedups = native.speedups
@@ -107,85 +113,146 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     # -- learning ------------------------------------------------------------------------------
     def learn_one(self, x: dict, y: Any) -> None:
-        self._learn(x, self._labels.encode(y))
+        labels = self._labels
+        if labels.settled:  # the usual case: the encoding cannot change
+            self._learn(x, labels.encode(y))
+            return
+        sign, setting = labels.propose(y)
+        self._learn(x, sign)
+        labels.commit(setting)  # once learned: a refused example leaves the encoding open
 
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction.
 
         One pass over ``x`` instead of two when the model is not averaged.
         """
+        labels = self._labels
+        if not labels.settled:
+            return self._predict_learn_first(x, y)
+        sign = labels.encode(y)
+        if self.averaged:
+            try:
+                prediction = self.predict_one(x)
+            except OverflowError:  # an int past float: learning would refuse it too
+                raise too_large("R (the largest input norm)") from None
+            self._learn(x, sign)
+            return prediction
+        score = self._learn(x, sign)
+        return labels.decode(1 if score > 0 else -1)
+
+    def _predict_learn_first(self, x: dict, y: Any) -> Any:
+        """``predict_learn_one`` while the encoding is open: the prediction decodes with the
+        encoding ``y`` settles, which is taken back when the example is refused."""
+        labels = self._labels
+        saved = labels.get_state()
+        labels.commit(labels.propose(y)[1])
+        try:
+            return self.predict_learn_one(x, y) if labels.settled else self._predict_open(x, y)
+        except ValueTooLargeError:
+            self._labels = BinaryLabels.from_state(saved)
+            raise
+
+    def _predict_open(self, x: dict, y: Any) -> Any:
+        # the encoding still open after y (a first label 1): predict_learn_one's body
         sign = self._labels.encode(y)
         if self.averaged:
-            prediction = self.predict_one(x)
+            try:
+                prediction = self.predict_one(x)
+            except OverflowError:
+                raise too_large("R (the largest input norm)") from None
             self._learn(x, sign)
             return prediction
         score = self._learn(x, sign)
         return self._labels.decode(1 if score > 0 else -1)
 
     def _learn(self, x: dict, y: int) -> float:
-        """Learn from ``x`` with sign ``y``; return the score before learning."""
-        t = self._n_seen = self._n_seen + 1
+        """Learn from ``x`` with sign ``y``; return the score before learning.
+
+        Everything the example changes (R, the weights, the bias, the averaging accumulators)
+        is computed and checked before anything is stored: when a value would not be finite,
+        :class:`ValueTooLargeError` and the model is as it was (a random init's fresh weights
+        and generator draws taken back). A score that overflows (``inf``, or ``NaN`` from
+        ``inf - inf``) is not stored: ``y * score <= 0`` decides as for any score (``NaN``:
+        no mistake), and ``predict_one`` gives the negative class for it."""
+        t = self._n_seen + 1
         w = self._w
         memo = self._memo
         if memo is not None:
             self._memo = None
+        undo = None
         if self._init.random:
             fresh = new_features(x, w)
             if fresh:
                 memo = None  # weights of x's features drawn since predict_one
+                undo = UndoLog(self._init.get_state())
                 for k, v in zip(fresh, self._init.draw(len(fresh))):
-                    w[k] = v
+                    undo.put(w, k, v)
                     if self.averaged:
-                        self._u[k] = self._u.get(k, 0.0) + (t - 1) * v
-        got = None
-        if _speedups is not None:
-            # predict_one's dot and norm when it was given this very dict, unchanged since,
-            # and the model has not learned since; else computed
-            if memo is not None:
-                got = _speedups.recall(memo, x, t - 1)
-            if got is None:
-                got = _speedups.dot_norm(w, x)
-        if got is not None:
-            dot = got[0]
-            r = got[1]
-        else:
-            dot = 0.0
-            sq = 0.0
-            for k, v in x.items():
-                wk = w.get(k)
-                if wk is not None:
-                    dot += wk * v
-                sq += v * v
-            r = math.sqrt(sq)
-        if r > self._max_norm:
-            self._max_norm = r
-        score = dot + self._b
-        if y * score <= 0:
-            self._n_mistakes += 1
-            step = self.lr * y
-            if _speedups is None or not _speedups.axpy(w, x, step):
-                for k, v in x.items():
-                    w[k] = w.get(k, 0.0) + step * v
-            if self._bias_mode == "learned":
-                db = step
-            elif self._bias_mode == "r2":
-                db = y * self._max_norm * self._max_norm
+                        undo.put(self._u, k, self._u.get(k, 0.0) + (t - 1) * v)
+        try:
+            got = None
+            if _speedups is not None:
+                # predict_one's dot and norm when it was given this very dict, unchanged
+                # since, and the model has not learned since; else computed
+                if memo is not None:
+                    got = _speedups.recall(memo, x, t - 1)
+                if got is None:
+                    got = _speedups.dot_norm(w, x)
+            if got is not None:
+                dot = got[0]
+                r = got[1]
+                if not r < _INF:  # r >= 0, or NaN
+                    raise too_large("R (the largest input norm)")
             else:
-                db = 0.0
-            self._b += db
-            if self.averaged and t > 1:
-                u = self._u
-                c = (t - 1) * step
-                if _speedups is None or not _speedups.axpy(u, x, c):
-                    for k, v in x.items():
-                        u[k] = u.get(k, 0.0) + c * v
-                self._ub += (t - 1) * db
-        return score
+                r = norm_of(x)
+                dot = 0.0
+                for k, v in x.items():
+                    wk = w.get(k)
+                    if wk is not None:
+                        dot += wk * v
+            max_norm = r if r > self._max_norm else self._max_norm
+            score = dot + self._b
+            if y * score <= 0:
+                step = self.lr * y
+                if self._bias_mode == "learned":
+                    db = step
+                elif self._bias_mode == "r2":
+                    db = y * max_norm * max_norm
+                else:
+                    db = 0.0
+                averaging = self.averaged and t > 1
+                try:
+                    b = self._b + db
+                    ub = self._ub + (t - 1) * db if averaging else self._ub
+                except OverflowError:
+                    raise too_large("the bias") from None
+                if not (-_INF < b < _INF and -_INF < ub < _INF):
+                    raise too_large("the bias")
+                done = (
+                    add_scaled(_speedups, x, w, step, self._u, (t - 1) * step)
+                    if averaging
+                    else add_scaled(_speedups, x, w, step)
+                )
+                if not done:
+                    raise too_large("a weight")
+                self._b = b
+                self._ub = ub
+                self._n_mistakes += 1
+            self._max_norm = max_norm
+            self._n_seen = t
+            return score
+        except ValueTooLargeError:
+            if undo is not None:
+                undo.undo(self._init)
+            raise
 
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
-    _DENSE_REFERENCE = ("_learn", "_score", "predict_one", "predict_learn_one")
+    _DENSE_REFERENCE = (
+        "_learn", "_score", "predict_one", "predict_learn_one", "_predict_learn_first",
+        "_predict_open",
+    )  # fmt: skip
 
     @property
     def dense_capable(self) -> bool:
@@ -207,7 +274,9 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
         see :func:`stream_perceptron.native.labels.encode_labels`), ``0`` for an unlabelled
         row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
-        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`.
+        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`. A row
+        ``_learn`` would refuse (its update would make the model non-finite) raises
+        :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
 
         Examples
         --------
@@ -266,6 +335,17 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             self._labels = BinaryLabels.from_state(saved)
             return None
         return signs, classes, errors
+
+    @property
+    def label_encoding(self) -> dict[str, Any]:
+        """The binary label encoding as :meth:`get_state` saves it; set it back to undo
+        :meth:`encode_block` (the engine's block path, when :meth:`learn_dense` refuses a
+        block)."""
+        return self._labels.get_state()
+
+    @label_encoding.setter
+    def label_encoding(self, state: dict[str, Any]) -> None:
+        self._labels = BinaryLabels.from_state(state)
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:

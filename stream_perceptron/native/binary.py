@@ -16,6 +16,14 @@ The kernel does the floating-point operations of ``Perceptron._learn`` / ``Perce
 * a weight absent from ``_w`` is ``+0.0`` in the arrays, which is what ``w.get(k, 0.0)`` gives
   the update; likewise ``u.get(k, 0.0)``.
 
+A labelled row whose update would make R, the bias, a weight or an averaging accumulator
+non-finite (what ``Perceptron._learn`` refuses with :class:`~stream_perceptron.errors.
+ValueTooLargeError`) stops the kernel: :func:`learn_dense` then raises that error, with the
+row's index as ``row``, and writes nothing back: the model is as it was before the call (the
+caller learns the block row by row, which refuses that row alone). Such rows are rare
+(hostile input), so the common case pays one comparison per row and one addition per
+updated weight.
+
 A sign of ``0`` marks an unlabelled row: it is predicted as ``predict_one`` would (the averaged
 score when ``averaged``) and not learned from (``n_seen`` and ``max_norm`` unchanged), so a
 batch mixing labelled and unlabelled rows needs one call.
@@ -29,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_perceptron import native
+from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._base import BIAS_MODES
 
 if TYPE_CHECKING:
@@ -85,13 +94,15 @@ def learn_dense(
     w = np.array([wd.get(k, 0.0) for k in features], dtype=np.float64)
     present = np.array([k in wd for k in features], dtype=np.bool_)
     u = np.array([ud.get(k, 0.0) for k in features], dtype=np.float64)
-    b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite = c.kernel(
+    b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused = c.kernel(
         X, signs, w, present, u, float(model.lr), BIAS_CODES[model._bias_mode],
         bool(model.averaged), float(model._b), float(model._ub), int(model._n_seen),
         int(model._n_mistakes), float(model._max_norm), preds, n, X.shape[1],
     )  # fmt: skip
     if not finite:  # checked by the kernel, on the way: the model is left as it was
         raise ValueError("X has non-finite values")
+    if refused >= 0:  # the kernel stopped at that row: nothing is written back
+        raise refusal(int(refused))
     if w_updated:  # every feature of a dense row is in _w after its first mistake
         for k, v in zip(features, w.tolist()):
             wd[k] = v  # existing keys keep their place, new ones follow in features order
@@ -104,6 +115,15 @@ def learn_dense(
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
     return preds
+
+
+def refusal(row: int) -> ValueTooLargeError:
+    """The error of a block the kernel refused at ``row`` (its ``row`` attribute)."""
+    error = ValueTooLargeError(
+        f"row {row}: learning it would make the model non-finite; the block is not learned"
+    )
+    error.row = row  # type: ignore[attr-defined]
+    return error
 
 
 def learn_array(X: np.ndarray, y: np.ndarray, **params: Any) -> Perceptron:

@@ -7,6 +7,10 @@ averaged, ``init="zeros"``, in the same order: each class's score a left fold fr
 over the features (a weight missing from the class's dict is ``0.0`` in the arrays: a left
 fold from ``+0.0`` gives the same sum whether such a term is skipped or added as ``0.0*v``,
 ``v`` finite), R's sum of squares ``sq += v * v`` likewise, the argmax the first class on ties.
+A row that ``_learn`` would refuse (:class:`~stream_perceptron.errors.ValueTooLargeError`: R,
+a bias or a weight non-finite; :class:`~stream_perceptron.errors.LabelError`: ``True`` and
+``1`` as classes) makes :func:`learn_dense` raise that error, the model as it was before the
+call: nothing is written back.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.native.binary import BIAS_CODES
+from stream_perceptron.learners._base import check_class_kind
+from stream_perceptron.native.binary import BIAS_CODES, refusal
 
 if TYPE_CHECKING:
     from stream_perceptron.learners.multiclass import MulticlassPerceptron
@@ -39,6 +44,34 @@ def supported(model: Any) -> bool:
     )
 
 
+def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, None]) -> None:
+    """Raise the :class:`~stream_perceptron.errors.LabelError` the row loop would raise for a
+    boolean label equal to a number class (``True`` and ``1``) or the other way round, the
+    classes growing as the rows bring them. ``distinct``: ``dict.fromkeys(labels)``. Free
+    unless a label or class equals 0 or 1; then one pass over the labels' types."""
+    if not any(map(_zero_or_one, distinct)) and not any(map(_zero_or_one, classes)):
+        return
+    types = set(map(type, labels))
+    bools = bool in types or np.bool_ in types
+    if not bools and not any(isinstance(c, (bool, np.bool_)) for c in classes):
+        return
+    seen = dict.fromkeys(classes)
+    for y in labels:
+        if y is not None:
+            check_class_kind(seen, y)
+            if y not in seen:
+                seen[y] = None
+
+
+def _zero_or_one(y: Any) -> bool:
+    if y is None or y.__class__ is str:
+        return False
+    try:
+        return bool(y == 0 or y == 1)
+    except (TypeError, ValueError):
+        return False
+
+
 def learn_dense(
     model: MulticlassPerceptron, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
 ) -> list[Any]:
@@ -53,9 +86,11 @@ def learn_dense(
     if d != len(features) or len(labels) != n:
         raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
     classes = list(model._w)
+    distinct = dict.fromkeys(labels)  # distinct labels, in the order they first come
+    check_kinds(classes, labels, distinct)
     index = {c: i for i, c in enumerate(classes)}
     code_of: dict[Any, int] = {}
-    for y in dict.fromkeys(labels):  # distinct labels, in the order they first come
+    for y in distinct:
         if y is None:
             code_of[y] = -1
         elif y in index:
@@ -73,11 +108,13 @@ def learn_dense(
     updated = np.zeros(len(classes), dtype=np.uint8)
     preds = np.empty(n, dtype=np.int64)
     known = len(model._w)
-    n_active, max_norm, n_seen, n_mistakes = c.kernel_multiclass(
+    n_active, max_norm, n_seen, n_mistakes, refused = c.kernel_multiclass(
         X, codes, W, bias, updated, known, float(model.lr), BIAS_CODES[model._bias_mode],
         float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
         len(classes),
     )  # fmt: skip
+    if refused >= 0:  # the kernel stopped at that row: nothing is written back
+        raise refusal(int(refused))
     for cl in classes[known:n_active]:
         model._add_class(cl)
     for i in np.flatnonzero(updated).tolist():

@@ -15,6 +15,7 @@ import stream_perceptron.learners.multiclass as multiclass_module
 from connectors import LineSource, MemorySink
 from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.engine import Engine, Outputs
+from stream_perceptron.errors import LabelError
 from stream_perceptron.formats import make_parser
 
 pytestmark = pytest.mark.skipif(
@@ -99,16 +100,27 @@ def test_learn_dense_multiclass_equals_the_learn_one_loop():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(500, 4))
     labels = [None if i % 50 == 3 else int(np.argmax(X[i, :3])) for i in range(500)]
-    labels[10] = True  # equal to 1: the same class, as a dict key
+    labels[10] = True  # equal to the class 1, but a boolean: refused, not merged into it
     features = ["w", "x", "y", "z"]
     model = MulticlassPerceptron(bias="r2")
     model.learn_one({"w": 0.5, "q": 1.0}, 2)  # a class with weights for other features
     reference = MulticlassPerceptron.from_state(model.get_state())
-    got = model.learn_dense(features, X, labels)
+    before = model.get_state()
+    with pytest.raises(LabelError, match="booleans and numbers are distinct classes"):
+        model.learn_dense(features, X, labels)
+    assert model.get_state() == before  # the block refused whole: nothing learned
+    keep = [i for i in range(500) if i != 10]
+    got = model.learn_dense(features, X[keep], [labels[i] for i in keep])
     want = []
     for row, y in zip(X.tolist(), labels):
         x = dict(zip(features, row))
-        want.append(reference.predict_one(x) if y is None else reference.predict_learn_one(x, y))
+        if y is None:
+            want.append(reference.predict_one(x))
+            continue
+        try:
+            want.append(reference.predict_learn_one(x, y))
+        except LabelError:  # the row loop refuses that row alone
+            continue
     assert got == want
     assert model.get_state() == reference.get_state()
     assert [list(w) for w in model._w.values()] == [list(w) for w in reference._w.values()]

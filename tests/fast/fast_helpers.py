@@ -16,6 +16,7 @@ import pytest
 import stream_perceptron.learners.multiclass as multiclass_module
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import Perceptron, native
+from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.native.labels import encode_labels
 
 MODES = [
@@ -27,6 +28,9 @@ MODES = [
 MODE_IDS = [f"{m['bias']}-{'avg' if m['averaged'] else 'plain'}-lr{m['lr']}" for m in MODES]
 
 HAS_C = native.dense is not None
+
+#: What the helpers give for an example the learner refused (ValueTooLargeError).
+REFUSED = "<refused: value_too_large>"
 needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
 
 
@@ -77,20 +81,49 @@ def assert_same_model(got: Perceptron, want: Perceptron) -> None:
 
 def reference(model: Any, features: list, X: np.ndarray, labels: list) -> list:
     """The dict path in pure Python: predict_learn_one per row (predict_one for an unlabelled
-    row, None)."""
-    out = []
+    row, None; :data:`REFUSED` for a row the learner refuses)."""
     with pure_python():
-        for row, y in zip(X.tolist(), labels):
-            x = dict(zip(features, row))
-            out.append(model.predict_one(x) if y is None else model.predict_learn_one(x, y))
+        return per_record(model, features, X, labels)
+
+
+def per_record(model: Any, features: list, X: np.ndarray, labels: list) -> list:
+    """predict_learn_one per row (predict_one when unlabelled, :data:`REFUSED` when refused,
+    the model then checked unchanged)."""
+    out = []
+    for row, y in zip(X.tolist(), labels):
+        x = dict(zip(features, row))
+        if y is None:
+            out.append(model.predict_one(x))
+            continue
+        before = bits(model.get_state())
+        try:
+            out.append(model.predict_learn_one(x, y))
+        except ValueTooLargeError:
+            assert bits(model.get_state()) == before
+            out.append(REFUSED)
     return out
 
 
 def run_fast(model: Perceptron, features: list, X: np.ndarray, labels: list) -> list:
-    """learn_dense with the labels encoded as the engine does it; the decoded predictions."""
+    """learn_dense with the labels encoded as the engine does it; the decoded predictions. A
+    block the kernel refuses (at ``row``) leaves the model as it was: then the rows before it
+    densely, that row per record (refused there too), the rest densely."""
+    if not len(X):
+        return []
+    encoding = model.label_encoding
+    before = bits(model.get_state())
     signs, classes, errors = encode_labels(model, labels)
     assert not errors
-    preds = model.learn_dense(features, X, signs)
+    try:
+        preds = model.learn_dense(features, X, signs)
+    except ValueTooLargeError as e:
+        model.label_encoding = encoding
+        assert bits(model.get_state()) == before
+        i = e.row  # type: ignore[attr-defined]
+        out = run_fast(model, features, X[:i], labels[:i])
+        refused = per_record(model, features, X[i : i + 1], labels[i : i + 1])
+        assert refused == [REFUSED]
+        return out + refused + run_fast(model, features, X[i + 1 :], labels[i + 1 :])
     assert preds.dtype == np.int8
     return [pos if p > 0 else neg for p, (neg, pos) in zip(preds.tolist(), classes)]
 

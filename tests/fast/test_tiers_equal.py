@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fast_helpers import bits, needs_c, reference
+from fast_helpers import REFUSED, bits, needs_c, per_record, reference, run_fast
 from river import datasets
 
 from stream_perceptron import MulticlassPerceptron, Perceptron
-from stream_perceptron.native.labels import encode_labels
+from stream_perceptron.errors import ValueTooLargeError
 
 pytestmark = needs_c
 
@@ -134,26 +134,37 @@ def _blocks(n: int) -> list[tuple[int, int]]:
 def _dense_binary(model: Perceptron, features: list, X: np.ndarray, labels: list) -> list:
     out: list = []
     for a, b in _blocks(len(X)):
-        signs, classes, errors = encode_labels(model, labels[a:b])
-        assert not errors
-        preds = model.learn_dense(features, X[a:b], signs)
-        out += [pos if p > 0 else neg for p, (neg, pos) in zip(preds.tolist(), classes)]
+        # a refused block: the rows before densely, that one per record, the rest densely
+        out += run_fast(model, features, X[a:b], labels[a:b])
     return out
 
 
 def _dense_multiclass(model: MulticlassPerceptron, features, X, labels) -> list:
     out: list = []
     for a, b in _blocks(len(X)):
-        out += model.learn_dense(features, X[a:b], labels[a:b])
+        out += _dense_multiclass_rows(model, features, X[a:b], labels[a:b])
     return out
+
+
+def _dense_multiclass_rows(model: MulticlassPerceptron, features, X, labels) -> list:
+    """learn_dense; a refused block (the model as it was): the rows before it densely, that
+    row per record (refused there too), the rest densely."""
+    if not len(X):
+        return []
+    before = bits(model.get_state())
+    try:
+        return model.learn_dense(features, X, labels)
+    except ValueTooLargeError as e:
+        assert bits(model.get_state()) == before
+        i = e.row  # type: ignore[attr-defined]
+        out = _dense_multiclass_rows(model, features, X[:i], labels[:i])
+        refused = per_record(model, features, X[i : i + 1], labels[i : i + 1])
+        assert refused == [REFUSED]
+        return out + refused + _dense_multiclass_rows(model, features, X[i + 1 :], labels[i + 1 :])
 
 
 def _with_c_helpers(model: Any, features: list, X: np.ndarray, labels: list) -> list:
-    out = []
-    for row, y in zip(X.tolist(), labels):
-        x = dict(zip(features, row))
-        out.append(model.predict_one(x) if y is None else model.predict_learn_one(x, y))
-    return out
+    return per_record(model, features, X, labels)
 
 
 def _state(model: Any) -> Any:
