@@ -37,3 +37,30 @@ def test_every_corpus_record_through_every_format(fmt):
                 names, X, cells = dense
                 x, y = parser.parse(record)
                 assert dict(zip(names, X[0].tolist())) == x and parser.label_cache[cells[0]] == y
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "libsvm"])
+@pytest.mark.parametrize("model", ["binary", "multiclass", "centroid"])
+def test_the_corpus_through_the_engine(fmt, model):
+    """The whole corpus as one stream, each format and learner: every record accounted for,
+    every output strict JSON, the model finite."""
+    from test_fuzz_engine import _finite, _strict
+
+    from connectors import MemorySink, MemorySource
+    from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
+    from stream_perceptron.engine import Engine, Outputs
+
+    learner = {"binary": Perceptron, "multiclass": MulticlassPerceptron}.get(
+        model, CentroidClassifier
+    )(**({"bias": "r2", "averaged": True} if model != "centroid" else {}))
+    records = corpus()
+    header = [b"c0,c1,c2"] if fmt == "csv" else []
+    predictions, dead = MemorySink(), MemorySink()
+    engine = Engine(learner, make_parser(fmt, "c2" if fmt == "csv" else "y"),
+                    Outputs(predictions, dead), keep_recent=8)  # fmt: skip
+    engine.run(MemorySource(header + records * 3, batch_size=7))
+    stats = engine.stats
+    assert stats.learned + stats.unlabelled + sum(stats.invalid.values()) == 3 * len(records)
+    for line in predictions.lines + dead.lines:
+        _strict(line)
+    assert _finite(engine.learner.get_state())
