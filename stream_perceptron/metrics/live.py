@@ -19,6 +19,9 @@ The document (``schema_version`` 1) is stable for scripts:
     ``margin_min`` and ``mistake_bound`` (``(R/margin)^2`` over the recent window, or null).
 ``checkpoint``
     ``path`` and ``age_seconds`` (null before the first).
+
+However often it is requested, the document is computed at most every 0.5 s (a request within
+that time gets the last one), so polling it cannot slow learning.
 ``kafka``
     null, or ``lag`` (``[topic, partition, lag]``) and ``rebalances``.
 """
@@ -38,6 +41,7 @@ __all__ = ["LiveState", "PAGE"]
 
 SCHEMA_VERSION = 1
 CURVE_POINTS = 500
+MIN_INTERVAL_S = 0.5  # /api/state is computed at most this often (the page polls every 1 s)
 
 #: The page itself: one self-contained HTML file (inline CSS and JavaScript, SVG charts).
 PAGE = resources.files("stream_perceptron.metrics").joinpath("live_page.html")
@@ -75,6 +79,8 @@ class LiveState:
         self._stride = 1  # keep every stride-th sample; doubles when the curve is full
         self._seen = 0
         self._curve_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._cached: tuple[float, bool, bytes] | None = None
 
     def observe_batch(self, _seconds: float) -> None:
         """Between batches: one point of the learning curve (examples, mistakes)."""
@@ -144,7 +150,16 @@ class LiveState:
         }
 
     def state_json(self) -> bytes:
-        return json.dumps(self.state(), allow_nan=False, default=str).encode()
+        """:meth:`state` as JSON, computed at most every ``MIN_INTERVAL_S``: however often it
+        is asked for, the learning loop gives up its lock for it at most that often."""
+        with self._cache_lock:
+            now = time.monotonic()
+            cached = self._cached
+            if cached is not None and now - cached[0] < MIN_INTERVAL_S and cached[1] == self.ended:
+                return cached[2]
+            body = json.dumps(self.state(), allow_nan=False, default=str).encode()
+            self._cached = (now, self.ended, body)
+            return body
 
 
 def _thin(curve: list[tuple[int, int]]) -> list[tuple[int, int]]:
