@@ -265,6 +265,14 @@ class StreamClassifier(base.MiniBatchClassifier):
         return [self.geometric_margin(x, y) for x, y in examples]  # type: ignore[attr-defined]
 
     # -- what every learner has ----------------------------------------------------------------
+    def _predict_before_learning(self, x: dict) -> Any:
+        """``predict_one(x)`` for a ``predict_learn_one`` that learns next: an int feature past
+        float's range, which learning would refuse too, is refused here the same way."""
+        try:
+            return self.predict_one(x)
+        except OverflowError:
+            raise too_large("R (the largest input norm)") from None
+
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction
         (the engine's prequential step: the learners do both in one pass where they can)."""

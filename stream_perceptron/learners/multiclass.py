@@ -111,10 +111,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         if self.averaged:
-            try:
-                prediction = self.predict_one(x)
-            except OverflowError:  # an int past float: learning would refuse it too
-                raise too_large("R (the largest input norm)") from None
+            prediction = self._predict_before_learning(x)
             self._learn(x, y)
             return prediction
         return self._learn(x, y)

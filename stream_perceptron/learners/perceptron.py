@@ -131,10 +131,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             return self._predict_learn_first(x, y)
         sign = labels.encode(y)
         if self.averaged:
-            try:
-                prediction = self.predict_one(x)
-            except OverflowError:  # an int past float: learning would refuse it too
-                raise too_large("R (the largest input norm)") from None
+            prediction = self._predict_before_learning(x)
             self._learn(x, sign)
             return prediction
         score = self._learn(x, sign)
