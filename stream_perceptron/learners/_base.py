@@ -107,7 +107,7 @@ def add_scaled(speedups: Any, x: dict, *targets: Any) -> bool:
     return True
 
 
-_BOOLS = (bool, np.bool_)
+BOOL_TYPES = (bool, np.bool_)  # labels that are booleans (numpy's too)
 
 
 def check_class_kind(classes: dict, y: Any) -> None:
@@ -116,7 +116,7 @@ def check_class_kind(classes: dict, y: Any) -> None:
     README's booleans are their own classes. The class is refused, not merged."""
     if y.__class__ is str or y is None:
         return
-    is_bool = isinstance(y, _BOOLS)
+    is_bool = isinstance(y, BOOL_TYPES)
     if not is_bool:
         try:
             if not (y == 0 or y == 1):
@@ -127,7 +127,7 @@ def check_class_kind(classes: dict, y: Any) -> None:
         return
     for c in classes:
         if c == y:
-            if isinstance(c, _BOOLS) != is_bool:
+            if isinstance(c, BOOL_TYPES) != is_bool:
                 raise LabelError(
                     f"label {y!r} ({type(y).__name__}) is equal to the class {c!r}"
                     f" ({type(c).__name__}): booleans and numbers are distinct classes"

@@ -9,6 +9,7 @@ from typing import Any
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._base import (
+    BOOL_TYPES,
     LinearHyperparameters,
     StreamClassifier,
     UndoLog,
@@ -99,6 +100,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         self._n_seen = 0
         self._n_mistakes = 0
         self._max_norm = 0.0
+        # Whether a class is a boolean: only then can an int label clash with one (True == 1).
+        self._bool_classes = False
 
     @property
     def _multiclass(self) -> bool:
@@ -117,6 +120,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         return self._learn(x, y)
 
     def _add_class(self, c: Any) -> None:
+        if isinstance(c, BOOL_TYPES):
+            self._bool_classes = True
         self._w[c] = {}
         self._b[c] = 0.0
         self._u[c] = {}
@@ -141,7 +146,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         to ``y`` but of the other kind (``True`` and ``1``) raises :class:`LabelError`. A
         score that overflows is not stored: ``NaN`` never beats another score in the argmax
         (so the first class wins when all are ``NaN``)."""
-        if y.__class__ is not str:
+        kind = y.__class__
+        if kind is not str and (kind is not int or self._bool_classes):
             check_class_kind(self._w, y)
         t = self._n_seen + 1
         memo = self._memo
@@ -237,6 +243,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         if new_class:
             self._w[y] = wy
             self._u[y] = uy
+            if isinstance(y, BOOL_TYPES):
+                self._bool_classes = True
         self._b[y] = by
         self._ub[y] = uby
         if y_hat is not None:
