@@ -10,17 +10,15 @@ kafka-python (3.x) is imported lazily, so importing :mod:`connectors` stays fast
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from connectors import kafka_client
-from connectors.base import Closing, PartitionedSource
+from connectors.base import PartitionedSource
 from connectors.errors import ConnectorError
 from connectors.kafka_common import (
     TopicPartitionKey,
-    check_offsets,
     fatal_errors,
     merge_client_options,
     split_message,
@@ -50,7 +48,7 @@ _RESERVED_CONSUMER_OPTIONS = frozenset(
 )
 
 
-class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSource):
+class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
     """Consume Kafka topics in a consumer group, in batches of records.
 
     Parameters
@@ -158,21 +156,23 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
         commit_timeout_ms: int = 5000,
         assignment_timeout_s: float = 60.0,
     ) -> None:
-        if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
-            raise ConnectorError(f"topics must be a non-empty list of str, got {topics!r}")
-        if not isinstance(group_id, str) or not group_id:
-            raise ConnectorError(f"group_id must be a non-empty str, got {group_id!r}")
-        for label, value, low in (
-            ("poll_timeout_ms", poll_timeout_ms, 0),
-            ("max_poll_records", max_poll_records, 1),
-            ("commit_timeout_ms", commit_timeout_ms, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConnectorError(f"{label} must be an int >= {low}, got {value!r}")
         self._config = merge_client_options(
             {"auto_offset_reset": "earliest", "reconnect_backoff_max_ms": 5000},
             client_options,
             _RESERVED_CONSUMER_OPTIONS,
+        )
+        self._setup(
+            topics,
+            group_id,
+            on_assign=on_assign,
+            on_revoke=on_revoke,
+            on_idle=on_idle,
+            exit_at_end=exit_at_end,
+            poll_timeout_ms=poll_timeout_ms,
+            max_poll_records=max_poll_records,
+            split_lines=split_lines,
+            commit_timeout_ms=commit_timeout_ms,
+            assignment_timeout_s=assignment_timeout_s,
         )
         self._config.update(
             bootstrap_servers=bootstrap_servers,
@@ -180,195 +180,8 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
             enable_auto_commit=False,
             max_poll_records=max_poll_records,
         )
-        self.topics = list(topics)
-        self.group_id = group_id
-        self._on_assign = on_assign
-        self._on_revoke = on_revoke
-        self._on_idle = on_idle
-        self._exit_at_end = exit_at_end
-        self._poll_timeout_ms = poll_timeout_ms
-        self._max_poll_records = max_poll_records
-        self._split_lines = split_lines
-        self._commit_timeout_ms = commit_timeout_ms
-        self._assignment_timeout_s = float(assignment_timeout_s)
-        self.rebalances = 0
-        self._consumer: KafkaConsumer | None = None
-        self._lock = threading.Lock()  # guards the state below (read by metrics threads)
-        self._assigned: list[TopicPartitionKey] = []
-        self._positions: dict[TopicPartitionKey, int] = {}
-        self._ends: dict[TopicPartitionKey, int] = {}  # for lag(), refreshed
-        self._stop_at: dict[TopicPartitionKey, int] = {}  # for exit_at_end, noted at assignment
-        self._committed: dict[TopicPartitionKey, int] = {}  # by this source
-        self._floor: dict[TopicPartitionKey, int] = {}  # never commit at or below
-        self._callback_error: BaseException | None = None
-        self._had_partitions = False
-        self._joined = False  # an assignment (maybe empty) came from the group
-        self._lost_since: float | None = None
-        self._last_assignment: set[TopicPartitionKey] = set()
-        self._ends_refreshed = 0.0
-        self._poll_lock = threading.Lock()  # held by the iterating thread while it polls
-        self._close_lock = threading.Lock()
-        self._started = False
-        self._closed = False
 
-    # -- state for metrics ---------------------------------------------------------------------
-    @property
-    def assignment(self) -> list[TopicPartitionKey]:
-        """Partitions currently assigned (and announced to ``on_assign``), sorted."""
-        with self._lock:
-            return list(self._assigned)
-
-    # -- Source --------------------------------------------------------------------------------
-    def batches(self) -> Iterator[list[Record]]:
-        """Return an iterator over batches: the messages of one poll each.
-
-        Returns
-        -------
-        Iterator of list of Record
-            Non-empty batches, in the order kafka-python returns messages
-            (offset order within a partition); a batch never ends inside a
-            message. Empty polls yield nothing. Ends only when
-            ``exit_at_end`` applies or after :meth:`close`.
-
-        Raises
-        ------
-        ConnectorError
-            If called twice or after :meth:`close`; while iterating, if the
-            consumer cannot be created, an error cannot be cured by retrying,
-            or (``exit_at_end``) no assignment arrives in time. Exceptions of
-            ``on_assign`` / ``on_revoke`` propagate unchanged.
-        """
-        if self._closed:
-            raise ConnectorError(f"Kafka source {self.topics!r} is closed")
-        if self._started:
-            raise ConnectorError(f"batches() of Kafka source {self.topics!r} can be iterated once")
-        self._started = True
-        return self._iterate()
-
-    def commit(self, next_offsets: dict[TopicPartitionKey, int]) -> bool:
-        """Commit offsets (the next offset to read, per partition) synchronously.
-
-        Only partitions currently assigned are committed, and only offsets
-        above the last one committed (or found committed at assignment):
-        offsets never go back.
-
-        Parameters
-        ----------
-        next_offsets
-            ``{(topic, partition): next offset}``.
-
-        Returns
-        -------
-        bool
-            ``True`` if committed (or nothing needed committing); ``False`` if
-            the broker refused or could not be reached (a warning is logged;
-            the next commit catches up).
-
-        Raises
-        ------
-        ConnectorError
-            If an offset is not an int >= 0.
-        """
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
-        check_offsets(next_offsets, "commit")
-        consumer = self._consumer
-        with self._lock:
-            assigned = set(self._assigned)
-            todo = {
-                tp: offset
-                for tp, offset in next_offsets.items()
-                if tp in assigned and offset > self._floor.get(tp, -1)
-            }
-        ignored = set(next_offsets) - assigned
-        if ignored:
-            logger.debug("not committing unassigned partitions %s", sorted(ignored))
-        if not todo:
-            return True
-        if consumer is None:
-            logger.warning("cannot commit %s: the consumer is closed", todo)
-            return False
-        offsets = {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in todo.items()}
-        try:
-            consumer.commit(offsets, timeout_ms=self._commit_timeout_ms)
-        except KafkaError as exc:
-            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
-            return False
-        with self._lock:
-            for tp, offset in todo.items():
-                self._committed[tp] = max(offset, self._committed.get(tp, -1))
-                self._floor[tp] = max(offset, self._floor.get(tp, -1))
-        logger.debug("committed %s for group %r", todo, self.group_id)
-        return True
-
-    def close(self) -> None:
-        """Close the consumer without committing; calling it again is harmless.
-
-        ``on_revoke`` is called first for the assigned partitions, so the
-        caller can commit. Called from another thread (or a signal handler)
-        during a poll, it only stops the iteration; the iterating thread then
-        closes the consumer when the poll returns.
-
-        Raises
-        ------
-        Exception
-            Whatever ``on_revoke`` raised.
-        """
-        self._closed = True
-        if self._poll_lock.acquire(blocking=False):
-            try:
-                self._close_consumer()
-            finally:
-                self._poll_lock.release()
-
-    def __repr__(self) -> str:
-        return f"KafkaSource(topics={self.topics!r}, group_id={self.group_id!r})"
-
-    # -- the loop ------------------------------------------------------------------------------
-    def _iterate(self) -> Iterator[list[Record]]:
-        consumer = self._open()
-        deadline = time.monotonic() + self._assignment_timeout_s
-        while True:
-            with self._poll_lock:
-                if self._closed:
-                    break
-                polled = self._poll(consumer)
-            if self._closed:
-                break
-            if polled:
-                yield self._records(polled)
-            elif self._on_idle is not None:
-                self._on_idle()
-            if self._exit_at_end:
-                if self._at_end(consumer, refresh=not polled):
-                    logger.info("end of %s reached for group %r", self.topics, self.group_id)
-                    return
-                if not self._had_partitions:
-                    deadline = self._wait_for_partitions(deadline)
-        self._close_consumer()
-
-    def _wait_for_partitions(self, deadline: float) -> float:
-        """With ``exit_at_end``, before any partition came: while the group is still joining or
-        rebalancing (members that died leave it only after their session timeout), wait on and
-        say so every ``assignment_timeout_s``; once the group has settled on giving this member
-        nothing for that long, there is nothing to do: an error. Returns the next deadline."""
-        now = time.monotonic()
-        if now <= deadline:
-            return deadline
-        if self._joined:
-            raise ConnectorError(
-                f"the group {self.group_id!r} assigned no partitions of {self.topics!r} to this "
-                f"member for {self._assignment_timeout_s:g} s (more members than partitions?)"
-            )
-        logger.warning(
-            "still waiting for group %r to assign partitions of %s: a rebalance is in progress "
-            "(members that died leave the group after their session timeout)",
-            self.group_id,
-            self.topics,
-        )
-        return now + self._assignment_timeout_s
-
+    # -- the client ----------------------------------------------------------------------------
     def _open(self) -> KafkaConsumer:
         from kafka.consumer import KafkaConsumer
         from kafka.errors import KafkaError
@@ -389,7 +202,7 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
         logger.info("subscribed to %s as group %r", self.topics, self.group_id)
         return consumer
 
-    def _poll(self, consumer: KafkaConsumer) -> dict[Any, list[Any]]:
+    def _poll(self, consumer: KafkaConsumer) -> list[Record]:
         from kafka.errors import KafkaError
 
         try:
@@ -402,11 +215,11 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
                 raise ConnectorError(f"consuming {self.topics!r} failed: {exc!r}") from exc
             logger.warning("polling %s failed, retrying: %r", self.topics, exc)
             time.sleep(RETRY_PAUSE_S)
-            return {}
+            return []
         self._raise_callback_error()
         self._refresh_ends(consumer)
         self._watch_coordinator(consumer)
-        return polled
+        return self._records(polled) if polled else []
 
     def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
         records: list[Record] = []
@@ -426,11 +239,20 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
                     append(Record(value, position, key))
             if messages:
                 positions[(topic, partition)] = messages[-1].offset + 1
-        with self._lock:
-            for tp, offset in positions.items():
-                if tp in self._positions:
-                    self._positions[tp] = max(offset, self._positions[tp])
+        self._note_read(positions)
         return records
+
+    def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        offsets = {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in todo.items()}
+        try:
+            self._consumer.commit(offsets, timeout_ms=self._commit_timeout_ms)
+        except KafkaError as exc:
+            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
+            return False
+        return True
 
     def _close_consumer(self) -> None:
         from kafka.errors import KafkaError
@@ -453,8 +275,3 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
         finally:
             self._close_lock.release()
         self._raise_callback_error()
-
-    def _raise_callback_error(self) -> None:
-        error, self._callback_error = self._callback_error, None
-        if error is not None:
-            raise error
