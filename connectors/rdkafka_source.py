@@ -1,0 +1,391 @@
+"""Kafka source on confluent-kafka (librdkafka): the same behaviour as
+:class:`~connectors.kafka_source.KafkaSource`, several times faster.
+
+confluent-kafka is an optional dependency (``stream-perceptron[rdkafka]``), imported when the
+consumer is created. librdkafka serves rebalance callbacks inside ``consume()``, on the
+iterating thread, where blocking calls (committed offsets, commits, watermarks) are allowed, so
+no helper thread is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from connectors.base import PartitionedSource
+from connectors.errors import ConnectorError
+from connectors.kafka_base import GroupSource
+from connectors.kafka_common import TopicPartitionKey, merge_client_options, split_message
+from connectors.record import Position, Record
+
+__all__ = ["RdKafkaSource", "require_confluent_kafka"]
+
+logger = logging.getLogger("connectors.kafka_source")  # the sources' own log
+
+REQUEST_TIMEOUT_S = 10.0  # one broker call made while handling an assignment
+RETRY_PAUSE_S = 0.5
+LAG_REFRESH_S = 2.0
+
+# Set by the source itself; a client option may not override them.
+_RESERVED_CONSUMER_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "enable.partition.eof",
+        "on_commit",
+        "error_cb",
+    }
+)
+
+# librdkafka error names that retrying cannot fix (configuration, rights).
+_FATAL = frozenset(
+    {
+        "_AUTHENTICATION",
+        "_INVALID_ARG",
+        "_UNKNOWN_PROTOCOL",
+        "_UNSUPPORTED_FEATURE",
+        "SASL_AUTHENTICATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "GROUP_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "INVALID_SESSION_TIMEOUT",
+        "INVALID_GROUP_ID",
+        "FENCED_INSTANCE_ID",
+        "UNSUPPORTED_VERSION",
+        "TOPIC_EXCEPTION",
+    }
+)
+_BROKERS_DOWN = frozenset({"_ALL_BROKERS_DOWN", "_TRANSPORT"})
+
+
+def require_confluent_kafka() -> Any:
+    """Import and return ``confluent_kafka``, or say how to install it.
+
+    Raises
+    ------
+    ConnectorError
+        If confluent-kafka is not installed.
+    """
+    try:
+        import confluent_kafka
+    except ImportError as exc:
+        raise ConnectorError(
+            "the Kafka client confluent-kafka is not installed: pip install"
+            " 'stream-perceptron[rdkafka]' (or confluent-kafka)"
+        ) from exc
+    return confluent_kafka
+
+
+def is_fatal(error: Any) -> bool:
+    """Whether a ``confluent_kafka.KafkaError`` cannot be cured by retrying."""
+    return bool(error.fatal()) or error.name() in _FATAL
+
+
+class RdKafkaSource(GroupSource, PartitionedSource):
+    """Consume Kafka topics in a consumer group with confluent-kafka, in batches of records.
+
+    The parameters, guarantees and threads are those of
+    :class:`~connectors.kafka_source.KafkaSource`, except that ``client_options`` are
+    librdkafka settings (``security.protocol``, ``sasl.mechanism``, ``ssl.ca.location``,
+    ``session.timeout.ms``, ``group.instance.id``...), and that ``on_assign`` / ``on_revoke``
+    run on the iterating thread, inside a poll. The partition assignment strategy must be an
+    eager one (librdkafka's default ``range,roundrobin``).
+
+    Examples
+    --------
+    No connection is made before :meth:`batches` is iterated:
+
+    >>> source = RdKafkaSource("127.0.0.1:9", ["events"], "learners")
+    >>> source.assignment, source.lag(), source.committed_offsets(), source.rebalances
+    ([], {}, {}, 0)
+    >>> source.close()
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topics: list[str],
+        group_id: str,
+        *,
+        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
+        on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        exit_at_end: bool = False,
+        poll_timeout_ms: int = 500,
+        max_poll_records: int = 10_000,
+        split_lines: bool = True,
+        client_options: dict[str, Any] | None = None,
+        commit_timeout_ms: int = 5000,
+        assignment_timeout_s: float = 60.0,
+    ) -> None:
+        self._config = merge_client_options(
+            {
+                "auto.offset.reset": "earliest",
+                "reconnect.backoff.max.ms": 5000,
+                # Read ahead: librdkafka fetches in its own threads while Python works.
+                "queued.max.messages.kbytes": 262144,
+            },
+            client_options,
+            _RESERVED_CONSUMER_OPTIONS,
+        )
+        self._setup(
+            topics,
+            group_id,
+            on_assign=on_assign,
+            on_revoke=on_revoke,
+            on_idle=on_idle,
+            exit_at_end=exit_at_end,
+            poll_timeout_ms=poll_timeout_ms,
+            max_poll_records=max_poll_records,
+            split_lines=split_lines,
+            commit_timeout_ms=commit_timeout_ms,
+            assignment_timeout_s=assignment_timeout_s,
+        )
+        servers = bootstrap_servers
+        self._config.update(
+            {
+                "bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers),
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,  # tells exit_at_end where a partition ends
+                "error_cb": self._client_error,
+            }
+        )
+
+    # -- the client ----------------------------------------------------------------------------
+    def _open(self) -> Any:
+        ck = require_confluent_kafka()
+        try:
+            consumer = ck.Consumer(self._config)
+        except (ck.KafkaException, ValueError, TypeError) as exc:
+            raise ConnectorError(
+                f"cannot create a Kafka consumer for {self._config['bootstrap.servers']!r}: {exc!r}"
+            ) from exc
+        consumer.subscribe(
+            self.topics,
+            on_assign=self._guarded(self._assigned_now),
+            on_revoke=self._guarded(self._revoked),
+            on_lost=self._guarded(self._revoked),
+        )
+        self._consumer = consumer
+        logger.info("subscribed to %s as group %r (confluent-kafka)", self.topics, self.group_id)
+        return consumer
+
+    def _guarded(
+        self, handler: Callable[[Any, list[Any]], None]
+    ) -> Callable[[Any, list[Any]], None]:
+        """A rebalance callback whose failure is kept for the iterating thread to raise (an
+        exception inside librdkafka's callback would leave the assignment half-done)."""
+
+        def callback(consumer: Any, partitions: list[Any]) -> None:
+            try:
+                handler(consumer, partitions)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
+                logger.error("rebalance callback for %s failed: %r", partitions, exc)
+                self._callback_error = exc
+
+        return callback
+
+    def _poll(self, consumer: Any) -> list[Record]:
+        ck = require_confluent_kafka()
+        try:
+            messages = consumer.consume(self._max_poll_records, self._poll_timeout_ms / 1000)
+        except ck.KafkaException as exc:
+            self._raise_callback_error()
+            error = exc.args[0] if exc.args else None
+            if error is not None and hasattr(error, "fatal") and is_fatal(error):
+                raise ConnectorError(f"consuming {self.topics!r} failed: {exc!r}") from exc
+            logger.warning("polling %s failed, retrying: %r", self.topics, exc)
+            time.sleep(RETRY_PAUSE_S)
+            return []
+        self._raise_callback_error()
+        self._refresh_ends(consumer)
+        return self._records(messages) if messages else []
+
+    def _records(self, messages: list[Any]) -> list[Record]:
+        records: list[Record] = []
+        append = records.append
+        split = self._split_lines
+        positions: dict[TopicPartitionKey, int] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._message_error(message, error, positions)
+                continue
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            position = Position(topic, offset, partition)
+            key = message.key()
+            value = message.value() or b""
+            if split and (b"\n" in value or value.endswith(b"\r")):
+                for line in split_message(value):
+                    append(Record(line, position, key))
+            else:
+                append(Record(value, position, key))
+            positions[(topic, partition)] = offset + 1
+        if records and self._lost_since is not None:
+            logger.info(
+                "group %r reached the brokers again after %.1f s",
+                self.group_id,
+                time.monotonic() - self._lost_since,
+            )
+            self._lost_since = None
+        self._note_read(positions)
+        return records
+
+    def _message_error(
+        self, message: Any, error: Any, positions: dict[TopicPartitionKey, int]
+    ) -> None:
+        if error.name() == "_PARTITION_EOF":
+            key = (message.topic(), message.partition())
+            positions[key] = max(message.offset(), positions.get(key, 0))
+            return
+        if is_fatal(error):
+            raise ConnectorError(f"consuming {self.topics!r} failed: {error!r}")
+        logger.warning("consuming %s: %r", self.topics, error)
+
+    def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
+        ck = require_confluent_kafka()
+        offsets = [ck.TopicPartition(t, p, o) for (t, p), o in todo.items()]
+        try:
+            done = self._consumer.commit(offsets=offsets, asynchronous=False)
+        except ck.KafkaException as exc:
+            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
+            return False
+        failed = [tp for tp in done or [] if tp.error is not None]
+        if failed:
+            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, failed)
+            return False
+        return True
+
+    def _close_consumer(self) -> None:
+        if not self._close_lock.acquire(blocking=False):
+            return  # being closed (this may be on_revoke calling close())
+        try:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            try:
+                self._revoke(self.assignment)  # librdkafka's own revoke then finds nothing to do
+            finally:
+                try:
+                    consumer.close()
+                except RuntimeError as exc:  # already closed
+                    logger.debug("closing the Kafka consumer of %s: %r", self.topics, exc)
+                except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                    logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
+                self._consumer = None
+                with self._lock:
+                    self._assigned = []
+                logger.info("closed the Kafka consumer of %s", self.topics)
+        finally:
+            self._close_lock.release()
+        self._raise_callback_error()
+
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback (served inside ``consume()``): log, note broker loss."""
+        if error.name() in _BROKERS_DOWN:
+            if self._lost_since is None and self._had_partitions:
+                self._lost_since = time.monotonic()
+                logger.warning(
+                    "group %r lost the brokers (%s); reconnecting", self.group_id, error.str()
+                )
+            return
+        if is_fatal(error):
+            self._callback_error = ConnectorError(f"consuming {self.topics!r} failed: {error!r}")
+        logger.warning("Kafka client error for %s: %r", self.topics, error)
+
+    # -- the group -----------------------------------------------------------------------------
+    def _assigned_now(self, consumer: Any, partitions: list[Any]) -> None:
+        ck = require_confluent_kafka()
+        self._joined = True  # the group has settled an assignment (maybe empty) for this member
+        tps = sorted(partitions, key=lambda tp: (tp.topic, tp.partition))
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        if not tps:
+            consumer.assign([])
+            self._count_change(keys)
+            logger.info("group %r assigned no partitions of %s", self.group_id, self.topics)
+            return
+        found = self._retrying(
+            "reading committed offsets", lambda: consumer.committed(tps, timeout=REQUEST_TIMEOUT_S)
+        )
+        committed: dict[TopicPartitionKey, int | None] = {
+            (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found
+        }
+        wanted, positions = self._starts(keys, committed)
+        ends: dict[TopicPartitionKey, int] = {}
+        for key in keys:
+            low, high = self._retrying(
+                "reading end offsets", partial(_watermarks, consumer, ck.TopicPartition(*key))
+            )
+            ends[key] = high
+            if key not in positions:  # auto.offset.reset applies
+                latest = str(self._config.get("auto.offset.reset")) in ("latest", "largest", "end")
+                positions[key] = high if latest else low
+        consumer.assign([ck.TopicPartition(t, p, positions[(t, p)]) for t, p in keys])
+        self._note_assigned(keys, positions, ends, committed, wanted)
+
+    def _revoked(self, consumer: Any, partitions: list[Any]) -> None:
+        try:
+            self._revoke([(tp.topic, tp.partition) for tp in partitions])
+        finally:
+            try:
+                consumer.unassign()
+            except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                logger.debug("unassign after a revocation: %r", exc)
+
+    def _retrying(self, what: str, call: Callable[[], Any]) -> Any:
+        ck = require_confluent_kafka()
+        deadline = time.monotonic() + self._assignment_timeout_s
+        while True:
+            try:
+                return call()
+            except ck.KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                fatal = error is not None and hasattr(error, "fatal") and is_fatal(error)
+                if fatal or time.monotonic() > deadline:
+                    raise ConnectorError(f"{what} for {self.topics!r} failed: {exc!r}") from exc
+                logger.warning("%s for %s failed, retrying: %r", what, self.topics, exc)
+                time.sleep(RETRY_PAUSE_S)
+
+    # -- progress ------------------------------------------------------------------------------
+    def _at_end(self, consumer: Any, *, refresh: bool) -> bool:
+        current = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+        pending = self._pending(current)
+        if pending is None:
+            return False  # nothing assigned yet, or an assignment is being handled
+        if pending and refresh:  # positions can move past non-message records
+            ck = require_confluent_kafka()
+            try:
+                moved = consumer.position([ck.TopicPartition(*tp) for tp in pending])
+            except ck.KafkaException as exc:
+                logger.debug("reading positions failed: %r", exc)
+                return False
+            self._note_read({(tp.topic, tp.partition): tp.offset for tp in moved if tp.offset >= 0})
+            pending = self._pending(current) or []
+        return not pending
+
+    def _refresh_ends(self, consumer: Any) -> None:
+        now = time.monotonic()
+        if now - self._ends_refreshed < LAG_REFRESH_S:
+            return
+        self._ends_refreshed = now
+        ck = require_confluent_kafka()
+        highwaters: dict[TopicPartitionKey, int | None] = {}
+        for key in self.assignment:
+            try:
+                _low, high = consumer.get_watermark_offsets(ck.TopicPartition(*key), cached=True)
+            except ck.KafkaException:
+                continue
+            highwaters[key] = high if high >= 0 else None
+        self._note_ends(highwaters)
+
+
+def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:
+    low, high = consumer.get_watermark_offsets(tp, timeout=REQUEST_TIMEOUT_S)
+    return low, high
