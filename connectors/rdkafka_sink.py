@@ -9,7 +9,7 @@ from typing import Any
 from connectors.errors import ConnectorError
 from connectors.kafka_common import merge_client_options
 from connectors.kafka_sink_base import TopicSink
-from connectors.rdkafka_source import require_confluent_kafka
+from connectors.rdkafka_source import QUIET_LOGS, require_confluent_kafka
 
 __all__ = ["RdKafkaSink"]
 
@@ -53,6 +53,7 @@ class RdKafkaSink(TopicSink):
                 "reconnect.backoff.max.ms": 5000,
                 "queue.buffering.max.messages": 1_000_000,
                 "delivery.report.only.error": True,
+                **QUIET_LOGS,
             },
             client_options,
             _RESERVED_PRODUCER_OPTIONS,
@@ -62,6 +63,7 @@ class RdKafkaSink(TopicSink):
             servers if isinstance(servers, str) else ",".join(servers)
         )
         self._config["on_delivery"] = self._delivered
+        self._config["error_cb"] = self._client_error
         self._unpolled = 0
 
     def _open(self) -> Any:
@@ -107,6 +109,10 @@ class RdKafkaSink(TopicSink):
         # librdkafka has no close: flushing frees what is queued; the object goes with its
         # last reference.
         self._producer.flush(0)
+
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback: a lost broker is retried; deliveries report failures."""
+        logger.debug("Kafka producer of %r: %r", self.topic, error)
 
     def _delivered(self, error: Any, _message: Any) -> None:
         if error is not None:

@@ -62,6 +62,10 @@ _FATAL = frozenset(
 )
 _BROKERS_DOWN = frozenset({"_ALL_BROKERS_DOWN", "_TRANSPORT"})
 
+#: librdkafka logs through Python logging, critical messages only: it would log every failed
+#: reconnection (several a second while a broker is away); errors come to ``error_cb`` instead.
+QUIET_LOGS: dict[str, Any] = {"log_level": 2, "logger": logging.getLogger("connectors.rdkafka")}
+
 
 def require_confluent_kafka() -> Any:
     """Import and return ``confluent_kafka``, or say how to install it.
@@ -129,6 +133,7 @@ class RdKafkaSource(GroupSource, PartitionedSource):
                 "reconnect.backoff.max.ms": 5000,
                 # Read ahead: librdkafka fetches in its own threads while Python works.
                 "queued.max.messages.kbytes": 262144,
+                **QUIET_LOGS,
             },
             client_options,
             _RESERVED_CONSUMER_OPTIONS,
