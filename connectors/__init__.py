@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 from connectors.base import (
+    BatchMessageSink,
     BlockSource,
     CommittingSource,
     MessageSink,
@@ -42,6 +43,7 @@ from connectors.rdkafka_source import RdKafkaSource
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
 
 __all__ = [
+    "BatchMessageSink",
     "BlockSource",
     "CommittingSource",
     "MessageSink",

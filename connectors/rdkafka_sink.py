@@ -97,6 +97,19 @@ class RdKafkaSink(TopicSink):
             self._unpolled = 0
             producer.poll(0)
 
+    def _produce_many(self, values: list[bytes], keys: list[bytes | None]) -> None:
+        producer = self._producer
+        produce, topic = producer.produce, self.topic
+        for i, value in enumerate(values):
+            try:
+                produce(topic, value, keys[i])
+            except BufferError:  # the local queue is full: let librdkafka send some, go on
+                self._produce(value, keys[i], None)
+            except Exception as exc:  # confluent_kafka.KafkaException, TypeError...
+                raise ConnectorError(f"cannot send to Kafka topic {self.topic!r}: {exc!r}") from exc
+        self._unpolled = 0
+        producer.poll(0)
+
     def _flush_producer(self) -> None:
         self._unpolled = 0
         remaining = self._producer.flush()

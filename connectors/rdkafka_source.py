@@ -13,13 +13,21 @@ import logging
 import time
 from collections.abc import Callable
 from functools import partial
+from itertools import repeat
+from operator import is_not
 from typing import Any
 
 from connectors.base import PartitionedSource
 from connectors.errors import ConnectorError
 from connectors.kafka_base import GroupSource
-from connectors.kafka_common import TopicPartitionKey, merge_client_options, split_message
-from connectors.record import Position, Record
+from connectors.kafka_common import (
+    TopicPartitionKey,
+    last_offsets,
+    merge_client_options,
+    needs_split,
+    split_message,
+)
+from connectors.record import Position, Record, build_message_records
 
 __all__ = ["RdKafkaSource", "require_confluent_kafka"]
 
@@ -214,25 +222,33 @@ class RdKafkaSource(GroupSource, PartitionedSource):
         return self._records(messages) if messages else []
 
     def _records(self, messages: list[Any]) -> list[Record]:
-        records: list[Record] = []
-        append = records.append
-        split = self._split_lines
+        """The records of one poll, built in bulk (C-level loops) unless a message holds
+        several lines; end-of-partition events move the positions."""
+        message_type = type(messages[0])
+        errors = list(map(message_type.error, messages))
         positions: dict[TopicPartitionKey, int] = {}
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                self._message_error(message, error, positions)
-                continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
-            position = Position(topic, offset, partition)
-            key = message.key()
-            value = message.value() or b""
-            if split and (b"\n" in value or value.endswith(b"\r")):
-                for line in split_message(value):
-                    append(Record(line, position, key))
+        if any(map(is_not, errors, repeat(None))):  # (KafkaError == None is an error)
+            good = [m for m, error in zip(messages, errors) if error is None]
+            for message, error in zip(messages, errors):
+                if error is not None:
+                    self._message_error(message, error, positions)
+            messages = good
+        records: list[Record] = []
+        if messages:
+            values = list(map(message_type.value, messages))
+            if None in values:  # tombstones
+                values = [b"" if v is None else v for v in values]
+            if self._split_lines and needs_split(values):
+                records = self._split_records(messages, values)
             else:
-                append(Record(value, position, key))
-            positions[(topic, partition)] = offset + 1
+                records = build_message_records(
+                    values,
+                    map(message_type.key, messages),
+                    map(message_type.topic, messages),
+                    map(message_type.offset, messages),
+                    map(message_type.partition, messages),
+                )
+            positions.update(last_offsets(records, max(1, len(self._assigned))))
         if records and self._lost_since is not None:
             logger.info(
                 "group %r reached the brokers again after %.1f s",
@@ -241,6 +257,20 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             )
             self._lost_since = None
         self._note_read(positions)
+        return records
+
+    @staticmethod
+    def _split_records(messages: list[Any], values: list[bytes]) -> list[Record]:
+        records: list[Record] = []
+        append = records.append
+        for message, value in zip(messages, values):
+            position = Position(message.topic(), message.offset(), message.partition())
+            key = message.key()
+            if b"\n" in value or value.endswith(b"\r"):
+                for line in split_message(value):
+                    append(Record(line, position, key))
+            else:
+                append(Record(value, position, key))
         return records
 
     def _message_error(
