@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from connectors import kafka_client
@@ -21,11 +23,12 @@ from connectors.kafka_common import (
     TopicPartitionKey,
     fatal_errors,
     merge_client_options,
+    needs_split,
     split_message,
 )
 from connectors.kafka_progress import ProgressTracking
 from connectors.kafka_rebalance import RETRY_PAUSE_S, RebalanceHandling
-from connectors.record import Position, Record
+from connectors.record import Position, Record, build_message_records
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["KafkaSource", "TopicPartitionKey", "split_message"]
 
 logger = logging.getLogger(__name__)
+
+_value, _key, _offset = attrgetter("value"), attrgetter("key"), attrgetter("offset")
 
 
 # Set by the source itself; a client option may not override them.
@@ -222,23 +227,34 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         return self._records(polled) if polled else []
 
     def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
+        """The records of one poll, built in bulk (C-level loops) unless a message holds
+        several lines."""
         records: list[Record] = []
-        append = records.append
-        split = self._split_lines
         positions: dict[TopicPartitionKey, int] = {}
         for tp, messages in polled.items():
-            topic, partition = tp.topic, tp.partition
-            for message in messages:
-                position = Position(topic, message.offset, partition)
-                key = message.key
-                value = b"" if message.value is None else message.value
-                if split and (b"\n" in value or value.endswith(b"\r")):
-                    for line in split_message(value):
-                        append(Record(line, position, key))
-                else:
-                    append(Record(value, position, key))
-            if messages:
-                positions[(topic, partition)] = messages[-1].offset + 1
+            if not messages:
+                continue
+            topic, partition, n = tp.topic, tp.partition, len(messages)
+            values = list(map(_value, messages))
+            if None in values:  # tombstones
+                values = [b"" if v is None else v for v in values]
+            if self._split_lines and needs_split(values):
+                for message, value in zip(messages, values):
+                    position = Position(topic, message.offset, partition)
+                    if b"\n" in value or value.endswith(b"\r"):
+                        records.extend(Record(line, position, message.key)
+                                       for line in split_message(value))  # fmt: skip
+                    else:
+                        records.append(Record(value, position, message.key))
+            else:
+                records += build_message_records(
+                    values,
+                    map(_key, messages),
+                    repeat(topic, n),
+                    map(_offset, messages),
+                    repeat(partition, n),
+                )
+            positions[(topic, partition)] = messages[-1].offset + 1
         self._note_read(positions)
         return records
 
