@@ -30,27 +30,35 @@ class GroupSource(SourceState, Closing):
 
     A client subclass implements ``_open()`` (create and subscribe the consumer),
     ``_poll(consumer)`` (one poll's records, ``[]`` for none), ``_at_end(consumer, refresh=)``,
-    ``_commit_offsets(todo)`` and ``_close_consumer()``.
+    ``_commit_offsets(todo)`` and ``_close_client(consumer)``.
     """
 
     _consumer: Any
+    _config: dict[str, Any]
 
-    def _setup(
+    #: ``max_poll_records`` unless given: the most messages one poll returns.
+    MAX_POLL_RECORDS = 2000
+
+    def __init__(
         self,
+        bootstrap_servers: str | list[str],
         topics: list[str],
         group_id: str,
         *,
-        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None,
-        on_revoke: Callable[[list[TopicPartitionKey]], None] | None,
-        on_idle: Callable[[], None] | None,
-        exit_at_end: bool,
-        poll_timeout_ms: int,
-        max_poll_records: int,
-        split_lines: bool,
-        commit_timeout_ms: int,
-        assignment_timeout_s: float,
+        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
+        on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        exit_at_end: bool = False,
+        poll_timeout_ms: int = 500,
+        max_poll_records: int | None = None,
+        split_lines: bool = True,
+        client_options: dict[str, Any] | None = None,
+        commit_timeout_ms: int = 5000,
+        assignment_timeout_s: float = 60.0,
     ) -> None:
-        """Check the arguments and set the state every client shares."""
+        """Check the arguments and set the state every client shares; the client's settings
+        come from ``_configure``."""
+        max_poll_records = self.MAX_POLL_RECORDS if max_poll_records is None else max_poll_records
         if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
             raise ConnectorError(f"topics must be a non-empty list of str, got {topics!r}")
         if not isinstance(group_id, str) or not group_id:
@@ -92,6 +100,7 @@ class GroupSource(SourceState, Closing):
         self._close_lock = threading.Lock()
         self._started = False
         self._closed = False
+        self._config = self._configure(bootstrap_servers, client_options)
 
     # -- state for metrics ---------------------------------------------------------------------
     @property
@@ -220,6 +229,12 @@ class GroupSource(SourceState, Closing):
         return f"{type(self).__name__}(topics={self.topics!r}, group_id={self.group_id!r})"
 
     # -- what a client implements --------------------------------------------------------------
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The client's settings: its defaults, ``client_options``, and what the source sets."""
+        raise NotImplementedError
+
     def _open(self) -> Any:
         raise NotImplementedError
 
@@ -232,8 +247,28 @@ class GroupSource(SourceState, Closing):
     def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
         raise NotImplementedError
 
-    def _close_consumer(self) -> None:
+    def _close_client(self, consumer: Any) -> None:
+        """Close ``consumer`` (logging, not raising, what the client reports)."""
         raise NotImplementedError
+
+    # -- closing -------------------------------------------------------------------------------
+    def _close_consumer(self) -> None:
+        if not self._close_lock.acquire(blocking=False):
+            return  # being closed (this may be on_revoke calling close())
+        try:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            try:
+                self._close_client(consumer)
+            finally:
+                self._consumer = None
+                with self._lock:
+                    self._assigned = []
+                logger.info("closed the Kafka consumer of %s", self.topics)
+        finally:
+            self._close_lock.release()
+        self._raise_callback_error()
 
     # -- the loop ------------------------------------------------------------------------------
     def _iterate(self) -> Iterator[list[Record]]:

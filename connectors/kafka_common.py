@@ -14,7 +14,9 @@ __all__ = [
     "SourceState",
     "TopicPartitionKey",
     "merge_client_options",
+    "make_client",
     "needs_split",
+    "servers_text",
     "split_message",
 ]
 
@@ -114,6 +116,39 @@ def split_message(value: bytes) -> list[bytes]:
     if len(lines) > 1 and not lines[-1]:
         lines.pop()
     return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def servers_text(bootstrap_servers: str | list[str]) -> str:
+    """``bootstrap_servers`` as librdkafka takes them: one comma-separated string.
+
+    Examples
+    --------
+    >>> servers_text(["a:1", "b:2"]), servers_text("a:1")
+    ('a:1,b:2', 'a:1')
+    """
+    if isinstance(bootstrap_servers, str):
+        return bootstrap_servers
+    return ",".join(bootstrap_servers)
+
+
+def make_client(
+    create: Callable[[], Any], what: str, servers: object, errors: tuple[type[BaseException], ...]
+) -> Any:
+    """``create()``, its ``errors`` (and bad settings) raised as a ConnectorError saying which
+    client for which brokers could not be made.
+
+    Examples
+    --------
+    >>> make_client(lambda: int("x"), "consumer", "h:1", ())
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: cannot create a Kafka consumer for 'h:1': ValueError(...)
+    """
+    caught: tuple[type[BaseException], ...] = (*errors, ValueError, TypeError)
+    try:
+        return create()
+    except caught as exc:
+        raise ConnectorError(f"cannot create a Kafka {what} for {servers!r}: {exc!r}") from exc
 
 
 def needs_split(values: list[bytes]) -> bool:

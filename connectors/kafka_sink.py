@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from connectors.errors import ConnectorError
-from connectors.kafka_common import merge_client_options
+from connectors.kafka_common import make_client, merge_client_options
 from connectors.kafka_sink_base import TopicSink
 
 if TYPE_CHECKING:
@@ -45,33 +45,27 @@ class KafkaSink(TopicSink):
     >>> sink.flush(); sink.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topic: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(topic)
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {"acks": "all", "linger_ms": 5, "reconnect_backoff_max_ms": 5000},
             client_options,
             _RESERVED_PRODUCER_OPTIONS,
         )
-        self._config["bootstrap_servers"] = bootstrap_servers
+        config["bootstrap_servers"] = bootstrap_servers
+        return config
 
     def _open(self) -> KafkaProducer:
         from kafka.errors import KafkaError
         from kafka.producer import KafkaProducer
 
-        try:
-            self._producer = KafkaProducer(**self._config)
-        except (KafkaError, ValueError, TypeError) as exc:
-            raise ConnectorError(
-                f"cannot create a Kafka producer for {self._config['bootstrap_servers']!r}: {exc!r}"
-            ) from exc
+        servers = self._config["bootstrap_servers"]
+        producer = make_client(
+            lambda: KafkaProducer(**self._config), "producer", servers, (KafkaError,)
+        )
         logger.debug("created the Kafka producer of %r", self.topic)
-        return self._producer
+        return producer
 
     def _produce(
         self, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]] | None

@@ -64,10 +64,17 @@ class TopicSink(Closing, BatchMessageSink):
     ``_flush_producer()`` and ``_close_producer()``.
     """
 
-    def __init__(self, topic: str) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topic: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
         if not isinstance(topic, str) or not topic:
             raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
         self.topic = topic
+        self._config = self._configure(bootstrap_servers, client_options)
         self._producer: Any = None
         self._lock = threading.Lock()  # guards the failures, recorded by the client's thread
         self._failed = 0
@@ -186,6 +193,12 @@ class TopicSink(Closing, BatchMessageSink):
         return f"{type(self).__name__}(topic={self.topic!r})"
 
     # -- what a client implements --------------------------------------------------------------
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The producer's settings: its defaults, ``client_options``, what the sink sets."""
+        raise NotImplementedError
+
     def _open(self) -> Any:
         raise NotImplementedError
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from connectors.errors import ConnectorError
 from connectors.kafka_common import (
     TopicPartitionKey,
     fatal_errors,
+    make_client,
     merge_client_options,
     needs_split,
     split_message,
@@ -144,59 +144,31 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
     >>> source.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topics: list[str],
-        group_id: str,
-        *,
-        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
-        on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
-        on_idle: Callable[[], None] | None = None,
-        exit_at_end: bool = False,
-        poll_timeout_ms: int = 500,
-        max_poll_records: int = 2000,
-        split_lines: bool = True,
-        client_options: dict[str, Any] | None = None,
-        commit_timeout_ms: int = 5000,
-        assignment_timeout_s: float = 60.0,
-    ) -> None:
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {"auto_offset_reset": "earliest", "reconnect_backoff_max_ms": 5000},
             client_options,
             _RESERVED_CONSUMER_OPTIONS,
         )
-        self._setup(
-            topics,
-            group_id,
-            on_assign=on_assign,
-            on_revoke=on_revoke,
-            on_idle=on_idle,
-            exit_at_end=exit_at_end,
-            poll_timeout_ms=poll_timeout_ms,
-            max_poll_records=max_poll_records,
-            split_lines=split_lines,
-            commit_timeout_ms=commit_timeout_ms,
-            assignment_timeout_s=assignment_timeout_s,
-        )
-        self._config.update(
+        config.update(
             bootstrap_servers=bootstrap_servers,
-            group_id=group_id,
+            group_id=self.group_id,
             enable_auto_commit=False,
-            max_poll_records=max_poll_records,
+            max_poll_records=self._max_poll_records,
         )
+        return config
 
     # -- the client ----------------------------------------------------------------------------
     def _open(self) -> KafkaConsumer:
         from kafka.consumer import KafkaConsumer
         from kafka.errors import KafkaError
 
-        try:
-            consumer = KafkaConsumer(**self._config)
-        except (KafkaError, ValueError, TypeError) as exc:
-            raise ConnectorError(
-                f"cannot create a Kafka consumer for {self._config['bootstrap_servers']!r}: {exc!r}"
-            ) from exc
+        servers = self._config["bootstrap_servers"]
+        consumer = make_client(
+            lambda: KafkaConsumer(**self._config), "consumer", servers, (KafkaError,)
+        )
         try:
             kafka_client.require_internals(consumer)
         except ConnectorError:
@@ -270,24 +242,10 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
             return False
         return True
 
-    def _close_consumer(self) -> None:
+    def _close_client(self, consumer: KafkaConsumer) -> None:
         from kafka.errors import KafkaError
 
-        if not self._close_lock.acquire(blocking=False):
-            return  # being closed (this may be on_revoke calling close())
         try:
-            consumer = self._consumer
-            if consumer is None:
-                return
-            try:
-                consumer.close(autocommit=False, timeout_ms=self._commit_timeout_ms)
-            except KafkaError as exc:
-                logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
-            finally:
-                self._consumer = None
-                with self._lock:
-                    self._assigned = []
-                logger.info("closed the Kafka consumer of %s", self.topics)
-        finally:
-            self._close_lock.release()
-        self._raise_callback_error()
+            consumer.close(autocommit=False, timeout_ms=self._commit_timeout_ms)
+        except KafkaError as exc:
+            logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from connectors.errors import ConnectorError
-from connectors.kafka_common import merge_client_options
+from connectors.kafka_common import make_client, merge_client_options, servers_text
 from connectors.kafka_sink_base import TopicSink
 from connectors.rdkafka_source import QUIET_LOGS, require_confluent_kafka
 
@@ -38,15 +38,10 @@ class RdKafkaSink(TopicSink):
     >>> sink.flush(); sink.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topic: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(topic)
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {
                 "acks": "all",
                 "linger.ms": 5,
@@ -58,22 +53,18 @@ class RdKafkaSink(TopicSink):
             client_options,
             _RESERVED_PRODUCER_OPTIONS,
         )
-        servers = bootstrap_servers
-        self._config["bootstrap.servers"] = (
-            servers if isinstance(servers, str) else ",".join(servers)
-        )
-        self._config["on_delivery"] = self._delivered
-        self._config["error_cb"] = self._client_error
+        config["bootstrap.servers"] = servers_text(bootstrap_servers)
+        config["on_delivery"] = self._delivered
+        config["error_cb"] = self._client_error
         self._unpolled = 0
+        return config
 
     def _open(self) -> Any:
         ck = require_confluent_kafka()
-        try:
-            producer = ck.Producer(self._config)
-        except (ck.KafkaException, ValueError, TypeError) as exc:
-            raise ConnectorError(
-                f"cannot create a Kafka producer for {self._config['bootstrap.servers']!r}: {exc!r}"
-            ) from exc
+        servers = self._config["bootstrap.servers"]
+        producer = make_client(
+            lambda: ck.Producer(self._config), "producer", servers, (ck.KafkaException,)
+        )
         logger.debug("created the Kafka producer of %r (confluent-kafka)", self.topic)
         return producer
 

@@ -23,8 +23,10 @@ from connectors.kafka_base import GroupSource
 from connectors.kafka_common import (
     TopicPartitionKey,
     last_offsets,
+    make_client,
     merge_client_options,
     needs_split,
+    servers_text,
     split_message,
 )
 from connectors.record import Position, Record, build_message_records
@@ -118,24 +120,12 @@ class RdKafkaSource(GroupSource, PartitionedSource):
     >>> source.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topics: list[str],
-        group_id: str,
-        *,
-        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
-        on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
-        on_idle: Callable[[], None] | None = None,
-        exit_at_end: bool = False,
-        poll_timeout_ms: int = 500,
-        max_poll_records: int = 10_000,
-        split_lines: bool = True,
-        client_options: dict[str, Any] | None = None,
-        commit_timeout_ms: int = 5000,
-        assignment_timeout_s: float = 60.0,
-    ) -> None:
-        self._config = merge_client_options(
+    MAX_POLL_RECORDS = 10_000
+
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {
                 "auto.offset.reset": "earliest",
                 "reconnect.backoff.max.ms": 5000,
@@ -146,40 +136,25 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             client_options,
             _RESERVED_CONSUMER_OPTIONS,
         )
-        self._setup(
-            topics,
-            group_id,
-            on_assign=on_assign,
-            on_revoke=on_revoke,
-            on_idle=on_idle,
-            exit_at_end=exit_at_end,
-            poll_timeout_ms=poll_timeout_ms,
-            max_poll_records=max_poll_records,
-            split_lines=split_lines,
-            commit_timeout_ms=commit_timeout_ms,
-            assignment_timeout_s=assignment_timeout_s,
-        )
-        servers = bootstrap_servers
-        self._config.update(
+        config.update(
             {
-                "bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers),
-                "group.id": group_id,
+                "bootstrap.servers": servers_text(bootstrap_servers),
+                "group.id": self.group_id,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,  # tells exit_at_end where a partition ends
                 "error_cb": self._client_error,
             }
         )
+        return config
 
     # -- the client ----------------------------------------------------------------------------
     def _open(self) -> Any:
         ck = require_confluent_kafka()
-        try:
-            consumer = ck.Consumer(self._config)
-        except (ck.KafkaException, ValueError, TypeError) as exc:
-            raise ConnectorError(
-                f"cannot create a Kafka consumer for {self._config['bootstrap.servers']!r}: {exc!r}"
-            ) from exc
+        servers = self._config["bootstrap.servers"]
+        consumer = make_client(
+            lambda: ck.Consumer(self._config), "consumer", servers, (ck.KafkaException,)
+        )
         consumer.subscribe(
             self.topics,
             on_assign=self._guarded(self._assigned_now),
@@ -298,29 +273,16 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             return False
         return True
 
-    def _close_consumer(self) -> None:
-        if not self._close_lock.acquire(blocking=False):
-            return  # being closed (this may be on_revoke calling close())
+    def _close_client(self, consumer: Any) -> None:
         try:
-            consumer = self._consumer
-            if consumer is None:
-                return
-            try:
-                self._revoke(self.assignment)  # librdkafka's own revoke then finds nothing to do
-            finally:
-                try:
-                    consumer.close()
-                except RuntimeError as exc:  # already closed
-                    logger.debug("closing the Kafka consumer of %s: %r", self.topics, exc)
-                except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
-                    logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
-                self._consumer = None
-                with self._lock:
-                    self._assigned = []
-                logger.info("closed the Kafka consumer of %s", self.topics)
+            self._revoke(self.assignment)  # librdkafka's own revoke then finds nothing to do
         finally:
-            self._close_lock.release()
-        self._raise_callback_error()
+            try:
+                consumer.close()
+            except RuntimeError as exc:  # already closed
+                logger.debug("closing the Kafka consumer of %s: %r", self.topics, exc)
+            except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
 
     def _client_error(self, error: Any) -> None:
         """librdkafka's error callback (served inside ``consume()``): log, note broker loss."""
