@@ -100,6 +100,7 @@ class GroupSource(SourceState, Closing):
         self._close_lock = threading.Lock()
         self._started = False
         self._closed = False
+        self._poll_count = max_poll_records  # messages asked of the next poll
         self._config = self._configure(bootstrap_servers, client_options)
 
     # -- state for metrics ---------------------------------------------------------------------
@@ -315,6 +316,13 @@ class GroupSource(SourceState, Closing):
         return now + self._assignment_timeout_s
 
     # -- the books -----------------------------------------------------------------------------
+    def _note_batch(self, messages: int, records: int) -> None:
+        """Ask the next poll for about ``max_poll_records`` records, however many lines the
+        messages have (a poll of many-line messages could hold a whole topic)."""
+        if records:
+            wanted = self._max_poll_records * messages // records
+            self._poll_count = max(1, min(self._max_poll_records, wanted))
+
     def _note_read(self, positions: dict[TopicPartitionKey, int]) -> None:
         """Positions (next offsets) reached by a poll; they only move forward."""
         with self._lock:

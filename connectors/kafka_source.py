@@ -183,9 +183,7 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         from kafka.errors import KafkaError
 
         try:
-            polled = consumer.poll(
-                timeout_ms=self._poll_timeout_ms, max_records=self._max_poll_records
-            )
+            polled = consumer.poll(timeout_ms=self._poll_timeout_ms, max_records=self._poll_count)
         except KafkaError as exc:
             self._raise_callback_error()
             if isinstance(exc, fatal_errors()):
@@ -196,7 +194,11 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         self._raise_callback_error()
         self._refresh_ends(consumer)
         self._watch_coordinator(consumer)
-        return self._records(polled) if polled else []
+        if not polled:
+            return []
+        records = self._records(polled)
+        self._note_batch(sum(map(len, polled.values())), len(records))
+        return records
 
     def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
         """The records of one poll, built in bulk (C-level loops) unless a message holds

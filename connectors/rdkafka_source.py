@@ -183,7 +183,7 @@ class RdKafkaSource(GroupSource, PartitionedSource):
     def _poll(self, consumer: Any) -> list[Record]:
         ck = require_confluent_kafka()
         try:
-            messages = consumer.consume(self._max_poll_records, self._poll_timeout_ms / 1000)
+            messages = consumer.consume(self._poll_count, self._poll_timeout_ms / 1000)
         except ck.KafkaException as exc:
             self._raise_callback_error()
             error = exc.args[0] if exc.args else None
@@ -194,7 +194,11 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             return []
         self._raise_callback_error()
         self._refresh_ends(consumer)
-        return self._records(messages) if messages else []
+        if not messages:
+            return []
+        records = self._records(messages)
+        self._note_batch(len(messages), len(records))
+        return records
 
     def _records(self, messages: list[Any]) -> list[Record]:
         """The records of one poll, built in bulk (C-level loops) unless a message holds
