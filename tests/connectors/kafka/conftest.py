@@ -59,12 +59,6 @@ def make_topic(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
     admin.close()
 
 
-@pytest.fixture(params=("kafka-python", "confluent-kafka"))
-def kafka_client(request: pytest.FixtureRequest) -> str:
-    """The Kafka client of the test: each test asking for it runs once per client."""
-    return request.param
-
-
 @pytest.fixture
 def group_id() -> str:
     """A fresh consumer group name."""
