@@ -29,7 +29,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["dense", "dense_error", "speedups", "has_dense", "E10_MIN", "E10_MAX"]
+__all__ = ["dense", "dense_error", "features", "speedups", "has_dense", "E10_MIN", "E10_MAX"]
 
 
 def _off(name: str) -> bool:
@@ -46,6 +46,17 @@ else:
         from stream_perceptron import _speedups as speedups
     except ImportError:  # not built: the pure-Python loops
         speedups = None
+
+# -- feature preprocessing: a dense block standardised, MurmurHash3 (_features.c) -----------------
+
+features: ModuleType | None
+if _off("STREAM_PERCEPTRON_NO_C"):
+    features = None
+else:
+    try:
+        from stream_perceptron import _features as features
+    except ImportError:  # not built: the pure-Python reference
+        features = None
 
 # -- the dense kernels and block scanners ---------------------------------------------------------
 
