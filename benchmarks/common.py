@@ -39,6 +39,9 @@ class Sizes:
     memory_small: int = 1_000_000
     memory_large: int = 10_000_000
     memory_block: int = 10_000
+    hashed_small: int = 100_000
+    hashed_large: int = 5_000_000
+    quality: int = 50_000  # synthetic streams of the learning-quality row (9)
 
     def scaled_down(self, factor: int) -> Sizes:
         """Every size divided by ``factor`` (batch and block sizes stay as they are)."""

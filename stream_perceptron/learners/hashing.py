@@ -9,6 +9,7 @@ features that collide add up.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,6 +72,9 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
     return murmur3_32_reference(data, seed)
 
 
+_hash = native.features.murmur3_32 if native.features is not None else murmur3_32_reference
+
+
 class FeatureHasher:
     """Feature names to buckets ``0 .. 2**bits - 1``; the values of colliding features add up.
 
@@ -98,7 +102,7 @@ class FeatureHasher:
         self.bits = bits
         self._mask = (1 << bits) - 1
         self._memo: dict[Any, int] = {}
-        self._names: dict[int, Any] = {}
+        self._names: OrderedDict[int, Any] = OrderedDict()
         self.collisions = 0
         self.merged = 0
 
@@ -106,11 +110,12 @@ class FeatureHasher:
         """The bucket of the feature ``name``."""
         b = self._memo.get(name)
         if b is None:
-            text = name if isinstance(name, str) else str(name)
-            b = murmur3_32(text.encode("utf-8", "surrogatepass")) & self._mask
-            if len(self._memo) >= _MEMO:
-                self._memo.clear()
-            self._memo[name] = b
+            text = name if name.__class__ is str else str(name)
+            b = _hash(text.encode("utf-8", "surrogatepass"), 0) & self._mask
+            memo = self._memo
+            if len(memo) >= _MEMO:
+                memo.clear()
+            memo[name] = b
         return b
 
     def transform(self, x: dict) -> tuple[dict, list[tuple[int, Any]]]:
@@ -119,8 +124,11 @@ class FeatureHasher:
         of each bucket; more than one name in a bucket counts as merged)."""
         out: dict[int, Any] = {}
         names: list[tuple[int, Any]] = []
+        memo = self._memo
         for k, v in x.items():
-            b = self.bucket(k)
+            b = memo.get(k)
+            if b is None:
+                b = self.bucket(k)
             if b in out:
                 out[b] = out[b] + v
                 names.append((-1, None))
@@ -137,12 +145,16 @@ class FeatureHasher:
             if b < 0:
                 merged += 1
                 continue
-            old = cache.pop(b, _ABSENT)
-            if old is not _ABSENT and old != k:
+            old = cache.get(b, _ABSENT)
+            if old is _ABSENT:
+                cache[b] = k
+                if len(cache) > NAME_CACHE:
+                    cache.popitem(last=False)  # the least recently learned bucket
+                continue
+            if old != k:
                 self.collisions += 1
-            cache[b] = k
-            if len(cache) > NAME_CACHE:
-                del cache[next(iter(cache))]
+                cache[b] = k
+            cache.move_to_end(b)
         self.merged += merged * times
 
     def transform_block(
@@ -187,7 +199,7 @@ class FeatureHasher:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self._names = {int(b): k for b, k in state["names"]}
+        self._names = OrderedDict((int(b), k) for b, k in state["names"])
         self.collisions = int(state["collisions"])
         self.merged = int(state["merged"])
 
