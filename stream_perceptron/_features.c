@@ -101,6 +101,141 @@ static PyObject *scale_block(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(bad);
 }
 
+/* scale_dict(x, n_of, mean_of, var_of, strict) -> (out, pending) | False | None: what
+ * Standardizer.transform computes for the dict x, in C. None: a value that is not exactly a
+ * float or an int that fits one, or a statistic of an unexpected type (the caller runs the
+ * Python reference); False: strict and a statistic or a value not finite (the caller refuses
+ * the example). pending: [(k, n, mean, var), ...] in x's order. */
+static PyObject *scale_dict(PyObject *self, PyObject *args)
+{
+    PyObject *x, *n_of, *mean_of, *var_of;
+    int strict;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!p", &PyDict_Type, &x, &PyDict_Type, &n_of, &PyDict_Type,
+                          &mean_of, &PyDict_Type, &var_of, &strict))
+        return NULL;
+    PyObject *out = PyDict_New();
+    PyObject *pending = PyList_New(0);
+    if (out == NULL || pending == NULL)
+        goto error;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(x, &pos, &k, &v)) {
+        double value;
+        if (PyFloat_CheckExact(v)) {
+            value = PyFloat_AS_DOUBLE(v);
+        } else if (PyLong_CheckExact(v)) {
+            value = PyLong_AsDouble(v);
+            if (value == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+        } else {
+            goto fallback;
+        }
+        long long n = 0;
+        double old = 0.0, var = 0.0;
+        PyObject *got = PyDict_GetItemWithError(n_of, k);
+        if (got != NULL) {
+            if (!PyLong_CheckExact(got))
+                goto fallback;
+            n = PyLong_AsLongLong(got);
+            if (n == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        got = PyDict_GetItemWithError(mean_of, k);
+        if (got != NULL) {
+            if (!PyFloat_CheckExact(got))
+                goto fallback;
+            old = PyFloat_AS_DOUBLE(got);
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        got = PyDict_GetItemWithError(var_of, k);
+        if (got != NULL) {
+            if (!PyFloat_CheckExact(got))
+                goto fallback;
+            var = PyFloat_AS_DOUBLE(got);
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        n += 1;
+        if (n > ((long long)1 << 53))
+            goto fallback;
+        double nd = (double)n;
+        double mean = old + (value - old) / nd;
+        var = var + ((value - old) * (value - mean) - var) / nd;
+        PyObject *r;
+        double scaled;
+        if (var > 0.0) {
+            scaled = (value - mean) / sqrt(var);
+            r = PyFloat_FromDouble(scaled);
+        } else if (n >= 2) {
+            scaled = value;
+            r = Py_NewRef(v); /* passed through: the very object, as the reference */
+        } else {
+            scaled = 0.0;
+            r = PyFloat_FromDouble(0.0);
+        }
+        if (r == NULL)
+            goto error;
+        if (strict && !(isfinite(mean) && isfinite(var) && isfinite(scaled))) {
+            Py_DECREF(r);
+            Py_DECREF(out);
+            Py_DECREF(pending);
+            Py_RETURN_FALSE;
+        }
+        int failed = PyDict_SetItem(out, k, r);
+        Py_DECREF(r);
+        if (failed)
+            goto error;
+        PyObject *entry = Py_BuildValue("(OLdd)", k, n, mean, var);
+        if (entry == NULL)
+            goto error;
+        failed = PyList_Append(pending, entry);
+        Py_DECREF(entry);
+        if (failed)
+            goto error;
+    }
+    PyObject *result = PyTuple_Pack(2, out, pending);
+    Py_DECREF(out);
+    Py_DECREF(pending);
+    return result;
+fallback:
+    Py_XDECREF(out);
+    Py_XDECREF(pending);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(out);
+    Py_XDECREF(pending);
+    return NULL;
+}
+
+/* commit_dict(pending, n_of, mean_of, var_of): Standardizer.commit in C, for what scale_dict
+ * returned: n_of[k], mean_of[k], var_of[k] = n, mean, var for each (k, n, mean, var). */
+static PyObject *commit_dict(PyObject *self, PyObject *args)
+{
+    PyObject *pending, *n_of, *mean_of, *var_of;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &pending, &PyDict_Type, &n_of,
+                          &PyDict_Type, &mean_of, &PyDict_Type, &var_of))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(pending);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyList_GET_ITEM(pending, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4)
+            return PyErr_Format(PyExc_TypeError, "pending entries are (k, n, mean, var)");
+        PyObject *k = PyTuple_GET_ITEM(entry, 0);
+        if (PyDict_SetItem(n_of, k, PyTuple_GET_ITEM(entry, 1)) < 0 ||
+            PyDict_SetItem(mean_of, k, PyTuple_GET_ITEM(entry, 2)) < 0 ||
+            PyDict_SetItem(var_of, k, PyTuple_GET_ITEM(entry, 3)) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
 static uint32_t murmur3(const uint8_t *data, Py_ssize_t len, uint32_t seed)
@@ -158,6 +293,8 @@ static PyObject *murmur3_32(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"scale_block", scale_block, METH_VARARGS, "Standardise a dense block row by row."},
+    {"scale_dict", scale_dict, METH_VARARGS, "Standardise a dict (Standardizer.transform)."},
+    {"commit_dict", commit_dict, METH_VARARGS, "Store statistics (Standardizer.commit)."},
     {"murmur3_32", murmur3_32, METH_VARARGS, "MurmurHash3_x86_32 of bytes, unsigned."},
     {NULL, NULL, 0, NULL},
 };

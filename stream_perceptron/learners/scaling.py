@@ -17,6 +17,10 @@ from stream_perceptron.learners._base import to_json_key, too_large
 
 __all__ = ["Standardizer"]
 
+# The dict transform in C (``_features.scale_dict``), or None: the Python loop, the reference
+# (``STREAM_PERCEPTRON_PURE_PYTHON=1`` turns it off, as the learners' dict helpers).
+_speedup = native.features if native.speedups is not None else None
+
 _INF = math.inf
 
 
@@ -81,6 +85,12 @@ class Standardizer:
         example is learned). Raises :class:`ValueTooLargeError` when a statistic or a value
         would not be finite, unless not ``strict`` (a prediction: the values as they come)."""
         n_of, mean_of, var_of = self._n, self._mean, self._var
+        if _speedup is not None:  # the same in C, or None: this loop
+            got = _speedup.scale_dict(x, n_of, mean_of, var_of, strict)
+            if got is not None:
+                if got is False:
+                    raise too_large("the scaler's statistics")
+                return got
         out = {}
         pending = []
         try:
@@ -104,6 +114,9 @@ class Standardizer:
     def commit(self, pending: list[tuple[Any, int, float, float]]) -> None:
         """Store the statistics :meth:`transform` computed."""
         n_of, mean_of, var_of = self._n, self._mean, self._var
+        if _speedup is not None:
+            _speedup.commit_dict(pending, n_of, mean_of, var_of)
+            return
         for k, n, mean, var in pending:
             n_of[k] = n
             mean_of[k] = mean

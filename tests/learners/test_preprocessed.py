@@ -13,6 +13,7 @@ from river import compose, datasets, preprocessing
 from sklearn.utils import murmurhash3_32
 
 from stream_perceptron import MulticlassPerceptron, Perceptron, Preprocessed
+from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners import StreamClassifier, hashing
 from stream_perceptron.learners.hashing import FeatureHasher, murmur3_32, murmur3_32_reference
 from stream_perceptron.learners.scaling import Standardizer
@@ -158,3 +159,46 @@ def test_state_round_trip_continues_exactly(prep):
         restored.predict_learn_one(x, y)
     assert restored.get_state() == whole.get_state()
     assert repr(restored) == repr(whole)
+
+
+def _transform_both(rows: list[dict], strict: bool = True) -> tuple[list, list]:
+    """Standardizer.transform with its C helper and with the Python reference, row by row."""
+    from stream_perceptron.learners import scaling
+
+    if scaling._speedup is None:
+        pytest.skip("the C extension is not built")
+    out = []
+    for speedup in (scaling._speedup, None):
+        saved, scaling._speedup = scaling._speedup, speedup
+        try:
+            scaler, got = Standardizer(), []
+            for x in rows:
+                try:
+                    values, pending = scaler.transform(x, strict)
+                except (ValueTooLargeError, OverflowError) as e:
+                    got.append(type(e).__name__)
+                    continue
+                if strict:  # a prediction (not strict) never commits
+                    scaler.commit(pending)
+                got.append([(k, type(v), repr(v)) for k, v in values.items()])
+            got.append(scaler.get_state())
+            out.append(got)
+        finally:
+            scaling._speedup = saved
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_the_c_dict_transform_is_the_reference(strict):
+    """Ints (passed through as the same int when constant), bools and numpy floats (the Python
+    loop), -0.0, huge ints, overflowing statistics: the C helper gives the reference's values,
+    types and errors."""
+    rng = random.Random(1)
+    pool = [0, 1, 3, -2, 0.5, -0.0, 1e308, -1e308, 1e-310, True, np.float64(2.5), 10**400, 7]
+    rows = []
+    for _ in range(3000):
+        keys = rng.sample(["a", "b", "c", "d", 5, "e"], rng.randrange(0, 6))
+        rows.append({k: rng.choice(pool) if k != "e" else 4 for k in keys})
+    got, want = _transform_both(rows, strict)
+    assert got == want
+    assert "ValueTooLargeError" in want if strict else "OverflowError" in want
