@@ -73,7 +73,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             f"--checkpoint {args.checkpoint} exists: give --resume to continue from it, or "
             "--fresh to start a new model that overwrites it"
         )
-    if (args.checkpoint_every or args.checkpoint_interval) and not args.checkpoint:
+    if args.model_topic:
+        _check_shared_model(args, parser)
+    elif args.mix_every or args.mix_interval:
+        parser.error("--mix-every and --mix-interval need --model-topic")
+    if (args.checkpoint_every or args.checkpoint_interval) and not (
+        args.checkpoint or args.model_topic
+    ):
         parser.error("--checkpoint-every and --checkpoint-interval need --checkpoint PATH")
     if args.source == "kafka":
         missing = [
@@ -92,7 +98,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         if args.metrics_port is None:
             args.metrics_port = DEFAULT_KAFKA_METRICS_PORT
     else:
-        kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group")
+        kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group",
+                      "model_topic")  # fmt: skip
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
@@ -144,10 +151,15 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         dead_letters=FileSink(args.dead_letter) if args.dead_letter else None,
         paths=paths,
     )
+    shared = None
     if kafka:
         from stream_perceptron.cli import kafka as kafka_options
 
-        outputs = kafka_options.kafka_outputs(args, outputs)
+        if args.model_topic:
+            shared, outputs = kafka_options.shared_model(args, outputs)
+            coordinator = shared
+        else:
+            outputs = kafka_options.kafka_outputs(args, outputs)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(sys.stderr) if show_progress else None
     metrics_on = args.metrics_port is not None or bool(args.pushgateway)
@@ -163,7 +175,10 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         stats=stats,
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
+        dense=shared is None,  # shared-model mode counts every record per partition
     )
+    if shared is not None:
+        shared.install(engine)
     source: Source | None = None
     if kafka:
         source = kafka_options.kafka_source(args, engine)
@@ -182,6 +197,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     try:
         if source is None:
             source = open_line_source(args.input, max_line_bytes=args.max_line_bytes)
+        if shared is not None:
+            shared.start()
         with source:
             engine.run(source)
     except EngineError as e:
@@ -192,6 +209,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         if progress:
             progress.finish(stats)
         outputs.close()
+        if shared is not None:
+            shared.close()
         if exporter is not None:
             exporter.live.ended = True
             if failure is None and not args.ui:
@@ -215,6 +234,21 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         print(f"stream-perceptron: error: {failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """--model-topic: usage errors."""
+    if args.source != "kafka":
+        parser.error("--model-topic needs --source kafka")
+    if args.model == "centroid":
+        parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
+    for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),
+                        ("--dead-letter", args.dead_letter)):  # fmt: skip
+        if value:
+            parser.error(
+                f"{flag} is not for --model-topic: the shared model and its outputs live in "
+                "Kafka (--predictions-topic, --dead-letter-topic, pull-model)"
+            )
 
 
 def _close_metrics(exporter: MetricsExporter, args: argparse.Namespace) -> None:
