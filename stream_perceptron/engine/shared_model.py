@@ -345,6 +345,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
             self.output.commit(offsets, group)
             self.commits += 1
+            if offsets:
+                logger.info("worker %s committed %s", self.worker, _describe(offsets))
             self.last_saved_at = time.time()
             self._last_records = state.stats.records
             self._last_time = time.monotonic()
@@ -405,3 +407,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
 
     def _read_log(self) -> None:
         self.view.ingest(self.log.read_new())
+
+
+def _describe(offsets: dict[PositionKey, int]) -> str:
+    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items(), key=repr))

@@ -114,3 +114,41 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> list:
         return out
     finally:
         consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    try:
+        return {p: consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def partition_records(bootstrap: str, model_topic: str) -> dict:
+    """The latest partition state of each input partition in the model topic."""
+    from connectors.kafka_model_topic import KafkaModelLog
+    from stream_perceptron.engine.shared_model import ModelView
+
+    log = KafkaModelLog(bootstrap, model_topic)
+    try:
+        view = ModelView()
+        view.ingest(log.read_new())
+    finally:
+        log.close()
+    return {p: s for (_, p), s in view.partitions.items()}
+
+
+def prediction_positions(messages: list) -> list[tuple[str, int, int]]:
+    return sorted(
+        (p["topic"], p["partition"], p["offset"]) for p in (json.loads(m.value) for m in messages)
+    )
+
+
+def wait_for(log: Path, text: str, since: int = 0, timeout: float = 60) -> None:
+    """Wait until ``text`` appears in ``log`` after its first ``since`` bytes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while text.encode() not in log.read_bytes()[since:]:
+        assert time.monotonic() < deadline, f"{text!r} not in {log}: {log.read_text()[-2000:]}"
+        time.sleep(0.1)

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import json
+import random
+import signal
+import threading
+import time
 
 import pytest
 from cli_helpers import run_cli
 from shared_model_helpers import (
     PARTITIONS,
     accuracy,
+    committed,
     examples,
     make_topics,
     name,
+    partition_records,
+    prediction_positions,
     produce,
     pull,
     read_committed,
     start_worker,
+    wait_for,
     worker_args,
 )
 
@@ -135,3 +143,129 @@ def test_usage_errors(tmp_path):
 
 
 
+
+
+class _Producing(threading.Thread):
+    """Produces ``data`` in slices over about ``seconds`` while the workers run."""
+
+    def __init__(self, bootstrap: str, topic: str, data: list, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, data, seconds)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, data, seconds = self.args
+        try:
+            step = len(data) // 20
+            for start in range(0, len(data), step):
+                produce(bootstrap, topic, data[start : start + step], start=start)
+                time.sleep(seconds / 20)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+
+def _drain(kafka_bootstrap, group, topic, n, procs, timeout=150) -> None:
+    """Wait until the group committed every partition to its end, then stop the workers."""
+    want = {p: n // PARTITIONS + (p < n % PARTITIONS) for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout
+    while committed(kafka_bootstrap, group, topic) != want:
+        assert time.monotonic() < deadline, committed(kafka_bootstrap, group, topic)
+        time.sleep(1)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(timeout=60)
+
+
+def _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data) -> None:
+    n = len(data)
+    states = partition_records(kafka_bootstrap, model_topic)
+    for p in range(PARTITIONS):
+        end = n // PARTITIONS + (p < n % PARTITIONS)
+        assert (states[p].next_offset, states[p].n_seen) == (end, end), states[p]
+    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json")
+    assert pulled.n_seen == n
+    out = read_committed(kafka_bootstrap, predictions, 3)
+    assert prediction_positions(out) == sorted(
+        (topic, i % PARTITIONS, i // PARTITIONS) for i in range(n)
+    )
+    held_out = examples(4000, seed=99)
+    gap = accuracy(_sequential(data, averaged=True), held_out) - accuracy(pulled, held_out)
+    assert gap < 0.01, gap
+
+
+def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(kafka_bootstrap, tmp_path):
+    data = examples(60_000, seed=11, noise=0.1)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    model_topic, group = name("model"), name("group")
+    args = worker_args(
+        kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
+        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+    )  # fmt: skip
+    producing = _Producing(kafka_bootstrap, topic, data, 15.0)
+    producing.start()
+    ids = ["w0", "w1", "w2"]
+    logs = {i: tmp_path / f"{i}.log" for i in ids}
+    procs = {i: start_worker([*args, "--instance-id", i], logs[i]) for i in ids}
+    since = dict.fromkeys(ids, 0)
+    rng = random.Random(7)
+    kills = 0
+    try:
+        while kills < 5:
+            victim = rng.choice(ids)
+            # a worker that owns partitions and has been learning and committing a while
+            wait_for(logs[victim], "committed", since[victim])
+            time.sleep(rng.uniform(0.3, 1.5))
+            procs[victim].kill()  # SIGKILL
+            procs[victim].wait()
+            kills += 1
+            since[victim] = logs[victim].stat().st_size
+            procs[victim] = start_worker([*args, "--instance-id", victim], logs[victim])
+        producing.join(timeout=60)
+        assert producing.error is None
+        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
+
+
+def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
+    data = examples(48_000, seed=12, noise=0.1)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    model_topic, group = name("model"), name("group")
+    args = worker_args(
+        kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
+        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+    )  # fmt: skip
+    producing = _Producing(kafka_bootstrap, topic, data, 15.0)
+    producing.start()
+    # dynamic membership (no --instance-id): a stopped worker leaves the group at once
+    procs = [start_worker(args, tmp_path / f"first{i}.log") for i in range(3)]
+    try:
+        for i in range(3):
+            wait_for(tmp_path / f"first{i}.log", "committed")
+        wait_for(tmp_path / "first0.log", "mixed")
+        for p in procs[1:]:
+            p.send_signal(signal.SIGTERM)
+        for p in procs[1:]:
+            assert p.wait(timeout=60) == 0
+        time.sleep(3)
+        late = [start_worker([*args, "--instance-id", f"late{i}"], tmp_path / f"late{i}.log")
+                for i in range(2)]  # fmt: skip
+        procs += late
+        producing.join(timeout=60)
+        assert producing.error is None
+        _drain(kafka_bootstrap, group, topic, len(data), procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
+    # the late joiners predicted with a mixed model from their first prediction on
+    out = read_committed(kafka_bootstrap, predictions, 3)
+    versions = [int(dict(m.headers)["model_version"]) for m in out
+                if dict(m.headers).get("worker", b"").startswith(b"late")]  # fmt: skip
+    assert versions and min(versions) > 0, versions[:5]
