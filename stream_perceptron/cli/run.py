@@ -183,6 +183,10 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     if kafka:
         source = kafka_options.kafka_source(args, engine)
     exporter = _start_metrics(args, engine, source) if metrics_on else None
+    if exporter is not None and shared is not None:
+        from stream_perceptron.metrics.shared_model import SharedModelCollector
+
+        exporter.registry.register(SharedModelCollector(shared, engine.lock))
     if exporter is not None:
         batch_hooks.append(exporter.observe_batch)
 

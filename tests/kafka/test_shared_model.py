@@ -269,3 +269,42 @@ def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
     versions = [int(dict(m.headers)["model_version"]) for m in out
                 if dict(m.headers).get("worker", b"").startswith(b"late")]  # fmt: skip
     assert versions and min(versions) > 0, versions[:5]
+
+
+def test_worker_metrics(kafka_bootstrap, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+    from services import http_get
+
+    data = examples(6000, seed=13, noise=0.05)
+    (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
+    produce(kafka_bootstrap, topic, data)
+    model_topic = name("model")
+    args = worker_args(kafka_bootstrap, topic, name("group"), model_topic, "--mix-every", "500")
+    args[args.index("--metrics-port") + 1] = "0"
+    log = tmp_path / "w.log"
+    proc = start_worker([*args, "--instance-id", "m0"], log)
+    try:
+        wait_for(log, "metrics on http://")
+        url = log.read_text().split("metrics on ", 1)[1].split()[0]
+        deadline = time.monotonic() + 60
+        while True:
+            samples = {
+                s.name: s.value
+                for family in text_string_to_metric_families(http_get(url).decode())
+                for s in family.samples
+            }
+            if samples.get("stream_perceptron_examples_total") == 6000:
+                break
+            assert time.monotonic() < deadline, samples
+            time.sleep(0.5)
+        assert samples["stream_perceptron_model_version"] >= 1
+        assert samples["stream_perceptron_mixes_total"] >= 1
+        assert samples["stream_perceptron_partitions_owned"] == PARTITIONS
+        assert samples["stream_perceptron_state_restores_total"] == PARTITIONS
+        assert samples["stream_perceptron_state_restore_seconds_total"] > 0
+        assert samples["stream_perceptron_seconds_since_last_mix"] >= 0
+        assert samples["stream_perceptron_mix_divergence"] >= 0
+        assert samples["stream_perceptron_model_topic_invalid_records_total"] == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
