@@ -15,6 +15,7 @@ from typing import Any
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, EngineError, Outputs
+from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
 from stream_perceptron.learners import (
@@ -325,9 +326,15 @@ def _start_metrics(
     if isinstance(source, PartitionedSource):
 
         def kafka_state() -> dict[str, Any]:
+            coordinator = engine.coordinator
+            # shared-model mode commits offsets in its transactions, not through the source
+            if isinstance(coordinator, SharedModelCoordinator):
+                committed = dict(coordinator.committed)
+            else:
+                committed = source.committed_offsets()
             return {
                 "lag": source.lag(),
-                "committed": source.committed_offsets(),
+                "committed": committed,
                 "rebalances": source.rebalances,
             }
 

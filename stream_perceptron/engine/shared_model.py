@@ -202,6 +202,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.restores = 0
         self.restore_seconds = 0.0
         self.commits = 0
+        self.committed: dict[PositionKey, int] = {}  # offsets committed, per partition
         self._seq = 0
         self._published_n = -1  # learner.n_seen at the last publication
         self._included: dict[str, int] = {}  # worker -> seq of its publication last mixed
@@ -344,6 +345,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
             if offsets and group is None:
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
             self.output.commit(offsets, group)
+            self.committed.update(offsets)
             self.commits += 1
             if offsets:
                 logger.info("worker %s committed %s", self.worker, _describe(offsets))
