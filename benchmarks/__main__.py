@@ -23,6 +23,7 @@ from benchmarks.rows_kafka import row_kafka
 from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory
+from benchmarks.rows_shared_model import row_shared_model
 from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
 
 ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
@@ -37,6 +38,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     6: ("metrics overhead", row_metrics),
     7: ("memory: peak RSS after 1M and 10M records", row_memory),
     8: ("Kafka event streams: a prediction per event, per Kafka client", row_kafka_events),
+    9: ("shared-model mode: 1, 2, 3 workers on a 6-partition topic; mixing overhead",
+        row_shared_model),
 }
 
 
