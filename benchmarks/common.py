@@ -39,7 +39,7 @@ class Sizes:
     memory_small: int = 1_000_000
     memory_large: int = 10_000_000
     memory_block: int = 10_000
-    shared: int = 300_000
+    shared: int = 120_000
 
     def scaled_down(self, factor: int) -> Sizes:
         """Every size divided by ``factor`` (batch and block sizes stay as they are)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import time
 import uuid
@@ -58,6 +59,29 @@ def _produce(bootstrap: str, topic: str, X: np.ndarray, y: np.ndarray) -> None:
     producer.close()
 
 
+def _broker_cpu() -> float | None:
+    """CPU seconds used so far by a local Kafka broker process (None: none found here)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"kafka.Kafka" not in (entry / "cmdline").read_bytes():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+CPU: dict[str, list[tuple[float, float | None]]] = {}  # run -> (workers' CPU s, broker CPU s)
+
+
 def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Path) -> float:
     run = uuid.uuid4().hex[:8]
     model_topic, group = f"bench-model-{run}", f"bench-group-{run}"
@@ -67,6 +91,7 @@ def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Pat
         "--exit-at-end", "--metrics-port", "-1", "--model-topic", model_topic,
         "--mix-every", str(mix_every), "-q",
     ]  # fmt: skip
+    cpu0, broker0 = _children_cpu(), _broker_cpu()
     started = time.perf_counter()
     procs = [
         subprocess.Popen([*cmd, "--instance-id", f"w{i}"], stderr=subprocess.DEVNULL)
@@ -74,6 +99,9 @@ def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Pat
     ]
     codes = [p.wait(timeout=1800) for p in procs]
     wall = time.perf_counter() - started
+    broker1 = _broker_cpu()
+    broker = None if broker0 is None or broker1 is None else broker1 - broker0
+    CPU.setdefault(f"{workers}-{mix_every}", []).append((_children_cpu() - cpu0, broker))
     if codes != [0] * workers:
         raise RuntimeError(f"a worker failed: exit codes {codes}")
     subprocess.run(
@@ -153,8 +181,19 @@ def row_shared_model(ctx: Context) -> list[Result]:
                 notes=[
                     f"held-out accuracy {acc:.4f} vs one sequential model {seq_acc:.4f} "
                     f"(gap {100 * (seq_acc - acc):+.2f} points); pulled n_seen exact; wall "
-                    f"times {', '.join(f'{w:.1f}' for w in got[key])} s"
+                    f"times {', '.join(f'{w:.1f}' for w in got[key])} s; {_cpu_note(key)}"
                 ],
             )
         )
     return results
+
+
+def _cpu_note(key: str) -> str:
+    """Where the CPU went in the last run of ``key``: workers, broker, of what 2 cores give."""
+    workers, mix = (int(key[1:]), 10_000) if key[0] == "w" else (2, int(key[1:]))
+    runs = CPU.get(f"{workers}-{mix}", [])
+    if not runs:
+        return ""
+    ours, broker = runs[-1]
+    shown = "broker not local" if broker is None else f"broker {broker:.1f} CPU-s"
+    return f"last run: workers {ours:.1f} CPU-s, {shown}, {os.cpu_count()} cores"

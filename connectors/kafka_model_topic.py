@@ -26,6 +26,9 @@ TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(16 * 1024 * 1024),
     "min.cleanable.dirty.ratio": "0.1",
+    # roll segments every 10 min: only closed segments are compacted, and a worker that joins
+    # reads the whole log (without it, up to 1 GiB or 7 days of every worker's commits)
+    "segment.ms": "600000",
 }
 _RESERVED = frozenset(
     {"bootstrap_servers", "group_id", "enable_auto_commit", "isolation_level",
