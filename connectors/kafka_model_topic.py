@@ -87,6 +87,7 @@ class KafkaModelLog:
         self._servers = bootstrap_servers
         self._options = dict(client_options or {})
         self._consumer: KafkaConsumer | None = None
+        self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
 
     def ensure(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
@@ -133,27 +134,42 @@ class KafkaModelLog:
         return consumer
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
+        """Read to the end. A transaction still open on the topic (a worker that died in the
+        middle of a commit, until its restart or the transaction timeout aborts it) hides what
+        was committed after it: the read waits for it to end, up to ``stable_wait_s``."""
         from kafka.errors import KafkaError
         from kafka.structs import TopicPartition
 
         tp = TopicPartition(self.topic, 0)
         deadline = time.monotonic() + timeout_s
+        stable_by = time.monotonic() + self.stable_wait_s
         out: list[tuple[bytes | None, bytes | None]] = []
         try:
             consumer = self._consumer or self._open()
-            # read_committed: the end is the last stable offset (open transactions excluded)
-            end = consumer.end_offsets([tp], timeout_ms=10_000)[tp]
-            while consumer.position(tp, timeout_ms=10_000) < end:
-                if time.monotonic() > deadline:
-                    raise ConnectorError(
-                        f"reading the model topic {self.topic!r} to offset {end} took more "
-                        f"than {timeout_s:g} s"
-                    )
-                for messages in consumer.poll(timeout_ms=200, max_records=10_000).values():
-                    out += [(m.key, m.value) for m in messages]
+            while True:
+                # read_committed: the end is the last stable offset (open transactions excluded)
+                end = consumer.end_offsets([tp], timeout_ms=10_000)[tp]
+                while consumer.position(tp, timeout_ms=10_000) < end:
+                    if time.monotonic() > deadline:
+                        raise ConnectorError(
+                            f"reading the model topic {self.topic!r} to offset {end} took more "
+                            f"than {timeout_s:g} s"
+                        )
+                    for messages in consumer.poll(timeout_ms=200, max_records=10_000).values():
+                        out += [(m.key, m.value) for m in messages]
+                high = consumer.highwater(tp)
+                if high is None or end >= high:
+                    return out
+                if time.monotonic() > stable_by:
+                    logger.warning(
+                        "the model topic %r has a transaction open since offset %d for more "
+                        "than %g s: reading what is committed before it",
+                        self.topic, end, self.stable_wait_s,
+                    )  # fmt: skip
+                    return out
+                time.sleep(0.1)
         except KafkaError as exc:
             raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
-        return out
 
     def close(self) -> None:
         if self._consumer is not None:

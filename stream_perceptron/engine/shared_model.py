@@ -208,6 +208,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._included: dict[str, int] = {}  # worker -> seq of its publication last mixed
         self._last_mix_time = time.monotonic()
         self._group: Callable[[], Any] | None = None
+        self._mixture: Mixture | None = None  # the last mix, written with the next commit
 
     # -- wiring --------------------------------------------------------------------------------
     def install(self, engine: Any) -> None:
@@ -334,6 +335,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
                 self._send(record.key, record.encode())
             learner = state.learner
+            if self._mixture is not None:
+                self._send(self._mixture.key, self._mixture.encode())
+                self._mixture = None
             if learner.n_seen != self._published_n:
                 self._seq += 1
                 publication = Publication(
@@ -390,8 +394,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self.n_since = 0
             self.mixes += 1
             self.last_mix_at = time.time()
-            mixture = Mixture(self.version, mixed, self.worker)
-            self._send(mixture.key, mixture.encode())
+            # written with the next commit (the model topic is in a transaction only while a
+            # commit is being written, so readers seldom wait for one)
+            self._mixture = Mixture(self.version, mixed, self.worker)
             self._published_n = -1  # publish the mixed model with the next commit
         logger.info("worker %s mixed %d publications into version %d (divergence %.4g)",
                     self.worker, len(others), self.version, self.divergence)  # fmt: skip
