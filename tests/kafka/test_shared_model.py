@@ -86,16 +86,24 @@ def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, average
         assert again.n_mistakes - first <= first // 20, (first, again.n_mistakes)
 
 
-def test_pulled_model_is_a_checkpoint(kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("model", ["binary", "multiclass"])
+def test_pulled_model_is_a_checkpoint(kafka_bootstrap, tmp_path, model):
     data = examples(3000, seed=5, noise=0.05)
     (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
     produce(kafka_bootstrap, topic, data)
     model_topic = name("model")
-    args = worker_args(kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end")
+    args = worker_args(
+        kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end", "--model", model,
+        "--averaged", "--mix-every", "300", "--checkpoint-interval", "0.2",
+    )  # fmt: skip
     _run_workers(args, ["a", "b"], tmp_path)
     path = tmp_path / "model.json"
     pulled = pull(kafka_bootstrap, model_topic, path)
     assert pulled.n_seen == 3000
+    assert type(pulled).__name__ == {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}[
+        model
+    ]
+    assert accuracy(pulled, examples(2000, seed=55)) > 0.9
     shown = run_cli("inspect", str(path))
     assert shown.returncode == 0 and b"examples     3000" in shown.stdout, shown.stderr
     more = b"".join(json.dumps({**x, "y": y}).encode() + b"\n" for x, y in data[:100])
