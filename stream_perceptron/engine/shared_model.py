@@ -202,6 +202,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.restores = 0
         self.restore_seconds = 0.0
         self.commits = 0
+        self.commit_seconds = 0.0  # spent in transaction commits
+        self.mix_seconds = 0.0  # spent reading the model topic and mixing
         self.committed: dict[PositionKey, int] = {}  # offsets committed, per partition
         self._seq = 0
         self._published_n = -1  # learner.n_seen at the last publication
@@ -348,7 +350,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
             group = self._group() if self._group is not None else None
             if offsets and group is None:
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
+            started = time.perf_counter()
             self.output.commit(offsets, group)
+            self.commit_seconds += time.perf_counter() - started
             self.committed.update(offsets)
             self.commits += 1
             if offsets:
@@ -362,6 +366,13 @@ class SharedModelCoordinator(CheckpointCoordinator):
     def mix(self) -> bool:
         """Mix this worker's model with the others' new publications; False if there was
         nothing to mix. The mixture is written with the next commit."""
+        started = time.perf_counter()
+        try:
+            return self._mix()
+        finally:
+            self.mix_seconds += time.perf_counter() - started
+
+    def _mix(self) -> bool:
         self._read_log()
         state = self._state
         assert state is not None
@@ -404,6 +415,11 @@ class SharedModelCoordinator(CheckpointCoordinator):
 
     def close(self) -> None:
         """Close the transactions (aborting anything uncommitted) and the model-topic reader."""
+        logger.info(
+            "worker %s: %d transactions in %.2f s, %d mixes in %.2f s, %d partition restores "
+            "in %.2f s", self.worker, self.commits, self.commit_seconds, self.mixes,
+            self.mix_seconds, self.restores, self.restore_seconds,
+        )  # fmt: skip
         try:
             self.output.close()
         finally:

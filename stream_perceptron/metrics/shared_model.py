@@ -31,7 +31,8 @@ class SharedModelCollector(Collector):
     >>> from types import SimpleNamespace
     >>> from prometheus_client import CollectorRegistry
     >>> c = SimpleNamespace(version=4, mixes=3, last_mix_at=None, divergence=0.5, owned={1, 2},
-    ...                     restores=2, restore_seconds=0.25, commits=9,
+    ...                     restores=2, restore_seconds=0.25, commits=9, commit_seconds=0.5,
+    ...                     mix_seconds=0.1,
     ...                     view=SimpleNamespace(bad_records=1))
     >>> registry = CollectorRegistry()
     >>> registry.register(SharedModelCollector(c, threading.Lock()))
@@ -52,6 +53,7 @@ class SharedModelCollector(Collector):
             version, mixes, last_mix, div = c.version, c.mixes, c.last_mix_at, c.divergence
             owned, restores, restore_s = len(c.owned), c.restores, c.restore_seconds
             commits, bad = c.commits, c.view.bad_records
+            commit_s, mix_s = c.commit_seconds, c.mix_seconds
         yield GaugeMetricFamily(
             f"{PREFIX}_model_version",
             "Version of the mixture this worker's model is based on.",
@@ -88,6 +90,16 @@ class SharedModelCollector(Collector):
         )
         yield CounterMetricFamily(
             f"{PREFIX}_transactions", "Transactions committed.", value=float(commits)
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_transaction_seconds",
+            "Time spent committing transactions.",
+            value=commit_s,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_mix_seconds",
+            "Time spent reading the model topic and mixing.",
+            value=mix_s,
         )
         yield CounterMetricFamily(
             f"{PREFIX}_model_topic_invalid_records",

@@ -71,6 +71,8 @@ ENGINE_METRICS: frozenset[str] = frozenset(
         "stream_perceptron_state_restores_total",
         "stream_perceptron_state_restore_seconds_total",
         "stream_perceptron_transactions_total",
+        "stream_perceptron_transaction_seconds_total",
+        "stream_perceptron_mix_seconds_total",
         "stream_perceptron_model_topic_invalid_records_total",
     }
     | {f"{h}_{suffix}" for h in _HISTOGRAMS for suffix in ("bucket", "sum", "count")}
