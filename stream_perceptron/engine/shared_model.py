@@ -117,6 +117,7 @@ class ModelView:
         state = mix_states(
             [p.state for p in fresh], [p.n_since for p in fresh],
             n_seen=n_seen, n_mistakes=n_mistakes,
+            base=self.mixture.state if self.mixture is not None else None,
         )  # fmt: skip
         return state, base + 1
 
@@ -211,6 +212,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._last_mix_time = time.monotonic()
         self._group: Callable[[], Any] | None = None
         self._mixture: Mixture | None = None  # the last mix, written with the next commit
+        self._base_state: dict[str, Any] | None = None  # the model the local steps start from
 
     # -- wiring --------------------------------------------------------------------------------
     def install(self, engine: Any) -> None:
@@ -238,6 +240,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
         mixture, own = self.view.mixture, self.view.publications.get(self.worker)
         newest = mixture.version if mixture is not None else 0
         with state.lock:
+            # what the model is learned on top of (a fresh model at first)
+            self._base_state = mixture.state if mixture is not None else state.learner.get_state()
             if own is not None and own.base_version >= newest:
                 adopt(state.learner, own.state)
                 self.version, self.n_since, self._seq = own.base_version, own.n_since, own.seq
@@ -391,7 +395,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
             try:
                 mixed = mix_states(
                     [local, *(p.state for p in others)], weights,
-                    n_seen=n_seen, n_mistakes=n_mistakes,
+                    n_seen=n_seen, n_mistakes=n_mistakes, base=self._base_state,
                 )  # fmt: skip
             except MixError as e:
                 logger.error("not mixing: %s", e)
@@ -400,6 +404,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self.version = max([self.version, newest, *(p.base_version for p in others)]) + 1
             self.divergence = divergence(local, mixed)
             adopt(learner, mixed)
+            self._base_state = mixed
             for p in others:
                 self._included[p.worker] = p.seq
             self.n_since = 0

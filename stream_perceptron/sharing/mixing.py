@@ -91,6 +91,7 @@ def mix_states(
     *,
     n_seen: int | None = None,
     n_mistakes: int | None = None,
+    base: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The weighted average of learner states, as a learner state.
 
@@ -105,6 +106,14 @@ def mix_states(
     n_seen, n_mistakes
         The mixture's counters (shared-model mode: the exact cluster-wide counts); default the
         largest of the states'. ``n_seen`` is also the ``t`` of the averaging accumulators.
+    base
+        The mixture the states were learned from (each state = ``base`` + ``weights[i]``
+        examples learned locally; ``weights`` must then be those example counts). The running
+        averages are then combined as sums, as one sequential averaged perceptron would have
+        them: the base's sum over its history plus every worker's sum of its weights over its
+        own local steps, divided by ``n_seen``; not the average of the averages, which gives
+        each worker's recent models a third of their weight at 3 workers. A state learned from
+        an older base is taken as ``base``'s average over its older history.
 
     Returns
     -------
@@ -145,6 +154,8 @@ def mix_states(
                 a[k] = a.get(k, 0.0) + lam * (wk - u.get(k, 0.0) / t_i)
             m["b"] += lam * p["b"]
             m["ab"] += lam * (p["b"] - p["ub"] / t_i)
+    if base is not None:
+        _sum_averages(mixed, parts, states, weights, base, t)
     classes = []
     for entry in mixed.values():
         w, a = entry["w"], entry["a"]
@@ -184,6 +195,48 @@ def mix_states(
     else:
         out["classes"] = classes
     return out
+
+
+def _sum_averages(
+    mixed: dict[tuple[bool, Any], dict[str, Any]],
+    parts: list[dict[tuple[bool, Any], dict[str, Any]]],
+    states: Sequence[dict[str, Any]],
+    weights: Sequence[float],
+    base: dict[str, Any],
+    t: int,
+) -> None:
+    """Replace the mixed running averages by ``(S_rest + sum_i L_i) / t``: ``L_i = S_i - (t_i -
+    k_i) a_base`` is worker i's sum of weights over its ``k_i`` local steps (``S = t w - u``, the
+    sum over a state's history), ``S_rest = (t - sum k_i) a_base`` the history before them."""
+    base_part = _linear_parts(base)
+    t_base = base["n_seen"] or 1
+    base_avg = {
+        c: (
+            {k: wk - p["u"].get(k, 0.0) / t_base for k, wk in p["w"].items()},
+            p["b"] - p["ub"] / t_base,
+        )
+        for c, p in base_part.items()
+    }
+    rest = t - math.fsum(weights)
+    if not t or rest < 0:
+        return
+    for c, entry in mixed.items():
+        avg, avg_b = base_avg.get(c, ({}, 0.0))
+        sums = {k: rest * v for k, v in avg.items()}
+        sum_b = rest * avg_b
+        for part, state, k_i in zip(parts, states, weights):
+            p = part.get(c)
+            t_i = state["n_seen"]
+            before = t_i - k_i  # the history this state learned its local steps on top of
+            if p is None:
+                continue
+            for k, wk in p["w"].items():  # S_i - before * a_base
+                sums[k] = sums.get(k, 0.0) + t_i * wk - p["u"].get(k, 0.0)
+            for k, v in avg.items():
+                sums[k] = sums.get(k, 0.0) - before * v
+            sum_b += t_i * p["b"] - p["ub"] - before * avg_b
+        entry["a"] = {k: sums.get(k, 0.0) / t for k in entry["w"]}
+        entry["ab"] = sum_b / t
 
 
 def divergence(local: dict[str, Any], mixed: dict[str, Any]) -> float:

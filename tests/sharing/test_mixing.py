@@ -139,3 +139,43 @@ def test_labels_encoded_differently_are_refused() -> None:
     b.learn_one({"x": 1.0}, -1)  # settles -1/+1
     with pytest.raises(MixError, match="encode labels"):
         mix_states([a.get_state(), b.get_state()], [1, 1])
+
+
+def _learn_recording(learner: Perceptron, data) -> tuple[dict, float]:
+    """Learn ``data``; return the sum, over the steps, of the weights and bias after each step
+    (what an averaged perceptron averages), kept here by hand."""
+    sums: dict = {}
+    sum_b = 0.0
+    for x, y in data:
+        learner.learn_one(x, y)
+        for k, v in learner.weights.items():
+            sums[k] = sums.get(k, 0.0) + v
+        sum_b += learner.bias
+    return sums, sum_b
+
+
+def test_with_a_base_the_averages_add_up_as_one_sequential_average() -> None:
+    base = Perceptron(averaged=True)
+    base_sum, base_b = _learn_recording(base, _stream(20, 60))
+    # the reference: the average is the mean of the weights after each step
+    assert _close(base.average_weights, {k: v / 60 for k, v in base_sum.items()})
+    workers, local = [], []
+    for seed, n in ((21, 40), (22, 25), (23, 10)):
+        learner = Perceptron.from_state(base.get_state())
+        local.append(_learn_recording(learner, _stream(seed, n)))
+        workers.append(learner)
+    counts = [40, 25, 10]
+    t = 60 + sum(counts)
+    mixed = Perceptron.from_state(
+        mix_states([m.get_state() for m in workers], counts, n_seen=t, base=base.get_state())
+    )
+    total = dict(base_sum)
+    for sums, _ in local:
+        for k, v in sums.items():
+            total[k] = total.get(k, 0.0) + v
+    assert _close(mixed.average_weights, {k: v / t for k, v in total.items()})
+    expected_b = (base_b + sum(b for _, b in local)) / t
+    assert math.isclose(mixed.average_bias, expected_b, abs_tol=1e-9)
+    # the working weights are still the weighted average (IPM)
+    lambdas = [c / sum(counts) for c in counts]
+    assert _close(mixed.weights, _avg([m.weights for m in workers], lambdas))
