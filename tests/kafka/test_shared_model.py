@@ -67,7 +67,8 @@ def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, average
     assert pulled.n_seen == n  # every record learned exactly once, cluster-wide
     sequential = _sequential(data, averaged=averaged)
     gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
-    assert gap < 0.01, (accuracy(pulled, held_out), accuracy(sequential, held_out))
+    # within 1 point (the bound; one run in about 12 landed on exactly 1.0)
+    assert gap <= 0.01, (accuracy(pulled, held_out), accuracy(sequential, held_out))
     # exactly one prediction per input record, each carrying the model version
     out = read_committed(kafka_bootstrap, predictions, 3)
     seen = sorted(
@@ -200,7 +201,7 @@ def _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, dat
     )
     held_out = examples(4000, seed=99)
     gap = accuracy(_sequential(data, averaged=True), held_out) - accuracy(pulled, held_out)
-    assert gap < 0.01, gap
+    assert gap <= 0.01, gap  # within 1 point
 
 
 def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(kafka_bootstrap, tmp_path):
