@@ -9,7 +9,7 @@ $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_
   stream_perceptron/_features.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka]'
 	touch $@
 
 # The main job on its embedded default: River's bundled Phishing data set, written as CSV by
@@ -48,7 +48,7 @@ kafka-down:
 # Rows 5a/5b need a Kafka broker: the one in KAFKA_BOOTSTRAP_SERVERS, else one started here
 # (kafka/kafka-up.sh, on 127.0.0.1) and stopped afterwards.
 bench: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka,bench]'
 	@if [ -n "$$KAFKA_BOOTSTRAP_SERVERS" ]; then \
 	  $(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md; \
 	else \

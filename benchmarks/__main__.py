@@ -7,6 +7,7 @@ run, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -20,6 +21,7 @@ from benchmarks.common import Context, Measure, Result, Sizes
 from benchmarks.report import format_line, machine_info, markdown
 from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
+from benchmarks.rows_kafka_events import RECORDS_ENV as KAFKA_RECORDS_ENV
 from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory, row_memory_hashed
@@ -35,10 +37,12 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
         "stdin end to end (CSV, JSON lines, multi-class CSV), vs Vowpal Wabbit",
         lambda ctx: row_stdin(ctx) + row_stdin_multiclass(ctx),
     ),
-    5: ("Kafka end to end", row_kafka),
+    5: (
+        "Kafka end to end; event streams: a prediction per event, per Kafka client",
+        lambda ctx: row_kafka(ctx) + row_kafka_events(ctx),
+    ),
     6: ("metrics overhead", row_metrics),
     7: ("memory: peak RSS after 1M and 10M records", row_memory),
-    8: ("Kafka event streams: a prediction per event, per Kafka client", row_kafka_events),
     9: ("learning quality: prequential accuracy vs River's linear models", row_quality),
     10: ("memory with --hash-bits 18: all-distinct feature names", row_memory_hashed),
     11: ("shared-model mode: 1, 2, 3 workers on a 6-partition topic; mixing overhead",
@@ -76,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--repeats", type=_repeats, default=3, metavar="K", help="repeats per figure (median)"
     )
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the results table")
+    parser.add_argument(
+        "--kafka-records",
+        type=_repeats,
+        metavar="N",
+        default=int(os.environ.get(KAFKA_RECORDS_ENV, "0")) or None,
+        help=f"records of the Kafka rows (default 1M, or ${KAFKA_RECORDS_ENV}): a quick smoke run",
+    )
     return parser
 
 
@@ -83,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     sizes = Sizes().scaled_down(10) if args.quick else Sizes()
+    if args.kafka_records:
+        sizes = dataclasses.replace(sizes, kafka=args.kafka_records)
     chosen = args.only or list(ROWS)
     command = shlex.join(["python", "-m", "benchmarks", *argv])
     if os.environ.get(KAFKA_ENV):

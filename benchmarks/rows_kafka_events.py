@@ -1,8 +1,8 @@
-"""Row 8: Kafka as event streams are run: one record per message, a prediction per event to a
-topic, with each Kafka client the CLI offers (``--kafka-client``), against bare consume+produce
+"""Rows 5c-5e: Kafka as event streams are run: one record per message, a prediction per event to
+a topic, with each Kafka client the CLI offers (``--kafka-client``), against bare consume+produce
 loops of the same clients measured in the same run.
 
-8a: 1 record per message with ``--predictions-topic``; 8b: the same without predictions; 8c:
+5c: 1 record per message with ``--predictions-topic``; 5d: the same without predictions; 5e:
 100 records per message with ``--predictions-topic``. Each run consumes the whole topic with a
 fresh group and ``--exit-at-end``; predictions go to a fresh topic per run. kafka-python runs on
 a fifth of the records (it is some ten times slower; a rate is a rate), confluent-kafka on all.
@@ -20,11 +20,14 @@ from benchmarks.data import data_file
 from benchmarks.procs import Run, cli_command, cli_help, run_command
 from benchmarks.rows_kafka import ENV, _delete_topics, _metrics_off, _produce, kafka_skip_reason
 
-__all__ = ["row_kafka_events"]
+__all__ = ["RECORDS_ENV", "row_kafka_events"]
+
+#: Records of the Kafka rows instead of 1M (``--kafka-records``): a quick smoke run.
+RECORDS_ENV = "BENCH_KAFKA_RECORDS"
 
 GOALS = {  # (row, client): goal in records/s
-    ("8a", "confluent-kafka"): 150_000,
-    ("8b", "confluent-kafka"): 200_000,
+    ("5c", "confluent-kafka"): 150_000,
+    ("5d", "confluent-kafka"): 200_000,
 }
 
 
@@ -96,9 +99,9 @@ def bare_loop(client: str, bootstrap: str, topic: str, n: int, out: str) -> floa
 
 def row_kafka_events(ctx: Context) -> list[Result]:
     rows = {
-        "8a": "1 record per message, predictions to a topic",
-        "8b": "1 record per message, no predictions",
-        "8c": "100 records per message, predictions to a topic",
+        "5c": "1 record per message, predictions to a topic",
+        "5d": "1 record per message, no predictions",
+        "5e": "100 records per message, predictions to a topic",
     }
     reason = kafka_skip_reason()
     if reason is not None:
@@ -120,9 +123,9 @@ def row_kafka_events(ctx: Context) -> list[Result]:
             _produce(bootstrap, hundred, path, 100)
             made += [single, hundred]
             runs: dict[str, Callable[[], Run]] = {
-                "8a": _consume(ctx, client, bootstrap, single, made, predictions=True),
-                "8b": _consume(ctx, client, bootstrap, single, made, predictions=False),
-                "8c": _consume(ctx, client, bootstrap, hundred, made, predictions=True),
+                "5c": _consume(ctx, client, bootstrap, single, made, predictions=True),
+                "5d": _consume(ctx, client, bootstrap, single, made, predictions=False),
+                "5e": _consume(ctx, client, bootstrap, hundred, made, predictions=True),
             }
             got = interleaved(ctx.repeats, runs)
             out = f"bench-ev-{run_id}-{client}-bare"

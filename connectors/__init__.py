@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 from connectors.base import (
+    BatchMessageSink,
     BlockSource,
     CommittingSource,
     MessageSink,
@@ -37,9 +38,12 @@ from connectors.line_block import LineBlock
 from connectors.lines import LineSource
 from connectors.memory import MemorySink, MemorySource
 from connectors.open_lines import open_line_source
+from connectors.rdkafka_sink import RdKafkaSink
+from connectors.rdkafka_source import RdKafkaSource
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
 
 __all__ = [
+    "BatchMessageSink",
     "BlockSource",
     "CommittingSource",
     "MessageSink",
@@ -55,6 +59,8 @@ __all__ = [
     "MemorySink",
     "MemorySource",
     "Position",
+    "RdKafkaSink",
+    "RdKafkaSource",
     "Record",
     "Sink",
     "Source",

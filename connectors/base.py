@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from connectors.line_block import LineBlock
 
 __all__ = [
+    "BatchMessageSink",
     "BlockSource",
     "Closing",
     "CommittingSource",
@@ -125,6 +126,15 @@ class MessageSink(Sink, Protocol):
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         """Send one message."""
+        ...
+
+
+@runtime_checkable
+class BatchMessageSink(MessageSink, Protocol):
+    """A message sink that also takes many messages in one call (a block's predictions)."""
+
+    def send_many(self, values: list[bytes], keys: list[bytes | None]) -> None:
+        """Send ``values[i]`` with ``keys[i]`` for each ``i``, in order; no headers."""
         ...
 
 

@@ -8,8 +8,17 @@ from typing import Any
 
 from connectors.base import PositionKey
 from connectors.errors import ConnectorError
+from connectors.record import Record
 
-__all__ = ["SourceState", "TopicPartitionKey", "merge_client_options", "split_message"]
+__all__ = [
+    "SourceState",
+    "TopicPartitionKey",
+    "merge_client_options",
+    "make_client",
+    "needs_split",
+    "servers_text",
+    "split_message",
+]
 
 #: ``(topic, partition)``: the connectors' position key; a partition is never None here.
 TopicPartitionKey = PositionKey
@@ -107,6 +116,74 @@ def split_message(value: bytes) -> list[bytes]:
     if len(lines) > 1 and not lines[-1]:
         lines.pop()
     return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def servers_text(bootstrap_servers: str | list[str]) -> str:
+    """``bootstrap_servers`` as librdkafka takes them: one comma-separated string.
+
+    Examples
+    --------
+    >>> servers_text(["a:1", "b:2"]), servers_text("a:1")
+    ('a:1,b:2', 'a:1')
+    """
+    if isinstance(bootstrap_servers, str):
+        return bootstrap_servers
+    return ",".join(bootstrap_servers)
+
+
+def make_client(
+    create: Callable[[], Any], what: str, servers: object, errors: tuple[type[BaseException], ...]
+) -> Any:
+    """``create()``, its ``errors`` (and bad settings) raised as a ConnectorError saying which
+    client for which brokers could not be made.
+
+    Examples
+    --------
+    >>> make_client(lambda: int("x"), "consumer", "h:1", ())
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: cannot create a Kafka consumer for 'h:1': ValueError(...)
+    """
+    caught: tuple[type[BaseException], ...] = (*errors, ValueError, TypeError)
+    try:
+        return create()
+    except caught as exc:
+        raise ConnectorError(f"cannot create a Kafka {what} for {servers!r}: {exc!r}") from exc
+
+
+def needs_split(values: list[bytes]) -> bool:
+    """Whether any of ``values`` holds more than one line or ends with ``b"\\r"`` (one C-level
+    scan; a ``b"\\r"`` anywhere answers yes, the careful per-message path then decides).
+
+    Examples
+    --------
+    >>> needs_split([b"1,2", b"3,4"]), needs_split([b"1,2", b"a\\nb"]), needs_split([b"x\\r"])
+    (False, True, True)
+    """
+    joined = b"".join(values)
+    return b"\n" in joined or b"\r" in joined
+
+
+def last_offsets(records: list[Record], partitions: int) -> dict[TopicPartitionKey, int]:
+    """The next offset after the last record of each partition among ``records`` (at most
+    ``partitions`` of them: the scan from the end stops once each is seen).
+
+    Examples
+    --------
+    >>> from connectors.record import Position
+    >>> records = [Record(b"", Position("t", o, o % 2)) for o in range(5)]
+    >>> last_offsets(records, 2)
+    {('t', 0): 5, ('t', 1): 4}
+    """
+    positions: dict[TopicPartitionKey, int] = {}
+    for record in reversed(records):
+        position = record.position
+        key = (position.source, position.partition)
+        if key not in positions:
+            positions[key] = position.offset + 1
+            if len(positions) >= partitions:
+                break
+    return positions
 
 
 def fatal_errors() -> tuple[type[Exception], ...]:

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from connectors import kafka_client
-from connectors.kafka_common import SourceState, TopicPartitionKey
+from connectors.kafka_base import GroupSource
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -20,29 +20,9 @@ logger = logging.getLogger("connectors.kafka_source")  # the source's own log
 LAG_REFRESH_S = 2.0  # how often cached end offsets are updated from fetch responses
 
 
-class ProgressTracking(SourceState):
+class ProgressTracking(GroupSource):
     """Lag, end and coordinator tracking for :class:`~connectors.kafka_source.KafkaSource` (a
     mixin: the state it reads and updates is the source's, under the source's lock)."""
-
-    def lag(self) -> dict[TopicPartitionKey, int]:
-        """Messages not yet read, per assigned partition (end offset - position).
-
-        Returns
-        -------
-        dict
-            ``{(topic, partition): lag}``; uses cached end offsets, no network call.
-        """
-        with self._lock:
-            return {
-                tp: max(0, self._ends[tp] - self._positions[tp])
-                for tp in self._assigned
-                if tp in self._ends and tp in self._positions
-            }
-
-    def committed_offsets(self) -> dict[TopicPartitionKey, int]:
-        """Offsets last committed successfully by this source, per partition."""
-        with self._lock:
-            return dict(self._committed)
 
     def _at_end(self, consumer: KafkaConsumer, *, refresh: bool) -> bool:
         from kafka.errors import KafkaError
@@ -50,11 +30,9 @@ class ProgressTracking(SourceState):
 
         if consumer.group_metadata().state != MemberState.STABLE:
             return False
-        current = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
-        with self._lock:
-            if not current or current != self._assigned:
-                return False  # nothing assigned yet, or an assignment is being handled
-            pending = [tp for tp in current if self._positions[tp] < self._stop_at[tp]]
+        pending = self._pending(sorted((tp.topic, tp.partition) for tp in consumer.assignment()))
+        if pending is None:
+            return False  # nothing assigned yet, or an assignment is being handled
         if pending and refresh:  # positions can move past non-message records
             try:
                 moved = {tp: consumer.position(TopicPartition(*tp), timeout_ms=0) for tp in pending}
@@ -73,13 +51,9 @@ class ProgressTracking(SourceState):
         if now - self._ends_refreshed < LAG_REFRESH_S:
             return
         self._ends_refreshed = now
-        highwaters = {
-            (tp.topic, tp.partition): consumer.highwater(tp) for tp in consumer.assignment()
-        }
-        with self._lock:
-            for tp in self._assigned:
-                if highwaters.get(tp) is not None:
-                    self._ends[tp] = highwaters[tp]
+        self._note_ends(
+            {(tp.topic, tp.partition): consumer.highwater(tp) for tp in consumer.assignment()}
+        )
 
     def _watch_coordinator(self, consumer: KafkaConsumer) -> None:
         """Log when the group coordinator is lost and found again (kafka-python reconnects)."""

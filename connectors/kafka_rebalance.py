@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from connectors import kafka_client
 from connectors.errors import ConnectorError
-from connectors.kafka_common import SourceState, TopicPartitionKey, check_offsets, fatal_errors
+from connectors.kafka_base import GroupSource
+from connectors.kafka_common import fatal_errors
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -31,7 +32,7 @@ REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
 RETRY_PAUSE_S = 0.5  # pause after a failed poll or assignment call
 
 
-class RebalanceHandling(SourceState):
+class RebalanceHandling(GroupSource):
     """Assignment and revocation for :class:`~connectors.kafka_source.KafkaSource` (a mixin: the
     state it reads and updates is the source's, under the source's lock)."""
 
@@ -89,70 +90,34 @@ class RebalanceHandling(SourceState):
             self._count_change(keys)
             logger.info("group %r assigned no partitions of %s", self.group_id, self.topics)
             return
-        committed = self._retrying(
+        found = self._retrying(
             "reading committed offsets",
             lambda: {tp: consumer.committed(tp, timeout_ms=REQUEST_TIMEOUT_MS) for tp in tps},
         )
-        wanted = check_offsets(self._on_assign(list(keys)) if self._on_assign else {}, "on_assign")
-        positions: dict[TopicPartition, int] = {}
+        committed = {key: found[tp] for tp, key in zip(tps, keys)}
+        wanted, positions = self._starts(keys, committed)
         for tp, key in zip(tps, keys):
-            starts = [o for o in (wanted.get(key), committed[tp]) if o is not None]
-            if starts:
-                positions[tp] = max(starts)
-                consumer.seek(tp, positions[tp])
-        reset = [tp for tp in tps if tp not in positions]  # auto_offset_reset applies
+            if key in positions:
+                consumer.seek(tp, positions[key])
+        reset = [tp for tp, key in zip(tps, keys) if key not in positions]  # auto_offset_reset
         if reset:
-            positions.update(
-                self._retrying(
-                    "finding start positions", lambda: {tp: _position(consumer, tp) for tp in reset}
-                )
+            found = self._retrying(
+                "finding start positions", lambda: {tp: _position(consumer, tp) for tp in reset}
             )
+            positions.update({(tp.topic, tp.partition): o for tp, o in found.items()})
         ends = self._retrying(
             "reading end offsets", lambda: consumer.end_offsets(tps, timeout_ms=REQUEST_TIMEOUT_MS)
         )
-        with self._lock:
-            self._assigned = sorted(set(self._assigned) | set(keys))
-            for tp, key in zip(tps, keys):
-                self._positions[key] = positions[tp]
-                self._ends[key] = self._stop_at[key] = ends[tp]
-                if committed[tp] is not None:
-                    self._floor[key] = max(committed[tp], self._floor.get(key, -1))
-            self._had_partitions = True
-        self._count_change(keys)
-        logger.info(
-            "group %r assigned %s: starting at %s (checkpoint %s, committed %s), end %s",
-            self.group_id,
+        self._note_assigned(
             keys,
-            [positions[tp] for tp in tps],
-            [wanted.get(key) for key in keys],
-            [committed[tp] for tp in tps],
-            [ends[tp] for tp in tps],
+            positions,
+            {(tp.topic, tp.partition): o for tp, o in ends.items()},
+            committed,
+            wanted,
         )
 
-    def _count_change(self, added: list[TopicPartitionKey]) -> None:
-        with self._lock:
-            current = set(self._assigned) | set(added)
-            if current != self._last_assignment:
-                self._last_assignment = current
-                self.rebalances += 1
-
     def _revoked(self, consumer: KafkaConsumer, partitions: set[TopicPartition]) -> None:
-        with self._lock:
-            announced = set(self._assigned)
-        keys = sorted(k for k in ((tp.topic, tp.partition) for tp in partitions) if k in announced)
-        if not keys:
-            return
-        logger.info("group %r gives up %s", self.group_id, keys)
-        try:
-            if self._on_revoke is not None:
-                self._on_revoke(list(keys))
-        finally:
-            with self._lock:
-                self._assigned = [k for k in self._assigned if k not in keys]
-                for key in keys:
-                    self._positions.pop(key, None)
-                    self._ends.pop(key, None)
-                    self._stop_at.pop(key, None)
+        self._revoke([(tp.topic, tp.partition) for tp in partitions])
 
     def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
         from kafka.errors import KafkaError

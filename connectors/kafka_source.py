@@ -10,24 +10,25 @@ kafka-python (3.x) is imported lazily, so importing :mod:`connectors` stays fast
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from connectors import kafka_client
-from connectors.base import Closing, PartitionedSource
+from connectors.base import PartitionedSource
 from connectors.errors import ConnectorError
 from connectors.kafka_common import (
     TopicPartitionKey,
-    check_offsets,
     fatal_errors,
+    make_client,
     merge_client_options,
+    needs_split,
     split_message,
 )
 from connectors.kafka_progress import ProgressTracking
 from connectors.kafka_rebalance import RETRY_PAUSE_S, RebalanceHandling
-from connectors.record import Position, Record
+from connectors.record import Position, Record, build_message_records
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["KafkaSource", "TopicPartitionKey", "split_message"]
 
 logger = logging.getLogger(__name__)
+
+_value, _key, _offset = attrgetter("value"), attrgetter("key"), attrgetter("offset")
 
 
 # Set by the source itself; a client option may not override them.
@@ -50,7 +53,7 @@ _RESERVED_CONSUMER_OPTIONS = frozenset(
 )
 
 
-class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSource):
+class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
     """Consume Kafka topics in a consumer group, in batches of records.
 
     Parameters
@@ -141,166 +144,21 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
     >>> source.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topics: list[str],
-        group_id: str,
-        *,
-        on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None = None,
-        on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
-        on_idle: Callable[[], None] | None = None,
-        exit_at_end: bool = False,
-        poll_timeout_ms: int = 500,
-        max_poll_records: int = 2000,
-        split_lines: bool = True,
-        client_options: dict[str, Any] | None = None,
-        commit_timeout_ms: int = 5000,
-        assignment_timeout_s: float = 60.0,
-    ) -> None:
-        if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
-            raise ConnectorError(f"topics must be a non-empty list of str, got {topics!r}")
-        if not isinstance(group_id, str) or not group_id:
-            raise ConnectorError(f"group_id must be a non-empty str, got {group_id!r}")
-        for label, value, low in (
-            ("poll_timeout_ms", poll_timeout_ms, 0),
-            ("max_poll_records", max_poll_records, 1),
-            ("commit_timeout_ms", commit_timeout_ms, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConnectorError(f"{label} must be an int >= {low}, got {value!r}")
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {"auto_offset_reset": "earliest", "reconnect_backoff_max_ms": 5000},
             client_options,
             _RESERVED_CONSUMER_OPTIONS,
         )
-        self._config.update(
+        config.update(
             bootstrap_servers=bootstrap_servers,
-            group_id=group_id,
+            group_id=self.group_id,
             enable_auto_commit=False,
-            max_poll_records=max_poll_records,
+            max_poll_records=self._max_poll_records,
         )
-        self.topics = list(topics)
-        self.group_id = group_id
-        self._on_assign = on_assign
-        self._on_revoke = on_revoke
-        self._on_idle = on_idle
-        self._exit_at_end = exit_at_end
-        self._poll_timeout_ms = poll_timeout_ms
-        self._max_poll_records = max_poll_records
-        self._split_lines = split_lines
-        self._commit_timeout_ms = commit_timeout_ms
-        self._assignment_timeout_s = float(assignment_timeout_s)
-        self.rebalances = 0
-        self._consumer: KafkaConsumer | None = None
-        self._lock = threading.Lock()  # guards the state below (read by metrics threads)
-        self._assigned: list[TopicPartitionKey] = []
-        self._positions: dict[TopicPartitionKey, int] = {}
-        self._ends: dict[TopicPartitionKey, int] = {}  # for lag(), refreshed
-        self._stop_at: dict[TopicPartitionKey, int] = {}  # for exit_at_end, noted at assignment
-        self._committed: dict[TopicPartitionKey, int] = {}  # by this source
-        self._floor: dict[TopicPartitionKey, int] = {}  # never commit at or below
-        self._callback_error: BaseException | None = None
-        self._had_partitions = False
-        self._joined = False  # an assignment (maybe empty) came from the group
-        self._lost_since: float | None = None
-        self._last_assignment: set[TopicPartitionKey] = set()
-        self._ends_refreshed = 0.0
-        self._poll_lock = threading.Lock()  # held by the iterating thread while it polls
-        self._close_lock = threading.Lock()
-        self._started = False
-        self._closed = False
-
-    # -- state for metrics ---------------------------------------------------------------------
-    @property
-    def assignment(self) -> list[TopicPartitionKey]:
-        """Partitions currently assigned (and announced to ``on_assign``), sorted."""
-        with self._lock:
-            return list(self._assigned)
-
-    # -- Source --------------------------------------------------------------------------------
-    def batches(self) -> Iterator[list[Record]]:
-        """Return an iterator over batches: the messages of one poll each.
-
-        Returns
-        -------
-        Iterator of list of Record
-            Non-empty batches, in the order kafka-python returns messages
-            (offset order within a partition); a batch never ends inside a
-            message. Empty polls yield nothing. Ends only when
-            ``exit_at_end`` applies or after :meth:`close`.
-
-        Raises
-        ------
-        ConnectorError
-            If called twice or after :meth:`close`; while iterating, if the
-            consumer cannot be created, an error cannot be cured by retrying,
-            or (``exit_at_end``) no assignment arrives in time. Exceptions of
-            ``on_assign`` / ``on_revoke`` propagate unchanged.
-        """
-        if self._closed:
-            raise ConnectorError(f"Kafka source {self.topics!r} is closed")
-        if self._started:
-            raise ConnectorError(f"batches() of Kafka source {self.topics!r} can be iterated once")
-        self._started = True
-        return self._iterate()
-
-    def commit(self, next_offsets: dict[TopicPartitionKey, int]) -> bool:
-        """Commit offsets (the next offset to read, per partition) synchronously.
-
-        Only partitions currently assigned are committed, and only offsets
-        above the last one committed (or found committed at assignment):
-        offsets never go back.
-
-        Parameters
-        ----------
-        next_offsets
-            ``{(topic, partition): next offset}``.
-
-        Returns
-        -------
-        bool
-            ``True`` if committed (or nothing needed committing); ``False`` if
-            the broker refused or could not be reached (a warning is logged;
-            the next commit catches up).
-
-        Raises
-        ------
-        ConnectorError
-            If an offset is not an int >= 0.
-        """
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
-        check_offsets(next_offsets, "commit")
-        consumer = self._consumer
-        with self._lock:
-            assigned = set(self._assigned)
-            todo = {
-                tp: offset
-                for tp, offset in next_offsets.items()
-                if tp in assigned and offset > self._floor.get(tp, -1)
-            }
-        ignored = set(next_offsets) - assigned
-        if ignored:
-            logger.debug("not committing unassigned partitions %s", sorted(ignored))
-        if not todo:
-            return True
-        if consumer is None:
-            logger.warning("cannot commit %s: the consumer is closed", todo)
-            return False
-        offsets = {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in todo.items()}
-        try:
-            consumer.commit(offsets, timeout_ms=self._commit_timeout_ms)
-        except KafkaError as exc:
-            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
-            return False
-        with self._lock:
-            for tp, offset in todo.items():
-                self._committed[tp] = max(offset, self._committed.get(tp, -1))
-                self._floor[tp] = max(offset, self._floor.get(tp, -1))
-        logger.debug("committed %s for group %r", todo, self.group_id)
-        return True
+        return config
 
     def group_metadata(self) -> Any:
         """The consumer's group membership, for offsets committed in a transaction (the broker
@@ -316,83 +174,15 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
             raise ConnectorError(f"the Kafka source of {self.topics!r} has no open consumer")
         return consumer.group_metadata()
 
-    def close(self) -> None:
-        """Close the consumer without committing; calling it again is harmless.
-
-        ``on_revoke`` is called first for the assigned partitions, so the
-        caller can commit. Called from another thread (or a signal handler)
-        during a poll, it only stops the iteration; the iterating thread then
-        closes the consumer when the poll returns.
-
-        Raises
-        ------
-        Exception
-            Whatever ``on_revoke`` raised.
-        """
-        self._closed = True
-        if self._poll_lock.acquire(blocking=False):
-            try:
-                self._close_consumer()
-            finally:
-                self._poll_lock.release()
-
-    def __repr__(self) -> str:
-        return f"KafkaSource(topics={self.topics!r}, group_id={self.group_id!r})"
-
-    # -- the loop ------------------------------------------------------------------------------
-    def _iterate(self) -> Iterator[list[Record]]:
-        consumer = self._open()
-        deadline = time.monotonic() + self._assignment_timeout_s
-        while True:
-            with self._poll_lock:
-                if self._closed:
-                    break
-                polled = self._poll(consumer)
-            if self._closed:
-                break
-            if polled:
-                yield self._records(polled)
-            elif self._on_idle is not None:
-                self._on_idle()
-            if self._exit_at_end:
-                if self._at_end(consumer, refresh=not polled):
-                    logger.info("end of %s reached for group %r", self.topics, self.group_id)
-                    return
-                if not self._had_partitions:
-                    deadline = self._wait_for_partitions(deadline)
-        self._close_consumer()
-
-    def _wait_for_partitions(self, deadline: float) -> float:
-        """With ``exit_at_end``, before any partition came: while the group is still joining or
-        rebalancing (members that died leave it only after their session timeout), wait on and
-        say so every ``assignment_timeout_s``; once the group has settled on giving this member
-        nothing for that long, there is nothing to do: an error. Returns the next deadline."""
-        now = time.monotonic()
-        if now <= deadline:
-            return deadline
-        if self._joined:
-            raise ConnectorError(
-                f"the group {self.group_id!r} assigned no partitions of {self.topics!r} to this "
-                f"member for {self._assignment_timeout_s:g} s (more members than partitions?)"
-            )
-        logger.warning(
-            "still waiting for group %r to assign partitions of %s: a rebalance is in progress "
-            "(members that died leave the group after their session timeout)",
-            self.group_id,
-            self.topics,
-        )
-        return now + self._assignment_timeout_s
-
+    # -- the client ----------------------------------------------------------------------------
     def _open(self) -> KafkaConsumer:
         from kafka.consumer import KafkaConsumer
         from kafka.errors import KafkaError
 
-        try:
-            consumer = KafkaConsumer(**self._config)
-        except (KafkaError, ValueError, TypeError) as exc:
-            raise ConnectorError(
-                f"cannot create a Kafka consumer for {self._config['bootstrap_servers']!r}: {exc!r}"
-            ) from exc
+        servers = self._config["bootstrap_servers"]
+        consumer = make_client(
+            lambda: KafkaConsumer(**self._config), "consumer", servers, (KafkaError,)
+        )
         try:
             kafka_client.require_internals(consumer)
         except ConnectorError:
@@ -403,72 +193,75 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
         logger.info("subscribed to %s as group %r", self.topics, self.group_id)
         return consumer
 
-    def _poll(self, consumer: KafkaConsumer) -> dict[Any, list[Any]]:
+    def _poll(self, consumer: KafkaConsumer) -> list[Record]:
         from kafka.errors import KafkaError
 
         try:
-            polled = consumer.poll(
-                timeout_ms=self._poll_timeout_ms, max_records=self._max_poll_records
-            )
+            polled = consumer.poll(timeout_ms=self._poll_timeout_ms, max_records=self._poll_count)
         except KafkaError as exc:
             self._raise_callback_error()
             if isinstance(exc, fatal_errors()):
                 raise ConnectorError(f"consuming {self.topics!r} failed: {exc!r}") from exc
             logger.warning("polling %s failed, retrying: %r", self.topics, exc)
             time.sleep(RETRY_PAUSE_S)
-            return {}
+            return []
         self._raise_callback_error()
         self._refresh_ends(consumer)
         self._watch_coordinator(consumer)
-        return polled
-
-    def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
-        records: list[Record] = []
-        append = records.append
-        split = self._split_lines
-        positions: dict[TopicPartitionKey, int] = {}
-        for tp, messages in polled.items():
-            topic, partition = tp.topic, tp.partition
-            for message in messages:
-                position = Position(topic, message.offset, partition)
-                key = message.key
-                value = b"" if message.value is None else message.value
-                if split and (b"\n" in value or value.endswith(b"\r")):
-                    for line in split_message(value):
-                        append(Record(line, position, key))
-                else:
-                    append(Record(value, position, key))
-            if messages:
-                positions[(topic, partition)] = messages[-1].offset + 1
-        with self._lock:
-            for tp, offset in positions.items():
-                if tp in self._positions:
-                    self._positions[tp] = max(offset, self._positions[tp])
+        if not polled:
+            return []
+        records = self._records(polled)
+        self._note_batch(sum(map(len, polled.values())), len(records))
         return records
 
-    def _close_consumer(self) -> None:
+    def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
+        """The records of one poll, built in bulk (C-level loops) unless a message holds
+        several lines."""
+        records: list[Record] = []
+        positions: dict[TopicPartitionKey, int] = {}
+        for tp, messages in polled.items():
+            if not messages:
+                continue
+            topic, partition, n = tp.topic, tp.partition, len(messages)
+            values = list(map(_value, messages))
+            if None in values:  # tombstones
+                values = [b"" if v is None else v for v in values]
+            if self._split_lines and needs_split(values):
+                for message, value in zip(messages, values):
+                    position = Position(topic, message.offset, partition)
+                    if b"\n" in value or value.endswith(b"\r"):
+                        records.extend(Record(line, position, message.key)
+                                       for line in split_message(value))  # fmt: skip
+                    else:
+                        records.append(Record(value, position, message.key))
+            else:
+                records += build_message_records(
+                    values,
+                    map(_key, messages),
+                    repeat(topic, n),
+                    map(_offset, messages),
+                    repeat(partition, n),
+                )
+            positions[(topic, partition)] = messages[-1].offset + 1
+        self._note_read(positions)
+        return records
+
+    def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        offsets = {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in todo.items()}
+        try:
+            self._consumer.commit(offsets, timeout_ms=self._commit_timeout_ms)
+        except KafkaError as exc:
+            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
+            return False
+        return True
+
+    def _close_client(self, consumer: KafkaConsumer) -> None:
         from kafka.errors import KafkaError
 
-        if not self._close_lock.acquire(blocking=False):
-            return  # being closed (this may be on_revoke calling close())
         try:
-            consumer = self._consumer
-            if consumer is None:
-                return
-            try:
-                consumer.close(autocommit=False, timeout_ms=self._commit_timeout_ms)
-            except KafkaError as exc:
-                logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
-            finally:
-                self._consumer = None
-                with self._lock:
-                    self._assigned = []
-                logger.info("closed the Kafka consumer of %s", self.topics)
-        finally:
-            self._close_lock.release()
-        self._raise_callback_error()
-
-    def _raise_callback_error(self) -> None:
-        error, self._callback_error = self._callback_error, None
-        if error is not None:
-            raise error
+            consumer.close(autocommit=False, timeout_ms=self._commit_timeout_ms)
+        except KafkaError as exc:
+            logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)

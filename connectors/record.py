@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-__all__ = ["LINE_TOO_LONG", "Position", "Record", "build_records"]
+__all__ = ["LINE_TOO_LONG", "Position", "Record", "build_message_records", "build_records"]
 
 #: ``Record.error`` value for a line longer than the source's limit.
 LINE_TOO_LONG = "line_too_long"
@@ -166,5 +166,36 @@ def build_records(values: list[bytes], source: str, start: int) -> list[Record]:
     _exhaust(map(_rec_value, records, values))
     _exhaust(map(_rec_position, records, positions))
     _exhaust(map(_rec_key, records, repeat(None, n)))
+    _exhaust(map(_rec_error, records, repeat(None, n)))
+    return records
+
+
+def build_message_records(
+    values: list[bytes],
+    keys: Iterable[bytes | None],
+    topics: Iterable[str],
+    offsets: Iterable[int],
+    partitions: Iterable[int],
+) -> list[Record]:
+    """Build one good record per message (a Kafka poll), as :func:`build_records` does for lines.
+
+    Equivalent to ``[Record(v, Position(t, o, p), k) for v, k, t, o, p in zip(values, keys,
+    topics, offsets, partitions)]``, several times faster.
+
+    Examples
+    --------
+    >>> records = build_message_records([b"a", b"b"], [b"k", None], ["t", "t"], [7, 8], [0, 0])
+    >>> records == [Record(b"a", Position("t", 7, 0), b"k"), Record(b"b", Position("t", 8, 0))]
+    True
+    """
+    n = len(values)
+    positions = list(map(_new, repeat(Position, n)))
+    _exhaust(map(_pos_source, positions, topics))
+    _exhaust(map(_pos_offset, positions, offsets))
+    _exhaust(map(_pos_partition, positions, partitions))
+    records = list(map(_new, repeat(Record, n)))
+    _exhaust(map(_rec_value, records, values))
+    _exhaust(map(_rec_position, records, positions))
+    _exhaust(map(_rec_key, records, keys))
     _exhaust(map(_rec_error, records, repeat(None, n)))
     return records

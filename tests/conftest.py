@@ -30,3 +30,10 @@ def kafka_bootstrap() -> Iterator[str]:
     yield bootstrap
     if started_here:
         stop_broker()
+
+
+@pytest.fixture(params=("kafka-python", "confluent-kafka"))
+def kafka_client(request: pytest.FixtureRequest) -> str:
+    """The Kafka client of a Kafka test (``--kafka-client``): each test asking for it runs once
+    per client, against the real broker."""
+    return request.param

@@ -1,4 +1,5 @@
-"""``--source kafka``: the Kafka source and topic sinks built from command-line options."""
+"""``--source kafka``: the Kafka source and topic sinks built from command-line options, with
+the client ``--kafka-client`` names (the engine never knows which)."""
 
 from __future__ import annotations
 
@@ -15,24 +16,65 @@ __all__ = [
     "client_options",
     "kafka_source",
     "kafka_outputs",
+    "missing_client",
     "shared_model",
     "pull_model_command",
 ]
 
 USERNAME_ENV = "STREAM_PERCEPTRON_KAFKA_USERNAME"
 PASSWORD_ENV = "STREAM_PERCEPTRON_KAFKA_PASSWORD"
+KAFKA_PYTHON = "kafka-python"
+CONFLUENT_KAFKA = "confluent-kafka"
+
+# Our flags (and the credentials) in each client's naming: kafka-python, librdkafka.
+_NAMES = {
+    "security_protocol": ("security_protocol", "security.protocol"),
+    "sasl_mechanism": ("sasl_mechanism", "sasl.mechanism"),
+    "ssl_cafile": ("ssl_cafile", "ssl.ca.location"),
+    "ssl_certfile": ("ssl_certfile", "ssl.certificate.location"),
+    "ssl_keyfile": ("ssl_keyfile", "ssl.key.location"),
+    "username": ("sasl_plain_username", "sasl.username"),
+    "password": ("sasl_plain_password", "sasl.password"),
+    "instance_id": ("group_instance_id", "group.instance.id"),
+}
 
 
-def client_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Security settings for kafka-python; credentials only from the environment.
+def _name(option: str, client: str) -> str:
+    return _NAMES[option][client == CONFLUENT_KAFKA]
+
+
+def missing_client(client: str) -> str | None:
+    """Why the Kafka client ``client`` cannot be used here (``None``: it can).
+
+    Examples
+    --------
+    >>> missing_client("kafka-python") is None
+    True
+    """
+    if client == CONFLUENT_KAFKA:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            return (
+                "--kafka-client confluent-kafka needs the confluent-kafka package: "
+                "pip install 'stream-perceptron[rdkafka]'"
+            )
+    return None
+
+
+def client_options(args: argparse.Namespace, client: str = KAFKA_PYTHON) -> dict[str, Any]:
+    """Security settings in ``client``'s naming; credentials only from the environment.
 
     Examples
     --------
     >>> ns = argparse.Namespace(security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
-    ...                         ssl_cafile=None, ssl_certfile=None, ssl_keyfile=None)
+    ...                         ssl_cafile="ca.pem", ssl_certfile=None, ssl_keyfile=None)
     >>> os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV] = "alice", "secret"
-    >>> sorted(client_options(ns))
-    ['sasl_mechanism', 'sasl_plain_password', 'sasl_plain_username', 'security_protocol']
+    >>> sorted(client_options(ns))  # doctest: +NORMALIZE_WHITESPACE
+    ['sasl_mechanism', 'sasl_plain_password', 'sasl_plain_username', 'security_protocol',
+     'ssl_cafile']
+    >>> sorted(client_options(ns, "confluent-kafka"))
+    ['sasl.mechanism', 'sasl.password', 'sasl.username', 'security.protocol', 'ssl.ca.location']
     >>> del os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV]
 
     """
@@ -46,16 +88,16 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
     ):
         value = getattr(args, name, None)
         if value:
-            options[name] = value
-    if options.get("sasl_mechanism"):
+            options[_name(name, client)] = value
+    if getattr(args, "sasl_mechanism", None):
         username, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
         if not username or password is None:
             raise StreamPerceptronError(
                 f"--sasl-mechanism needs the environment variables {USERNAME_ENV} and "
                 f"{PASSWORD_ENV} (credentials are never taken from the command line)"
             )
-        options["sasl_plain_username"] = username
-        options["sasl_plain_password"] = password
+        options[_name("username", client)] = username
+        options[_name("password", client)] = password
     return options
 
 
@@ -79,9 +121,12 @@ def consumer_options(pairs: list[str]) -> dict[str, Any]:
 
 def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
     """A consumer-group source that resumes partitions where the engine's model left them."""
-    from connectors import KafkaSource
+    from connectors import KafkaSource, RdKafkaSource
 
-    return KafkaSource(
+    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    source_class = RdKafkaSource if client == CONFLUENT_KAFKA else KafkaSource
+    instance = {_name("instance_id", client): args.instance_id} if args.instance_id else {}
+    return source_class(
         args.bootstrap_servers.split(","),
         args.topic,
         args.group,
@@ -91,26 +136,28 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         exit_at_end=args.exit_at_end,
         client_options={
             **consumer_options(args.kafka_option),
-            **client_options(args),
-            **({"group_instance_id": args.instance_id} if args.instance_id else {}),
+            **client_options(args, client),
+            **instance,
         },
     )
 
 
 def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
     """Replace file outputs by topic sinks where ``--*-topic`` options ask for them."""
-    from connectors import KafkaSink
+    from connectors import KafkaSink, RdKafkaSink
 
+    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    sink_class = RdKafkaSink if client == CONFLUENT_KAFKA else KafkaSink
     servers = args.bootstrap_servers.split(",")
-    options = {**consumer_options(args.producer_option), **client_options(args)}
+    options = {**consumer_options(args.producer_option), **client_options(args, client)}
     if args.predictions_topic:
         if outputs.predictions is not None:
             raise StreamPerceptronError("give --predictions or --predictions-topic, not both")
-        outputs.predictions = KafkaSink(servers, args.predictions_topic, client_options=options)
+        outputs.predictions = sink_class(servers, args.predictions_topic, client_options=options)
     if args.dead_letter_topic:
         if outputs.dead_letters is not None:
             raise StreamPerceptronError("give --dead-letter or --dead-letter-topic, not both")
-        outputs.dead_letters = KafkaSink(servers, args.dead_letter_topic, client_options=options)
+        outputs.dead_letters = sink_class(servers, args.dead_letter_topic, client_options=options)
     return outputs
 
 

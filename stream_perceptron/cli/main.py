@@ -139,6 +139,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     kafka.add_argument("--group", metavar="GROUP", help="consumer group id")
     kafka.add_argument(
+        "--kafka-client",
+        choices=("kafka-python", "confluent-kafka"),
+        default="kafka-python",
+        help="the Kafka client library (default kafka-python; confluent-kafka, from the extra "
+        "stream-perceptron[rdkafka], is librdkafka and several times faster); --kafka-option and "
+        "--producer-option use its own names",
+    )
+    kafka.add_argument(
         "--exit-at-end",
         action="store_true",
         help="stop (checkpoint and commit) once the end offsets seen at assignment are reached",
@@ -156,16 +164,18 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a kafka-python consumer setting, e.g. session_timeout_ms=10000 (repeat)",
+        help="a consumer setting in the client's own naming, e.g. session_timeout_ms=10000 "
+        "(kafka-python) or session.timeout.ms=10000 (confluent-kafka) (repeat)",
     )
     kafka.add_argument(
         "--producer-option",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a kafka-python producer setting for the predictions and dead-letter topics, e.g. "
-        "linger_ms=20, batch_size=262144, compression_type=lz4, acks=1 (repeat; default acks=all, "
-        "linger_ms=5)",
+        help="a producer setting for the predictions and dead-letter topics in the client's own "
+        "naming, e.g. linger_ms=20, batch_size=262144, compression_type=lz4, acks=1 "
+        "(kafka-python) or linger.ms=20, compression.type=lz4 (confluent-kafka) (repeat; "
+        "default acks=all, linger 5 ms)",
     )
     kafka.add_argument(
         "--instance-id",

@@ -105,6 +105,11 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             parser.error(f"--source kafka needs {', '.join(missing)}")
         if args.input != "-":
             parser.error("--input is for --source stdin; Kafka input comes from --topic")
+        from stream_perceptron.cli.kafka import missing_client
+
+        unusable = missing_client(args.kafka_client)
+        if unusable:
+            parser.error(unusable)
         if args.metrics_port is None:
             args.metrics_port = DEFAULT_KAFKA_METRICS_PORT
     else:
@@ -113,6 +118,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
+        if args.kafka_client != "kafka-python":
+            parser.error("--kafka-client needs --source kafka")
     if args.ui_linger is not None and not args.ui:
         parser.error("--ui-linger needs --ui")
     if args.ui and args.metrics_port is not None and args.metrics_port < 0:
@@ -256,6 +263,13 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
         parser.error("--model-topic needs --source kafka")
     if args.model == "centroid":
         parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
+    if args.scale or args.hash_bits:
+        parser.error(
+            "--scale and --hash-bits are not for --model-topic yet: a mixture of models "
+            "standardised by different running statistics is not one model"
+        )
+    if args.kafka_client != "kafka-python":
+        parser.error("--model-topic runs its transactions with --kafka-client kafka-python")
     for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),
                         ("--dead-letter", args.dead_letter)):  # fmt: skip
         if value:

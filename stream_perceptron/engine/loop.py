@@ -211,8 +211,16 @@ class Engine:
             return
         # The block path takes one source and partition at a time (a Kafka batch has several).
         for run in _runs(batch):
-            if not blocks.process(run):
-                self._process_records(run)
+            if blocks.process(run):
+                continue
+            if self.parser.header_pending and len(run) > 1:
+                # The header alone the per-record way, then the rest of the run whole (the
+                # first Kafka poll may hold a whole topic).
+                self._process_records(run[:1])
+                if blocks.process(run[1:]):
+                    continue
+                run = run[1:]
+            self._process_records(run)
 
     def _process_records(self, batch: list[Record]) -> None:
         """The per-record path: parse, predict (then learn when labelled), hand on."""

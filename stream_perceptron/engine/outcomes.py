@@ -69,6 +69,7 @@ class Outcomes:
         self.window = window
         self.on_error = on_error
         self._write_prediction = outputs.prediction_writer()
+        self._write_predictions = outputs.prediction_block_writer()
         self._write_dead_letter = outputs.dead_letter_writer()
 
     @property
@@ -105,10 +106,8 @@ class Outcomes:
         self.stats.count_many(mistakes, unlabelled=unlabelled)
         if self.window is not None:
             self.window.defer(*window_rows())
-        write = self._write_prediction
-        if write is not None:
-            for record, prediction, y, mistake in rows():
-                write(record, prediction_line(record, prediction, y, mistake))
+        if self._write_predictions is not None:
+            self._write_predictions(list(rows()))
 
     def bad(self, record: Record, reason: str, detail: str) -> None:
         """A record was refused: counted by reason and kept as a dead letter, the model left

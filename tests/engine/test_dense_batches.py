@@ -73,7 +73,9 @@ def test_dense_path_is_really_taken(monkeypatch):
     original = Perceptron.learn_dense
     monkeypatch.setattr(Perceptron, "learn_dense", lambda *a: calls.append(1) or original(*a))
     engine, _, _ = _run(Perceptron(), _lines(seed=1, noise=False), True, 500)
-    assert len(calls) == 6 and engine.stats.learned == 3000
+    # 7 batches of records (header + 3000 lines by 500): every one dense, the first after its
+    # header line.
+    assert len(calls) == 7 and engine.stats.learned == 3000
 
 
 def test_unsupported_learners_use_the_per_record_path():

@@ -48,3 +48,27 @@ def test_prediction_lines_equal_json_dumps(source, offset, partition, prediction
     for a, b in ((True, 1), (False, 0), (1, True)):
         assert prediction_line(record, a) == reference(record, a)
         assert prediction_line(record, b) == reference(record, b)
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["t", "data.csv", 'a"%s\\', "é"]),
+            st.integers(min_value=0, max_value=2**63),
+            st.one_of(st.none(), st.integers(min_value=0, max_value=3)),
+            VALUES,
+            VALUES,
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
+def test_block_prediction_lines_equal_line_by_line(rows):
+    from stream_perceptron.engine.outputs import prediction_lines
+
+    block = [
+        (Record(b"", Position(source, offset, partition)), prediction, y, mistake)
+        for source, offset, partition, prediction, y, mistake in rows
+    ]
+    assert prediction_lines(block) == [reference(*row) for row in block]
+    assert prediction_lines(block) == [prediction_line(*row) for row in block]

@@ -21,7 +21,7 @@ from test_engine_kafka import (
 )
 
 
-def test_engine_survives_a_broker_restart(tmp_path):
+def test_engine_survives_a_broker_restart(tmp_path, kafka_client):
     state, port = tmp_path / "kafka", free_port()
     bootstrap = start_broker(state_dir=state, port=port)
     engine = None
@@ -39,6 +39,7 @@ def test_engine_survives_a_broker_restart(tmp_path):
             "1",
             "--predictions",
             str(tmp_path / "p.jsonl"),
+            client=kafka_client,
         )
         args = [a for a in args[1:] if a not in ("--metrics-port", "-1")]
         engine = EngineProcess(*args)

@@ -7,6 +7,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -49,7 +50,19 @@ def jsonl(examples) -> list[bytes]:
     return [json.dumps({**x, "y": y}).encode() for x, y in examples]
 
 
-def kafka_args(bootstrap: str, topic: str, group: str, *extra: str) -> list[str]:
+def kafka_args(
+    bootstrap: str,
+    topic: str,
+    group: str,
+    *extra: str,
+    client: str = "kafka-python",
+    session_ms: int = 6000,
+) -> list[str]:
+    """``run --source kafka`` arguments with ``client``; consumer settings in its naming."""
+    if client == "kafka-python":
+        session, heartbeat = "session_timeout_ms", "heartbeat_interval_ms"
+    else:
+        session, heartbeat = "session.timeout.ms", "heartbeat.interval.ms"
     return [
         "run",
         "--source",
@@ -65,10 +78,12 @@ def kafka_args(bootstrap: str, topic: str, group: str, *extra: str) -> list[str]
         "--metrics-port",
         "-1",
         # A killed engine leaves the group after the session timeout: keep it short in tests.
+        "--kafka-client",
+        client,
         "--kafka-option",
-        "session_timeout_ms=6000",
+        f"{session}={session_ms}",
         "--kafka-option",
-        "heartbeat_interval_ms=1000",
+        f"{heartbeat}=1000",
         *extra,
     ]
 
@@ -80,7 +95,9 @@ def direct(examples):
     return model
 
 
-def test_consumes_a_topic_and_learns_exactly_what_was_produced(kafka_bootstrap, tmp_path):
+def test_consumes_a_topic_and_learns_exactly_what_was_produced(
+    kafka_bootstrap, tmp_path, kafka_client
+):
     examples = binary_examples(3000, seed=21)
     topic = make_topic(kafka_bootstrap)
     lines = jsonl(examples)
@@ -98,6 +115,7 @@ def test_consumes_a_topic_and_learns_exactly_what_was_produced(kafka_bootstrap, 
             str(ck),
             "--summary-json",
             str(summary),
+            client=kafka_client,
         )
     )
     assert proc.returncode == 0, proc.stderr.decode()
@@ -171,9 +189,13 @@ def _learned_positions(predictions) -> Counter:
     return seen
 
 
-@pytest.mark.parametrize("partitions", [1, 3])
+# confluent-kafka on 3 partitions only: the suite's time stays modest.
+@pytest.mark.parametrize(
+    ("partitions", "kafka_client"),
+    [(1, "kafka-python"), (3, "kafka-python"), (3, "confluent-kafka")],
+)
 def test_kill_9_at_random_points_loses_nothing_and_learns_nothing_twice(
-    kafka_bootstrap, tmp_path, partitions
+    kafka_bootstrap, tmp_path, partitions, kafka_client
 ):
     examples = binary_examples(60_000, d=8, seed=23)
     topic = make_topic(kafka_bootstrap, partitions)
@@ -182,7 +204,13 @@ def test_kill_9_at_random_points_loses_nothing_and_learns_nothing_twice(
     whole = tmp_path / "whole.json"
     proc = run_cli(
         *kafka_args(
-            kafka_bootstrap, topic, _name("group"), "--exit-at-end", "--checkpoint", str(whole)
+            kafka_bootstrap,
+            topic,
+            _name("group"),
+            "--exit-at-end",
+            "--checkpoint",
+            str(whole),
+            client=kafka_client,
         ),
         timeout=300,
     )
@@ -201,6 +229,7 @@ def test_kill_9_at_random_points_loses_nothing_and_learns_nothing_twice(
         "3000",
         "--predictions",
         str(preds),
+        client=kafka_client,
     )
     kills = _kill_and_resume(args, ck, rounds=3, seed=partitions)
     assert kills >= 1
@@ -237,7 +266,7 @@ def _wait(condition, timeout=90.0, what="condition"):
         time.sleep(0.2)
 
 
-def test_two_engines_in_one_group_share_the_partitions(kafka_bootstrap, tmp_path):
+def test_two_engines_in_one_group_share_the_partitions(kafka_bootstrap, tmp_path, kafka_client):
     topic, group = make_topic(kafka_bootstrap, 4), _name("group")
     engines = []
     for name in ("a", "b"):
@@ -249,6 +278,7 @@ def test_two_engines_in_one_group_share_the_partitions(kafka_bootstrap, tmp_path
             str(tmp_path / f"{name}.json"),
             "--predictions",
             str(tmp_path / f"{name}.jsonl"),
+            client=kafka_client,
         )
         args.remove("--metrics-port")
         args.remove("-1")
@@ -269,7 +299,7 @@ def test_two_engines_in_one_group_share_the_partitions(kafka_bootstrap, tmp_path
     assert sum(learned.values()) == 8000 and set(learned.values()) == {1}
 
 
-def test_predictions_and_dead_letters_go_to_their_topics(kafka_bootstrap, tmp_path):
+def test_predictions_and_dead_letters_go_to_their_topics(kafka_bootstrap, tmp_path, kafka_client):
     topic = make_topic(kafka_bootstrap)
     preds_topic, dead_topic = make_topic(kafka_bootstrap), make_topic(kafka_bootstrap)
     good = jsonl(binary_examples(50, seed=25))
@@ -285,6 +315,7 @@ def test_predictions_and_dead_letters_go_to_their_topics(kafka_bootstrap, tmp_pa
             preds_topic,
             "--dead-letter-topic",
             dead_topic,
+            client=kafka_client,
         )
     )
     assert proc.returncode == 0, proc.stderr.decode()
@@ -327,3 +358,16 @@ def test_usage_errors_for_kafka_options():
     assert proc.returncode == 2 and b"--bootstrap-servers, --topic, --group" in proc.stderr
     proc = run_cli("run", "--format", "jsonl", "--predictions-topic", "x", stdin=b"")
     assert proc.returncode == 2 and b"needs --source kafka" in proc.stderr
+    proc = run_cli("run", "--format", "jsonl", "--kafka-client", "confluent-kafka", stdin=b"")
+    assert proc.returncode == 2 and b"--kafka-client needs --source kafka" in proc.stderr
+
+
+def test_confluent_kafka_asked_for_but_not_installed_is_a_usage_error(monkeypatch, capsys):
+    from stream_perceptron.cli import main
+
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # import fails as if not installed
+    args = ["run", "--source", "kafka", "--format", "jsonl", "--bootstrap-servers", "h:1"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--topic", "t", "--group", "g", "--kafka-client", "confluent-kafka"])
+    assert exit_info.value.code == 2
+    assert "pip install 'stream-perceptron[rdkafka]'" in capsys.readouterr().err

@@ -149,6 +149,9 @@ def test_usage_errors(tmp_path):
     assert b"binary or multiclass" in run_cli(*kafka, "--model", "centroid").stderr
     assert b"is not for --model-topic" in run_cli(*kafka, "--predictions", "p.jsonl").stderr
     assert b"need --model-topic" in run_cli("run", "--format", "jsonl", "--mix-every", "5").stderr
+    for flags in (["--scale", "standard"], ["--hash-bits", "10"]):
+        refused = run_cli(*kafka, *flags)
+        assert refused.returncode == 2 and b"not for --model-topic yet" in refused.stderr
 
 
 

@@ -14,15 +14,13 @@ from test_engine_kafka import _name, jsonl, kafka_args, make_topic, produce
 SESSION_TIMEOUT_S = 30
 
 
-def _args(bootstrap, topic, group, ck, preds, *extra):
-    args = kafka_args(
+def _args(bootstrap, topic, group, ck, preds, *extra, client):
+    # A long session: without static membership a restart would wait it out.
+    return kafka_args(
         bootstrap, topic, group, "--checkpoint", str(ck), "--resume",
         "--checkpoint-every", "2000", "--predictions", str(preds), *extra,
+        client=client, session_ms=SESSION_TIMEOUT_S * 1000,
     )  # fmt: skip
-    # A long session: without static membership a restart would wait it out.
-    i = args.index("session_timeout_ms=6000")
-    args[i] = f"session_timeout_ms={SESSION_TIMEOUT_S * 1000}"
-    return args
 
 
 def _lines(path) -> int:
@@ -33,13 +31,14 @@ def _lines(path) -> int:
 
 
 def test_a_restarted_static_member_learns_again_well_before_the_session_timeout(
-    kafka_bootstrap, tmp_path
+    kafka_bootstrap, tmp_path, kafka_client
 ):
     examples = binary_examples(150_000, d=8, seed=31)
     topic = make_topic(kafka_bootstrap, 2)
     produce(kafka_bootstrap, topic, jsonl(examples), 2)
     ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
-    args = _args(kafka_bootstrap, topic, _name("group"), ck, preds, "--instance-id", "worker-0")
+    args = _args(kafka_bootstrap, topic, _name("group"), ck, preds, "--instance-id", "worker-0",
+                 client=kafka_client)  # fmt: skip
     restarts = []
     for _ in range(5):
         victim = subprocess.Popen([*CLI, *args], stderr=subprocess.DEVNULL)

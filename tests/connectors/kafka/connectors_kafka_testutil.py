@@ -9,18 +9,43 @@ from typing import Any
 
 import pytest
 
-from connectors import KafkaSource, Record, TopicPartitionKey
+from connectors import KafkaSink, KafkaSource, RdKafkaSink, RdKafkaSource, Record, TopicPartitionKey
 
 #: Consumer settings for tests: a lost member is noticed after 6 s, not 45 s.
 FAST_GROUP: dict[str, Any] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
 
-def collect(source: KafkaSource, timeout: float = 60) -> list[Record]:
+def in_client_naming(client: str, options: dict[str, Any]) -> dict[str, Any]:
+    """kafka-python settings (``session_timeout_ms``...) in ``client``'s naming
+    (``session.timeout.ms`` for confluent-kafka)."""
+    if client == "kafka-python":
+        return dict(options)
+    return {name.replace("_", "."): value for name, value in options.items()}
+
+
+def make_source(
+    client: str, bootstrap: str, topics: list[str], group: str, **kwargs: Any
+) -> KafkaSource | RdKafkaSource:
+    """A group source of ``client``; ``client_options`` given in kafka-python's naming."""
+    kwargs["client_options"] = in_client_naming(client, kwargs.get("client_options") or {})
+    source_class = KafkaSource if client == "kafka-python" else RdKafkaSource
+    return source_class(bootstrap, topics, group, **kwargs)
+
+
+def make_sink(
+    client: str, bootstrap: str, topic: str, client_options: dict[str, Any] | None = None
+) -> KafkaSink | RdKafkaSink:
+    """A topic sink of ``client``; ``client_options`` already in its naming."""
+    sink_class = KafkaSink if client == "kafka-python" else RdKafkaSink
+    return sink_class(bootstrap, topic, client_options=client_options)
+
+
+def collect(source: KafkaSource | RdKafkaSource, timeout: float = 60) -> list[Record]:
     """Every record of ``source.batches()`` (see :func:`collect_batches`)."""
     return [record for batch in collect_batches(source, timeout) for record in batch]
 
 
-def collect_batches(source: KafkaSource, timeout: float = 60) -> list[list[Record]]:
+def collect_batches(source: KafkaSource | RdKafkaSource, timeout: float = 60) -> list[list[Record]]:
     """Every batch of ``source.batches()``, checking that none is empty.
 
     Iterates in a thread; if the iteration has not ended after ``timeout`` seconds, the
@@ -72,7 +97,7 @@ class Learner:
         self.revoked: list[list[TopicPartitionKey]] = []
         self.commits: list[bool] = []
         self.threads: set[str] = set()
-        self.source: KafkaSource | None = None
+        self.source: KafkaSource | RdKafkaSource | None = None
         self.lock = threading.Lock()
 
     def handle(self, batch: list[Record]) -> None:
@@ -109,10 +134,17 @@ class Member:
     """A source consumed by a learner in a thread of its own."""
 
     def __init__(
-        self, bootstrap: str, topic: str, group: str, client_id: str, **kwargs: Any
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        client_id: str,
+        client: str = "kafka-python",
+        **kwargs: Any,
     ) -> None:
         self.learner = Learner()
-        self.source = KafkaSource(
+        self.source = make_source(
+            client,
             bootstrap,
             [topic],
             group,

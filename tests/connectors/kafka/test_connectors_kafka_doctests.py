@@ -15,6 +15,9 @@ import pytest
         "connectors.kafka_source",
         "connectors.kafka_sink",
         "connectors.kafka_client",
+        "connectors.kafka_sink_base",
+        "connectors.rdkafka_source",
+        "connectors.rdkafka_sink",
     ],
 )
 def test_docstring_examples(name: str) -> None:

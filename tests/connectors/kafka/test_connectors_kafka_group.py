@@ -8,23 +8,23 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from connectors_kafka_testutil import FAST_GROUP, Member, collect, wait_for
+from connectors_kafka_testutil import FAST_GROUP, Member, collect, make_source, wait_for
 
-from connectors import ConnectorError, KafkaSource
+from connectors import ConnectorError
 
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 
 
 def test_two_sources_share_the_partitions_and_read_each_message_once(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic(4)
     for partition in range(4):
         produce(topic, [b"first-%d-%d" % (partition, i) for i in range(10)], partition=partition)
-    a = Member(kafka_bootstrap, topic, group_id, "member-a")
+    a = Member(kafka_bootstrap, topic, group_id, "member-a", kafka_client)
     try:
         wait_for(lambda: len(a.source.assignment) == 4, "the first member's assignment")
-        b = Member(kafka_bootstrap, topic, group_id, "member-b")
+        b = Member(kafka_bootstrap, topic, group_id, "member-b", kafka_client)
         try:
             wait_for(
                 lambda: len(a.source.assignment) == len(b.source.assignment) == 2,
@@ -62,14 +62,17 @@ def test_two_sources_share_the_partitions_and_read_each_message_once(
 
 
 def test_exit_at_end_fails_when_no_partition_comes(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic(1)
     produce(topic, [b"x"])
-    holder = Member(kafka_bootstrap, topic, group_id, "a-holder")  # sorts first: range keeps it
+    holder = Member(
+        kafka_bootstrap, topic, group_id, "a-holder", kafka_client
+    )  # sorts first: range keeps it
     try:
         wait_for(lambda: bool(holder.source.assignment), "the holder's assignment")
-        idle = KafkaSource(
+        idle = make_source(
+            kafka_client,
             kafka_bootstrap,
             [topic],
             group_id,
@@ -102,6 +105,7 @@ def test_exit_at_end_waits_out_a_rebalance_held_up_by_a_dead_member(
     produce,
     group_id: str,
     caplog: pytest.LogCaptureFixture,
+    kafka_client: str,
 ) -> None:
     """A member killed with -9 keeps its partitions until its session times out (6 s): a new
     member waits for the rebalance (with warnings every assignment_timeout_s, 1 s here)
@@ -121,7 +125,8 @@ def test_exit_at_end_waits_out_a_rebalance_held_up_by_a_dead_member(
         assert holder.stdout is not None and holder.stdout.readline() == b"holding\n"
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
-        source = KafkaSource(
+        source = make_source(
+            kafka_client,
             kafka_bootstrap,
             [topic],
             group_id,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from connectors_kafka_testutil import FAST_GROUP, collect
+from connectors_kafka_testutil import FAST_GROUP, collect, make_sink
 from kafka_broker import free_port
 
 from connectors import ConnectorError, KafkaSink, KafkaSource, Sink
@@ -40,10 +40,10 @@ def read_back(bootstrap: str, topic: str, count: int, timeout: float = 30) -> li
 
 
 def test_send_with_key_and_headers_arrives(
-    kafka_bootstrap: str, make_topic: Callable[..., str]
+    kafka_bootstrap: str, make_topic: Callable[..., str], kafka_client: str
 ) -> None:
     topic = make_topic()
-    with KafkaSink(kafka_bootstrap, topic) as sink:
+    with make_sink(kafka_client, kafka_bootstrap, topic) as sink:
         assert isinstance(sink, Sink)
         sink.send(b"v1", key=b"k1", headers=[("reason", b"bad"), ("n", b"1")])
         sink.write(b'{"prediction": 1}')
@@ -59,11 +59,16 @@ def test_send_with_key_and_headers_arrives(
 
 
 def test_flush_raises_when_a_message_is_refused(
-    kafka_bootstrap: str, make_topic: Callable[..., str]
+    kafka_bootstrap: str, make_topic: Callable[..., str], kafka_client: str
 ) -> None:
     topic = make_topic()
     # The client accepts 3 MB requests; the broker refuses messages over about 1 MB.
-    sink = KafkaSink(kafka_bootstrap, topic, client_options={"max_request_size": 3_000_000})
+    large = (
+        {"max_request_size": 3_000_000}
+        if kafka_client == "kafka-python"
+        else {"message.max.bytes": 3_000_000}
+    )
+    sink = make_sink(kafka_client, kafka_bootstrap, topic, client_options=large)
     with sink:
         sink.send(b"x" * 2_000_000)
         with pytest.raises(ConnectorError, match="1 message.* not delivered"):

@@ -12,12 +12,13 @@ from connectors_kafka_testutil import (
     Learner,
     collect,
     collect_batches,
+    make_source,
     triples,
     wait_for,
 )
 from kafka_broker import free_port
 
-from connectors import ConnectorError, KafkaSource, Source
+from connectors import ConnectorError, KafkaSource, RdKafkaSource, Source
 from connectors.kafka_source import split_message
 
 # kafka-python 3.0 loads its protocol schemas with a deprecated importlib.resources API.
@@ -36,20 +37,22 @@ def group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}
 
 
-def source_for(bootstrap: str, topic: str, group: str, **kwargs: object) -> KafkaSource:
+def source_for(
+    client: str, bootstrap: str, topic: str, group: str, **kwargs: object
+) -> KafkaSource | RdKafkaSource:
     kwargs.setdefault("exit_at_end", True)
     kwargs.setdefault("client_options", FAST_GROUP)
-    return KafkaSource(bootstrap, [topic], group, **kwargs)  # type: ignore[arg-type]
+    return make_source(client, bootstrap, [topic], group, **kwargs)
 
 
 def test_reads_every_message_once_in_offset_order(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic(3)
     values = [b"m%d" % i for i in range(60)]
     keys = [b"k%d" % (i % 7) for i in range(59)] + [None]
     sent = produce(topic, values, keys)
-    source = source_for(kafka_bootstrap, topic, group_id, max_poll_records=7)
+    source = source_for(kafka_client, kafka_bootstrap, topic, group_id, max_poll_records=7)
     assert isinstance(source, Source)
     with source:
         batches = collect_batches(source)
@@ -70,11 +73,11 @@ def test_reads_every_message_once_in_offset_order(
 
 
 def test_lag_counts_unread_messages(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"%d" % i for i in range(30)])
-    with source_for(kafka_bootstrap, topic, group_id, max_poll_records=7) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id, max_poll_records=7) as source:
         batches = source.batches()
         first = next(batches)
         assert len(first) <= 7
@@ -85,12 +88,12 @@ def test_lag_counts_unread_messages(
 
 
 def test_multi_line_messages_become_records_sharing_the_position(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     values = [b"a\nb\n", b"single", b"x\r\n\r\ny", b"", b"\n", b"end\r", b"c\n\n"]
     produce(topic, values, [b"key"] * len(values))
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         records = collect(source)
     assert [(r.position.offset, r.value) for r in records] == [
         (0, b"a"),
@@ -108,7 +111,9 @@ def test_multi_line_messages_become_records_sharing_the_position(
     assert {r.key for r in records} == {b"key"}
     assert records[0].position is records[1].position
 
-    with source_for(kafka_bootstrap, topic, group_id + "-raw", split_lines=False) as source:
+    with source_for(
+        kafka_client, kafka_bootstrap, topic, group_id + "-raw", split_lines=False
+    ) as source:
         assert [r.value for r in collect(source)] == values
 
 
@@ -120,11 +125,11 @@ def test_split_message() -> None:
 
 
 def test_empty_topic_ends_at_once(
-    kafka_bootstrap: str, make_topic: Callable[..., str], group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic(2)
     started = time.monotonic()
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         assert collect(source) == []
         assert source.assignment == [(topic, 0), (topic, 1)]
         assert source.lag() == {(topic, 0): 0, (topic, 1): 0}
@@ -132,29 +137,29 @@ def test_empty_topic_ends_at_once(
 
 
 def test_commit_then_a_new_source_resumes_after_the_committed_offsets(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic(2)
     produce(topic, [b"p0-%d" % i for i in range(10)], partition=0)
     produce(topic, [b"p1-%d" % i for i in range(4)], partition=1)
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         assert len(collect(source)) == 14
         assert source.committed_offsets() == {}
         assert source.commit({(topic, 0): 6, (topic, 1): 4})
         assert source.committed_offsets() == {(topic, 0): 6, (topic, 1): 4}
     assert group_offsets(kafka_bootstrap, group_id) == {(topic, 0): 6, (topic, 1): 4}
 
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         records = collect(source)
     assert triples(records) == [(0, i, b"p0-%d" % i) for i in range(6, 10)]
 
 
 def test_commits_never_go_back_and_skip_unassigned_partitions(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"%d" % i for i in range(10)])
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         assert source.commit({(topic, 0): 3})  # nothing assigned yet: nothing to do
         collect(source)
         assert source.commit({(topic, 0): 6})
@@ -168,7 +173,9 @@ def test_commits_never_go_back_and_skip_unassigned_partitions(
             source.commit({(topic, 0): -1})
     assert group_offsets(kafka_bootstrap, group_id) == {(topic, 0): 8}
 
-    with source_for(kafka_bootstrap, topic, group_id) as source:  # committed 8 is the floor
+    with source_for(
+        kafka_client, kafka_bootstrap, topic, group_id
+    ) as source:  # committed 8 is the floor
         collect(source)
         assert source.commit({(topic, 0): 7})
         assert source.committed_offsets() == {}
@@ -181,12 +188,13 @@ def test_start_is_the_larger_of_checkpoint_and_committed_offset(
     make_topic: Callable[..., str],
     produce,
     group_id: str,
+    kafka_client: str,
     checkpoint: int | None,
     first: int,
 ) -> None:
     topic = make_topic()
     produce(topic, [b"%d" % i for i in range(10)])
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         collect(source)
         assert source.commit({(topic, 0): 5})
     calls = []
@@ -195,31 +203,36 @@ def test_start_is_the_larger_of_checkpoint_and_committed_offset(
         calls.append(partitions)
         return {} if checkpoint is None else {(topic, 0): checkpoint}
 
-    with source_for(kafka_bootstrap, topic, group_id, on_assign=on_assign) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id, on_assign=on_assign) as source:
         offsets = [r.position.offset for r in collect(source)]
     assert offsets == list(range(first, 10))
     assert calls == [[(topic, 0)]]
 
 
 def test_checkpoint_applies_without_committed_offset(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"%d" % i for i in range(10)])
     with source_for(
-        kafka_bootstrap, topic, group_id, on_assign=lambda ps: {(topic, 0): 3}
+        kafka_client, kafka_bootstrap, topic, group_id, on_assign=lambda ps: {(topic, 0): 3}
     ) as source:
         assert [r.position.offset for r in collect(source)] == list(range(3, 10))
 
 
 def test_on_revoke_runs_at_close_and_can_commit(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic(2)
     produce(topic, [b"%d" % i for i in range(20)])
     learner = Learner()
     source = source_for(
-        kafka_bootstrap, topic, group_id, on_assign=learner.on_assign, on_revoke=learner.on_revoke
+        kafka_client,
+        kafka_bootstrap,
+        topic,
+        group_id,
+        on_assign=learner.on_assign,
+        on_revoke=learner.on_revoke,
     )
     learner.source = source
     with source:
@@ -229,13 +242,14 @@ def test_on_revoke_runs_at_close_and_can_commit(
     assert learner.assigned == [[(topic, 0), (topic, 1)]]
     assert learner.revoked == [[(topic, 0), (topic, 1)]]
     assert learner.commits == [True]
-    assert "MainThread" not in learner.threads
+    if kafka_client == "kafka-python":  # librdkafka calls them in the thread that polls/closes
+        assert "MainThread" not in learner.threads
     assert group_offsets(kafka_bootstrap, group_id) == learner.next_offsets
     assert sum(learner.next_offsets.values()) == 20
 
 
 def test_callback_errors_propagate_unchanged(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"x"])
@@ -243,24 +257,27 @@ def test_callback_errors_propagate_unchanged(
     def on_assign(partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         raise ValueError("checkpoint unreadable")
 
-    with source_for(kafka_bootstrap, topic, group_id, on_assign=on_assign) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id, on_assign=on_assign) as source:
         with pytest.raises(ValueError, match="checkpoint unreadable"):
             collect(source)
 
     def bad_offsets(partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return {(topic, 0): -4}
 
-    with source_for(kafka_bootstrap, topic, group_id, on_assign=bad_offsets) as source:
+    with source_for(
+        kafka_client, kafka_bootstrap, topic, group_id, on_assign=bad_offsets
+    ) as source:
         with pytest.raises(ConnectorError, match="on_assign"):
             collect(source)
 
 
 def test_close_from_another_thread_stops_a_waiting_iteration(
-    kafka_bootstrap: str, make_topic: Callable[..., str], group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     learner = Learner()
     source = source_for(
+        kafka_client,
         kafka_bootstrap,
         topic,
         group_id,
@@ -289,7 +306,7 @@ def test_close_from_another_thread_stops_a_waiting_iteration(
 
 
 def test_exit_at_end_passes_transaction_markers(
-    kafka_bootstrap: str, make_topic: Callable[..., str], group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], group_id: str, kafka_client: str
 ) -> None:
     from kafka.producer import KafkaProducer
 
@@ -304,7 +321,7 @@ def test_exit_at_end_passes_transaction_markers(
     finally:
         producer.close()
     started = time.monotonic()
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         assert [r.value for r in collect(source)] == [b"t%d" % i for i in range(5)]
     assert time.monotonic() - started < 30
 
@@ -348,11 +365,11 @@ def test_batches_only_once() -> None:
 
 
 def test_a_tombstone_becomes_one_empty_record(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"a", None, b"b"], [b"k1", b"k2", b"k3"])
-    with source_for(kafka_bootstrap, topic, group_id) as source:
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         records = collect(source)
     assert [(r.position.offset, r.key, r.value) for r in records] == [
         (0, b"k1", b"a"),
@@ -362,7 +379,7 @@ def test_a_tombstone_becomes_one_empty_record(
 
 
 def test_close_called_inside_on_revoke_returns(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"x"])
@@ -372,7 +389,9 @@ def test_close_called_inside_on_revoke_returns(
         revoked.append(partitions)
         source.close()  # e.g. an engine shutting down from its callback
 
-    source = source_for(kafka_bootstrap, topic, group_id, exit_at_end=False, on_revoke=on_revoke)
+    source = source_for(
+        kafka_client, kafka_bootstrap, topic, group_id, exit_at_end=False, on_revoke=on_revoke
+    )
 
     def close_when_read() -> None:
         wait_for(lambda: source.lag() == {(topic, 0): 0}, "the message to be read")
@@ -384,10 +403,8 @@ def test_close_called_inside_on_revoke_returns(
     assert source.assignment == []
 
 
-
-
 def test_on_idle_is_called_after_an_empty_poll_that_follows_the_batches(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
 ) -> None:
     topic = make_topic()
     produce(topic, [b"%d" % i for i in range(20)])
@@ -399,7 +416,13 @@ def test_on_idle_is_called_after_an_empty_poll_that_follows_the_batches(
             source.close()  # drained: the timed work is done, stop
 
     source = source_for(
-        kafka_bootstrap, topic, group_id, exit_at_end=False, max_poll_records=5, on_idle=on_idle
+        kafka_client,
+        kafka_bootstrap,
+        topic,
+        group_id,
+        exit_at_end=False,
+        max_poll_records=5,
+        on_idle=on_idle,
     )
     with source:
         for batch in source.batches():

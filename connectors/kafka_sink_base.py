@@ -1,0 +1,228 @@
+"""The client-neutral half of a Kafka sink: argument checks, failure accounting, flush and close.
+
+:class:`TopicSink` is shared by :class:`~connectors.kafka_sink.KafkaSink` (kafka-python) and
+:class:`~connectors.rdkafka_sink.RdKafkaSink` (confluent-kafka); a client adds how to open,
+produce to, flush and close its producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from itertools import repeat
+from typing import Any
+
+from connectors.base import BatchMessageSink, Closing
+from connectors.errors import ConnectorError
+
+__all__ = ["TopicSink", "check_message"]
+
+logger = logging.getLogger("connectors.kafka_sink")  # the sinks' own log
+
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def check_message(value: object, key: object, headers: object) -> None:
+    """Refuse a message whose parts have the wrong types.
+
+    Raises
+    ------
+    ConnectorError
+        Naming the part.
+
+    Examples
+    --------
+    >>> check_message(b"v", None, [("reason", b"x")])
+    >>> check_message("v", None, None)
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: value must be bytes, got str
+    """
+    if not isinstance(value, _BYTES):
+        raise ConnectorError(f"value must be bytes, got {type(value).__name__}")
+    if key is not None and not isinstance(key, _BYTES):
+        raise ConnectorError(f"key must be bytes or None, got {type(key).__name__}")
+    if headers is not None and not (
+        isinstance(headers, list)
+        and all(
+            isinstance(h, tuple)
+            and len(h) == 2
+            and isinstance(h[0], str)
+            and isinstance(h[1], bytes)
+            for h in headers
+        )
+    ):
+        raise ConnectorError(f"headers must be a list of (str, bytes) pairs, got {headers!r}")
+
+
+class TopicSink(Closing, BatchMessageSink):
+    """What a Kafka sink does whatever its client (a base class; see
+    :class:`~connectors.kafka_sink.KafkaSink` for the behaviour).
+
+    A client subclass implements ``_open()`` (create the producer), ``_produce(value, key,
+    headers)`` (queue one message; delivery failures go to :meth:`_failure`),
+    ``_flush_producer()`` and ``_close_producer()``.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topic: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
+        self.topic = topic
+        self._config = self._configure(bootstrap_servers, client_options)
+        self._producer: Any = None
+        self._lock = threading.Lock()  # guards the failures, recorded by the client's thread
+        self._failed = 0
+        self._first_failure: BaseException | None = None
+        self._closed = False
+
+    def write(self, line: bytes) -> None:
+        """Send ``line`` as one message (no newline is added).
+
+        Raises
+        ------
+        ConnectorError
+            As :meth:`send`.
+        """
+        self.send(line)
+
+    def send(
+        self,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Queue one message; delivery is checked by :meth:`flush`.
+
+        Parameters
+        ----------
+        value
+            Message value.
+        key
+            Message key (decides the partition), or ``None``.
+        headers
+            Message headers as ``(name, value)`` pairs.
+
+        Raises
+        ------
+        ConnectorError
+            If the sink is closed, an argument has the wrong type, the
+            producer cannot be created, or the message cannot be queued
+            (too large, no metadata for the topic in time).
+        """
+        if self._closed:
+            raise ConnectorError(f"send to closed Kafka sink {self.topic!r}")
+        check_message(value, key, headers)
+        if self._producer is None:
+            self._producer = self._open()
+        self._produce(bytes(value), key, headers)
+
+    def send_many(self, values: list[bytes], keys: list[bytes | None]) -> None:
+        """Queue ``values[i]`` with key ``keys[i]`` for each ``i``, as :meth:`send` would one by
+        one (without headers), with the types checked once for all.
+
+        Raises
+        ------
+        ConnectorError
+            As :meth:`send`, or if ``values`` and ``keys`` differ in length.
+        """
+        if self._closed:
+            raise ConnectorError(f"send to closed Kafka sink {self.topic!r}")
+        if len(values) != len(keys):
+            raise ConnectorError(f"{len(values)} values but {len(keys)} keys")
+        if not all(map(isinstance, values, repeat(bytes))):
+            raise ConnectorError("values must be bytes")
+        if not all(k is None or isinstance(k, bytes) for k in keys):
+            raise ConnectorError("keys must be bytes or None")
+        if self._producer is None:
+            self._producer = self._open()
+        self._produce_many(values, keys)
+
+    def flush(self) -> None:
+        """Wait until every message sent so far is acknowledged or has failed.
+
+        Raises
+        ------
+        ConnectorError
+            If the sink is closed, the flush fails, or any message sent
+            since the previous flush was not delivered (the producer is then
+            replaced by a new one at the next send).
+        """
+        if self._closed:
+            raise ConnectorError(f"flush of closed Kafka sink {self.topic!r}")
+        if self._producer is None:
+            return
+        self._flush_producer()
+        with self._lock:
+            failed, first = self._failed, self._first_failure
+            self._failed, self._first_failure = 0, None
+        if failed:
+            # The producer may be unusable (idempotence: fatal error state); the next send
+            # starts a new one.
+            self._close_producer()
+            self._producer = None
+            raise ConnectorError(
+                f"{failed} message(s) to Kafka topic {self.topic!r} were not delivered: {first!r}"
+            ) from first
+
+    def close(self) -> None:
+        """Flush and close the producer; calling it again is harmless.
+
+        Raises
+        ------
+        ConnectorError
+            If the final flush fails; the producer is closed anyway.
+        """
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            if self._producer is not None:
+                self._close_producer()
+                self._producer = None
+                logger.debug("closed the Kafka producer of %r", self.topic)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(topic={self.topic!r})"
+
+    # -- what a client implements --------------------------------------------------------------
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The producer's settings: its defaults, ``client_options``, what the sink sets."""
+        raise NotImplementedError
+
+    def _open(self) -> Any:
+        raise NotImplementedError
+
+    def _produce(
+        self, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]] | None
+    ) -> None:
+        raise NotImplementedError
+
+    def _produce_many(self, values: list[bytes], keys: list[bytes | None]) -> None:
+        for value, key in zip(values, keys):
+            self._produce(value, key, None)
+
+    def _flush_producer(self) -> None:
+        raise NotImplementedError
+
+    def _close_producer(self) -> None:
+        raise NotImplementedError
+
+    # -- delivery failures ---------------------------------------------------------------------
+    def _failure(self, exc: BaseException) -> None:
+        with self._lock:
+            self._failed += 1
+            first = self._first_failure is None
+            if first:
+                self._first_failure = exc
+        if first:
+            logger.warning("a message to Kafka topic %r was not delivered: %r", self.topic, exc)
