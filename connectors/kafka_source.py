@@ -160,6 +160,20 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         )
         return config
 
+    def group_metadata(self) -> Any:
+        """The consumer's group membership, for offsets committed in a transaction (the broker
+        fences a member of an older generation, KIP-447).
+
+        Raises
+        ------
+        ConnectorError
+            If the consumer is not open.
+        """
+        consumer = self._consumer
+        if consumer is None:
+            raise ConnectorError(f"the Kafka source of {self.topics!r} has no open consumer")
+        return consumer.group_metadata()
+
     # -- the client ----------------------------------------------------------------------------
     def _open(self) -> KafkaConsumer:
         from kafka.consumer import KafkaConsumer

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from stream_perceptron.errors import StreamPerceptronError
-from stream_perceptron.learners import CentroidClassifier, MulticlassPerceptron, Perceptron
+from stream_perceptron.learners import (
+    CentroidClassifier,
+    MulticlassPerceptron,
+    Perceptron,
+    Preprocessed,
+)
 
 __all__ = [
     "Perceptron",
     "MulticlassPerceptron",
     "CentroidClassifier",
+    "Preprocessed",
     "StreamPerceptronError",
     "__version__",
 ]

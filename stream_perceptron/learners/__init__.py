@@ -6,16 +6,19 @@ from stream_perceptron.learners._base import DenseLearner, StreamClassifier
 from stream_perceptron.learners.centroid import CentroidClassifier
 from stream_perceptron.learners.multiclass import MulticlassPerceptron
 from stream_perceptron.learners.perceptron import Perceptron
+from stream_perceptron.learners.preprocessed import Preprocessed
 
 __all__ = [
     "Perceptron",
     "MulticlassPerceptron",
     "CentroidClassifier",
+    "Preprocessed",
     "StreamClassifier",
     "DenseLearner",
     "LEARNERS",
 ]
 
 LEARNERS: dict[str, type[StreamClassifier]] = {
-    cls.__name__: cls for cls in (Perceptron, MulticlassPerceptron, CentroidClassifier)
+    cls.__name__: cls
+    for cls in (Perceptron, MulticlassPerceptron, CentroidClassifier, Preprocessed)
 }
