@@ -114,6 +114,13 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         if self.averaged:
+            t = self._n_seen
+            if t and _speedups is not None and not self._init.random:
+                # predict_one's averaged argmax and _learn's plain argmax and norm, one pass
+                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, t, x)
+                if got is not None:
+                    self._learn(x, y, got[1])
+                    return got[0]
             prediction = self._predict_before_learning(x)
             self._learn(x, y)
             return prediction
@@ -137,8 +144,9 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 if self.averaged:
                     log.put(uc, k, uc.get(k, 0.0) + (t - 1) * v)
 
-    def _learn(self, x: dict, y: Any) -> Any:
+    def _learn(self, x: dict, y: Any, known: tuple[Any, float] | None = None) -> Any:
         """Learn ``(x, y)``; return the plain-weight prediction made before learning.
+        ``known``: the plain ``(argmax, r)`` of ``x`` now, when the caller computed them.
 
         As ``Perceptron._learn``: R, the two classes' new weights, biases and averaging
         accumulators are computed and checked before anything is stored; a value that would
@@ -153,8 +161,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         memo = self._memo
         if memo is not None:
             self._memo = None
-        got = None
-        if _speedups is not None and not self._init.random:
+        got = known
+        if got is None and _speedups is not None and not self._init.random:
             # predict_one's argmax and norm when it was given this very dict, unchanged since,
             # and the model has not learned since; else computed
             if memo is not None:
@@ -257,11 +265,14 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
-    _DENSE_REFERENCE = ("_learn", "_update", "_scores", "predict_one", "predict_learn_one")
+    _DENSE_REFERENCE = (
+        "_learn", "_update", "_scores", "_average_scores", "_predict_scores", "predict_one",
+        "predict_learn_one",
+    )  # fmt: skip
 
     @property
     def dense_capable(self) -> bool:
-        """Whether :meth:`learn_dense` can run: the C extension is built, not ``averaged``,
+        """Whether :meth:`learn_dense` can run: the C extension is built,
         ``init="zeros"``, a plain number as ``lr``, and the class does not replace the learning
         code the kernel reproduces."""
         return (
@@ -310,17 +321,51 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             scores[c] = dot + b[c]
         return scores
 
+    def _average_scores(self, x: dict) -> dict[Any, float]:
+        """The scores under the averaged weights and biases: ``s - (u.x + ub) / t`` per class,
+        ``s`` the plain score (``w - u/t`` is the average of the ``t`` weight vectors so far):
+        two dots over x's features and one division per class, whatever the size of the
+        model. The same numbers as ``average_weights``/``average_bias`` give, up to float
+        rounding (the tests hold them to an exact rational average)."""
+        t = self._n_seen
+        if _speedups is not None:
+            got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
+            if got is not None:
+                return got
+        scores = {}
+        u, b, ub = self._u, self._b, self._ub
+        for c, wc in self._w.items():
+            uc = u[c]
+            dot = udot = 0.0
+            for k, v in x.items():
+                wk = wc.get(k)
+                if wk is not None:
+                    dot += wk * v
+                    uk = uc.get(k)
+                    if uk is not None:
+                        udot += uk * v
+            scores[c] = (dot + b[c]) - (udot + ub[c]) / t
+        return scores
+
     def _predict_scores(self, x: dict) -> dict[Any, float]:
         if self.averaged and self._n_seen:
-            return self._scores(x, self.average_weights, self.average_bias)
+            return self._average_scores(x)
         return self._scores(x, self._w, self._b)
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        if _speedups is not None and not (self.averaged and self._n_seen):
-            got = _speedups.class_argmax(self._w, self._b, x, True)
-            if got is not None:
-                self._memo = (x, got, self._n_seen)
-                return got[0]
+        if _speedups is not None:
+            t = self._n_seen
+            if not (self.averaged and t):
+                got = _speedups.class_argmax(self._w, self._b, x, True)
+                if got is not None:
+                    self._memo = (x, got, t)
+                    return got[0]
+            else:
+                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, t, x, True)
+                if got is not None:
+                    # the plain argmax and norm, for the learn_one that usually follows
+                    self._memo = (x, got[1], t)
+                    return got[0]
         return _argmax(self._predict_scores(x))
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:

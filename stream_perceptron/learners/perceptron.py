@@ -131,6 +131,14 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             return self._predict_learn_first(x, y)
         sign = labels.encode(y)
         if self.averaged:
+            t = self._n_seen
+            if t and _speedups is not None and not self._init.random:
+                # predict_one's averaged score and _learn's plain dot and norm, in one pass
+                got = _speedups.avg_dot_norm(self._w, self._u, x)
+                if got is not None:
+                    score = (got[1][0] + self._b) - (got[0] + self._ub) / t
+                    self._learn(x, sign, got[1])
+                    return labels.positive if score > 0 else labels.negative
             prediction = self._predict_before_learning(x)
             self._learn(x, sign)
             return prediction
@@ -162,8 +170,9 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         score = self._learn(x, sign)
         return self._labels.decode(1 if score > 0 else -1)
 
-    def _learn(self, x: dict, y: int) -> float:
-        """Learn from ``x`` with sign ``y``; return the score before learning.
+    def _learn(self, x: dict, y: int, known: tuple[float, float] | None = None) -> float:
+        """Learn from ``x`` with sign ``y``; return the score before learning. ``known``: the
+        ``(dot, r)`` of ``x`` under the weights now, when the caller computed them.
 
         Everything the example changes (R, the weights, the bias, the averaging accumulators)
         is computed and checked before anything is stored: when a value would not be finite,
@@ -187,8 +196,8 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                     if self.averaged:
                         undo.put(self._u, k, self._u.get(k, 0.0) + (t - 1) * v)
         try:
-            got = None
-            if _speedups is not None:
+            got = known
+            if got is None and _speedups is not None:
                 # predict_one's dot and norm when it was given this very dict, unchanged
                 # since, and the model has not learned since; else computed
                 if memo is not None:
@@ -247,8 +256,8 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
     _DENSE_REFERENCE = (
-        "_learn", "_score", "predict_one", "predict_learn_one", "_predict_learn_first",
-        "_predict_open",
+        "_learn", "_score", "_average_score", "predict_one", "predict_learn_one",
+        "_predict_learn_first", "_predict_open",
     )  # fmt: skip
 
     @property
@@ -348,14 +357,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
     def _score(self, x: dict) -> float:
         w = self._w
         if self.averaged and self._n_seen:
-            t = self._n_seen
-            u = self._u
-            dot = 0.0
-            for k, v in x.items():
-                wk = w.get(k)
-                if wk is not None:
-                    dot += (wk - u.get(k, 0.0) / t) * v
-            return dot + (self._b - self._ub / t)
+            return self._average_score(x)
         if _speedups is not None:
             got = _speedups.dot_norm(w, x, True)
             if got is not None:
@@ -368,8 +370,32 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 dot += wk * v
         return dot + self._b
 
+    def _average_score(self, x: dict) -> float:
+        """The score under the averaged weights: ``s - (u.x + ub) / t``, ``s`` the plain score
+        (``w - u/t`` is the average of the ``t`` weight vectors so far, see ``_learn``): two
+        dots over x's features and one division, whatever the size of the model. The same
+        number as ``average_weights . x + average_bias`` up to float rounding (the tests hold
+        it to an exact rational average)."""
+        t = self._n_seen
+        w, u = self._w, self._u
+        if _speedups is not None:
+            got = _speedups.avg_dot_norm(w, u, x, True)
+            if got is not None:
+                # the plain dot and norm, for the learn_one that usually follows
+                self._memo = (x, got[1], t)
+                return (got[1][0] + self._b) - (got[0] + self._ub) / t
+        dot = udot = 0.0
+        for k, v in x.items():
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+                uk = u.get(k)
+                if uk is not None:
+                    udot += uk * v
+        return (dot + self._b) - (udot + self._ub) / t
+
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        if _speedups is not None and not self.averaged:  # _score's fast path, inlined
+        if _speedups is not None and not (self.averaged and self._n_seen):  # _score's, inlined
             got = _speedups.dot_norm(self._w, x, True)
             if got is not None:
                 self._memo = (x, got, self._n_seen)
