@@ -184,11 +184,26 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--lr",
         type=_float_upto(1e6),
         default=1.0,
-        help="learning rate (default 1; with zero initial weights and --bias learned it only "
-        "scales the model, so it changes nothing but floating-point tie-breaking)",
+        help="learning rate (default 1). With --init zeros and --bias learned or none it only "
+        "scales every weight and bias, so the predictions stay the same (a power of two: to "
+        "the bit; other values: up to floating-point tie-breaking). It matters with --bias r2 "
+        "(the bias step R^2 does not scale with it) and --init random (the initial weights "
+        "do not)",
     )
-    model.add_argument("--bias", choices=("learned", "r2", "none"), default="learned")
-    model.add_argument("--init", choices=("zeros", "random"), default="zeros")
+    model.add_argument(
+        "--bias",
+        choices=("learned", "r2", "none"),
+        default="learned",
+        help="learned: b moves by lr on a mistake; r2: by R^2, R the largest input norm so far "
+        "(Novikoff's bound, then --lr matters); none: no bias",
+    )
+    model.add_argument(
+        "--init",
+        choices=("zeros", "random"),
+        default="zeros",
+        help="initial weights: zeros, or random small normal values (seeded by --seed; then "
+        "--lr sets the step against their scale)",
+    )
     model.add_argument(
         "--seed", type=_int_in(0, 2**32 - 1), default=None, help="seed for --init random"
     )
