@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from stream_perceptron.errors import StreamPerceptronError
-from stream_perceptron.learners import CentroidClassifier, MulticlassPerceptron, Perceptron
+from stream_perceptron.learners import (
+    CentroidClassifier,
+    MulticlassPassiveAggressive,
+    MulticlassPerceptron,
+    PassiveAggressive,
+    Perceptron,
+)
 
 __all__ = [
     "Perceptron",
     "MulticlassPerceptron",
     "CentroidClassifier",
+    "PassiveAggressive",
+    "MulticlassPassiveAggressive",
     "StreamPerceptronError",
     "__version__",
 ]

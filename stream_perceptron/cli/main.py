@@ -178,7 +178,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     kafka.add_argument("--ssl-keyfile", metavar="PATH")
     model = run.add_argument_group("model")
     model.add_argument(
-        "--model", choices=("binary", "multiclass", "centroid"), default="binary", help="learner"
+        "--model",
+        choices=("binary", "multiclass", "centroid", "pa", "pa-multiclass"),
+        default="binary",
+        help="learner: the perceptron (binary, multiclass), the nearest class mean (centroid), "
+        "passive-aggressive (pa: binary, pa-multiclass; see --pa-variant and --C)",
     )
     model.add_argument(
         "--lr",
@@ -208,6 +212,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--seed", type=_int_in(0, 2**32 - 1), default=None, help="seed for --init random"
     )
     model.add_argument("--averaged", action="store_true", help="averaged perceptron")
+    model.add_argument(
+        "--pa-variant",
+        dest="variant",
+        choices=("pa", "pa1", "pa2"),
+        default="pa1",
+        help="--model pa: PA (step loss/||x||^2), PA-I (at most C), PA-II (loss/(||x||^2 + "
+        "1/(2C))); default pa1, River's PAClassifier default",
+    )
+    model.add_argument(
+        "--C",
+        dest="C",
+        type=_float_upto(1e6),
+        default=1.0,
+        help="--model pa: aggressiveness of PA-I and PA-II (default 1; smaller is more "
+        "cautious, e.g. 0.01 on noisy or drifting streams)",
+    )
     out = run.add_argument_group("output")
     out.add_argument("--predictions", metavar="PATH|-", help="one JSON line per record")
     out.add_argument("--dead-letter", metavar="PATH", help="one JSON line per bad record")

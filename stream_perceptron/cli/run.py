@@ -19,7 +19,9 @@ from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
 from stream_perceptron.learners import (
     CentroidClassifier,
+    MulticlassPassiveAggressive,
     MulticlassPerceptron,
+    PassiveAggressive,
     Perceptron,
     StreamClassifier,
 )
@@ -43,6 +45,9 @@ def make_learner(args: argparse.Namespace) -> StreamClassifier:
     """The learner the options ask for."""
     if args.model == "centroid":
         return CentroidClassifier()
+    if args.model in ("pa", "pa-multiclass"):
+        pa = PassiveAggressive if args.model == "pa" else MulticlassPassiveAggressive
+        return pa(C=args.C, variant=args.variant, bias=args.bias)
     klass = Perceptron if args.model == "binary" else MulticlassPerceptron
     return klass(lr=args.lr, bias=args.bias, init=args.init, seed=args.seed, averaged=args.averaged)
 
@@ -96,6 +101,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
+    if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
+        parser.error("--model pa takes --bias learned or none")
     if args.ui_linger is not None and not args.ui:
         parser.error("--ui-linger needs --ui")
     if args.ui and args.metrics_port is not None and args.metrics_port < 0:
@@ -259,9 +266,11 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
 
 
 # The flags that make the model: each sets the hyperparameter of its name.
-_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged")
+_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged", "C", "variant")
 _MODEL_CLASSES = {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}
 _MODEL_CLASSES["centroid"] = "CentroidClassifier"
+_MODEL_CLASSES["pa"] = "PassiveAggressive"
+_MODEL_CLASSES["pa-multiclass"] = "MulticlassPassiveAggressive"
 
 
 def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
@@ -276,7 +285,8 @@ def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> No
         if flag in params and getattr(args, flag) != params[flag]:
             logger.warning(
                 "--%s %s is ignored: the checkpoint's model has %s=%r",
-                flag, getattr(args, flag), flag, params[flag],
+                "pa-variant" if flag == "variant" else flag, getattr(args, flag), flag,
+                params[flag],
             )  # fmt: skip
 
 

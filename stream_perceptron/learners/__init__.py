@@ -5,17 +5,30 @@ from __future__ import annotations
 from stream_perceptron.learners._base import DenseLearner, StreamClassifier
 from stream_perceptron.learners.centroid import CentroidClassifier
 from stream_perceptron.learners.multiclass import MulticlassPerceptron
+from stream_perceptron.learners.passive_aggressive import (
+    MulticlassPassiveAggressive,
+    PassiveAggressive,
+)
 from stream_perceptron.learners.perceptron import Perceptron
 
 __all__ = [
     "Perceptron",
     "MulticlassPerceptron",
     "CentroidClassifier",
+    "PassiveAggressive",
+    "MulticlassPassiveAggressive",
     "StreamClassifier",
     "DenseLearner",
     "LEARNERS",
 ]
 
 LEARNERS: dict[str, type[StreamClassifier]] = {
-    cls.__name__: cls for cls in (Perceptron, MulticlassPerceptron, CentroidClassifier)
+    cls.__name__: cls
+    for cls in (
+        Perceptron,
+        MulticlassPerceptron,
+        CentroidClassifier,
+        PassiveAggressive,
+        MulticlassPassiveAggressive,
+    )
 }

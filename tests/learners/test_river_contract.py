@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from river import checks
 
-from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
+from stream_perceptron import (
+    CentroidClassifier,
+    MulticlassPassiveAggressive,
+    MulticlassPerceptron,
+    PassiveAggressive,
+    Perceptron,
+)
 
 MODELS = [
     Perceptron(),
@@ -16,6 +22,9 @@ MODELS = [
     MulticlassPerceptron(),
     MulticlassPerceptron(bias="r2", averaged=True),
     CentroidClassifier(),
+    PassiveAggressive(),
+    PassiveAggressive(C=0.01, variant="pa2", bias="none"),
+    MulticlassPassiveAggressive(variant="pa"),
 ]
 
 
