@@ -791,14 +791,15 @@ recall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_NewRef(result);
 }
 
-/* t, an exact int >= 1 of at most 2**53, as a double (as Python's true division converts it) */
+/* The divisor t: an int of at most 2**53 or a float, finite and >= 1, as a double (as
+ * Python's true division converts it). */
 static int
 count_value(PyObject *obj, double *t)
 {
     double v;
     long long iv;
     int is_int;
-    if (!number_value(obj, &v, &iv, &is_int) || !is_int || iv < 1) {
+    if (!number_value(obj, &v, &iv, &is_int) || !(v >= 1.0) || !isfinite(v)) {
         return 0;
     }
     *t = v;
@@ -872,7 +873,7 @@ PyDoc_STRVAR(avg_class_argmax_doc,
 "Averaged multi-class perceptron: ``(a_hat, (y_hat, r))``, ``a_hat`` the argmax of the\n"
 "averaged scores ``s - (dot(u[c], x) + ub[c]) / t``, s the plain score (as\n"
 "``_argmax(MulticlassPerceptron._average_scores(x))``; u and ub the accumulators per class,\n"
-"t an int >= 1) and ``(y_hat, r)`` what :func:`class_argmax` gives;\n"
+"t the divisor D(t), an int or a float >= 1) and ``(y_hat, r)`` what :func:`class_argmax` gives;\n"
 "with snapshot true the inner tuple is ``(y_hat, r, snapshot)``. None when not handled.");
 
 static PyObject *

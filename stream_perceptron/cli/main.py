@@ -213,6 +213,16 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     model.add_argument("--averaged", action="store_true", help="averaged perceptron")
     model.add_argument(
+        "--average-half-life",
+        type=_float_upto(1e12),
+        default=None,
+        metavar="N",
+        help="with --averaged: an average that forgets, a <- (1-alpha)*a + alpha*w after each "
+        "example, alpha = 1 - 2^(-1/N): an example's weights count half after N more examples. "
+        "For drifting streams (e.g. N = 700, alpha 0.001); without it the average remembers "
+        "everything",
+    )
+    model.add_argument(
         "--pa-variant",
         dest="variant",
         choices=("pa", "pa1", "pa2"),

@@ -49,7 +49,14 @@ def make_learner(args: argparse.Namespace) -> StreamClassifier:
         pa = PassiveAggressive if args.model == "pa" else MulticlassPassiveAggressive
         return pa(C=args.C, variant=args.variant, bias=args.bias)
     klass = Perceptron if args.model == "binary" else MulticlassPerceptron
-    return klass(lr=args.lr, bias=args.bias, init=args.init, seed=args.seed, averaged=args.averaged)
+    return klass(
+        lr=args.lr,
+        bias=args.bias,
+        init=args.init,
+        seed=args.seed,
+        averaged=args.averaged,
+        average_half_life=args.average_half_life,
+    )
 
 
 def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
@@ -101,6 +108,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
+    if args.average_half_life is not None and not args.averaged:
+        parser.error("--average-half-life needs --averaged")
     if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
         parser.error("--model pa takes --bias learned or none")
     if args.ui_linger is not None and not args.ui:
@@ -266,7 +275,7 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
 
 
 # The flags that make the model: each sets the hyperparameter of its name.
-_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged", "C", "variant")
+_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged", "average_half_life", "C", "variant")
 _MODEL_CLASSES = {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}
 _MODEL_CLASSES["centroid"] = "CentroidClassifier"
 _MODEL_CLASSES["pa"] = "PassiveAggressive"
@@ -285,7 +294,8 @@ def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> No
         if flag in params and getattr(args, flag) != params[flag]:
             logger.warning(
                 "--%s %s is ignored: the checkpoint's model has %s=%r",
-                "pa-variant" if flag == "variant" else flag, getattr(args, flag), flag,
+                "pa-variant" if flag == "variant" else flag.replace("_", "-"), getattr(args, flag),
+                flag,
                 params[flag],
             )  # fmt: skip
 

@@ -91,8 +91,9 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         init: str = "zeros",
         seed: int | None = None,
         averaged: bool = False,
+        average_half_life: float | None = None,
     ) -> None:
-        self._set_hyperparameters(lr, bias, init, seed, averaged)
+        self._set_hyperparameters(lr, bias, init, seed, averaged, average_half_life)
         self._w: dict[Any, dict[Any, float]] = {}
         self._b: dict[Any, float] = {}
         self._u: dict[Any, dict[Any, float]] = {}
@@ -117,7 +118,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             t = self._n_seen
             if t and _speedups is not None and not self._init.random:
                 # predict_one's averaged argmax and _learn's plain argmax and norm, one pass
-                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, t, x)
+                d = self._avg_div(t)
+                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x)
                 if got is not None:
                     self._learn(x, y, got[1])
                     return got[0]
@@ -142,7 +144,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             for k, v in zip(fresh, self._init.draw(len(fresh))):
                 log.put(wc, k, v)
                 if self.averaged:
-                    log.put(uc, k, uc.get(k, 0.0) + (t - 1) * v)
+                    log.put(uc, k, uc.get(k, 0.0) + self._avg_coef(t) * v)
 
     def _learn(self, x: dict, y: Any, known: tuple[Any, float] | None = None) -> Any:
         """Learn ``(x, y)``; return the plain-weight prediction made before learning.
@@ -191,14 +193,25 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         if y_hat == y and y_hat is not None and y in self._w:
             self._max_norm = max_norm
             self._n_seen = t
-            return y_hat
-        try:
-            self._update(x, y, y_hat, max_norm, t)
-        except ValueTooLargeError:
-            if log is not None:
-                log.undo(self._init)
-            raise
+        else:
+            try:
+                self._update(x, y, y_hat, max_norm, t)
+            except ValueTooLargeError:
+                if log is not None:
+                    log.undo(self._init)
+                raise
+        if self._renormalise_due(t):
+            self._renormalise(t)
         return y_hat
+
+    def _renormalise(self, t: int) -> None:
+        """Move the forgetting average's reference example up to ``t``: the same average, with
+        coefficients back near 1 (see :class:`LinearHyperparameters`)."""
+        factor = math.pow(self._beta, t - self._avg_ref)
+        for c, uc in self._u.items():
+            self._rescale(uc, factor)
+            self._ub[c] = self._ub[c] * factor
+        self._avg_ref = t
 
     def _update(self, x: dict, y: Any, y_hat: Any, max_norm: float, t: int) -> None:
         """The update of a mistake, every new value checked before any is stored."""
@@ -218,23 +231,24 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 for k, v in zip(fresh := new_features(x, wy), self._init.draw(len(fresh))):
                     wy[k] = v
                     if self.averaged:
-                        uy[k] = uy.get(k, 0.0) + (t - 1) * v
+                        uy[k] = uy.get(k, 0.0) + self._avg_coef(t) * v
         else:
             wy, uy, by, uby = self._w[y], self._u[y], self._b[y], self._ub[y]
-        averaging = self.averaged and t > 1
+        averaging = self._averaging(t)
+        c = self._avg_coef(t) if averaging else 0
         try:
             by += db
             if averaging:
-                uby += (t - 1) * db
+                uby += c * db
             if y_hat is None:
                 bh = ubh = 0.0
-                targets: tuple[Any, ...] = (wy, lr, uy, (t - 1) * lr) if averaging else (wy, lr)
+                targets: tuple[Any, ...] = (wy, lr, uy, c * lr) if averaging else (wy, lr)
             else:
                 bh = self._b[y_hat] + -db
-                ubh = self._ub[y_hat] + (t - 1) * -db if averaging else self._ub[y_hat]
+                ubh = self._ub[y_hat] + c * -db if averaging else self._ub[y_hat]
                 wh = self._w[y_hat]
                 targets = (
-                    (wy, lr, wh, -lr, uy, (t - 1) * lr, self._u[y_hat], (t - 1) * -lr)
+                    (wy, lr, wh, -lr, uy, c * lr, self._u[y_hat], c * -lr)
                     if averaging
                     else (wy, lr, wh, -lr)
                 )
@@ -327,7 +341,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         two dots over x's features and one division per class, whatever the size of the
         model. The same numbers as ``average_weights``/``average_bias`` give, up to float
         rounding (the tests hold them to an exact rational average)."""
-        t = self._n_seen
+        t = self._avg_div(self._n_seen)
         if _speedups is not None:
             got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
             if got is not None:
@@ -361,7 +375,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                     self._memo = (x, got, t)
                     return got[0]
             else:
-                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, t, x, True)
+                d = self._avg_div(t)
+                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, True)
                 if got is not None:
                     # the plain argmax and norm, for the learn_one that usually follows
                     self._memo = (x, got[1], t)
@@ -390,7 +405,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     @property
     def average_weights(self) -> dict[Any, dict[Any, float]]:
         """The averaged weights used by predictions when ``averaged=True``."""
-        t = self._n_seen or 1
+        t = self._avg_div(self._n_seen or 1)
         return {
             c: {k: wk - self._u[c].get(k, 0.0) / t for k, wk in wc.items()}
             for c, wc in self._w.items()
@@ -399,7 +414,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     @property
     def average_bias(self) -> dict[Any, float]:
         """The averaged biases used by predictions when ``averaged=True``."""
-        t = self._n_seen or 1
+        t = self._avg_div(self._n_seen or 1)
         return {c: bc - self._ub[c] / t for c, bc in self._b.items()}
 
     @property
@@ -436,6 +451,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 }
                 for c in self._w
             ],
+            "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
         }
 
@@ -448,6 +464,9 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             self._b[c] = float(entry["bias"])
             self._u[c] = {k: float(v) for k, v in entry["avg_weights_acc"]}
             self._ub[c] = float(entry["avg_bias_acc"])
+        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
+        if not 0 <= self._avg_ref <= self._n_seen:
+            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
         self._init.set_state(state["rng"])
 
 

@@ -99,12 +99,14 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         init: str = "zeros",
         seed: int | None = None,
         averaged: bool = False,
+        average_half_life: float | None = None,
     ) -> None:
-        self._set_hyperparameters(lr, bias, init, seed, averaged)
+        self._set_hyperparameters(lr, bias, init, seed, averaged, average_half_life)
         self._labels = BinaryLabels()
         self._w: dict[Any, float] = {}
         self._b = 0.0
-        # Lazy averaging: u holds sum over updates of (t - 1) * delta; average = w - u / t.
+        # Lazy averaging: u holds sum over updates of c(t) * delta; average = w - u / D(t)
+        # (see LinearHyperparameters: c(t) = t - 1 and D(t) = t for the plain average).
         self._u: dict[Any, float] = {}
         self._ub = 0.0
         self._n_seen = 0
@@ -136,7 +138,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 # predict_one's averaged score and _learn's plain dot and norm, in one pass
                 got = _speedups.avg_dot_norm(self._w, self._u, x)
                 if got is not None:
-                    score = (got[1][0] + self._b) - (got[0] + self._ub) / t
+                    score = (got[1][0] + self._b) - (got[0] + self._ub) / self._avg_div(t)
                     self._learn(x, sign, got[1])
                     return labels.positive if score > 0 else labels.negative
             prediction = self._predict_before_learning(x)
@@ -194,7 +196,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 for k, v in zip(fresh, self._init.draw(len(fresh))):
                     undo.put(w, k, v)
                     if self.averaged:
-                        undo.put(self._u, k, self._u.get(k, 0.0) + (t - 1) * v)
+                        undo.put(self._u, k, self._u.get(k, 0.0) + self._avg_coef(t) * v)
         try:
             got = known
             if got is None and _speedups is not None:
@@ -226,16 +228,17 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                     db = y * max_norm * max_norm
                 else:
                     db = 0.0
-                averaging = self.averaged and t > 1
+                averaging = self._averaging(t)
+                c = self._avg_coef(t) if averaging else 0
                 try:
                     b = self._b + db
-                    ub = self._ub + (t - 1) * db if averaging else self._ub
+                    ub = self._ub + c * db if averaging else self._ub
                 except OverflowError:
                     raise too_large("the bias") from None
                 if not (-_INF < b < _INF and -_INF < ub < _INF):
                     raise too_large("the bias")
                 done = (
-                    add_scaled(_speedups, x, w, step, self._u, (t - 1) * step)
+                    add_scaled(_speedups, x, w, step, self._u, c * step)
                     if averaging
                     else add_scaled(_speedups, x, w, step)
                 )
@@ -246,11 +249,21 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 self._n_mistakes += 1
             self._max_norm = max_norm
             self._n_seen = t
+            if self._renormalise_due(t):
+                self._renormalise(t)
             return score
         except ValueTooLargeError:
             if undo is not None:
                 undo.undo(self._init)
             raise
+
+    def _renormalise(self, t: int) -> None:
+        """Move the forgetting average's reference example up to ``t``: the same average, with
+        coefficients back near 1 (see :class:`LinearHyperparameters`)."""
+        factor = math.pow(self._beta, t - self._avg_ref)
+        self._rescale(self._u, factor)
+        self._ub = self._ub * factor
+        self._avg_ref = t
 
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
@@ -377,13 +390,14 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         number as ``average_weights . x + average_bias`` up to float rounding (the tests hold
         it to an exact rational average)."""
         t = self._n_seen
+        d = self._avg_div(t)
         w, u = self._w, self._u
         if _speedups is not None:
             got = _speedups.avg_dot_norm(w, u, x, True)
             if got is not None:
                 # the plain dot and norm, for the learn_one that usually follows
                 self._memo = (x, got[1], t)
-                return (got[1][0] + self._b) - (got[0] + self._ub) / t
+                return (got[1][0] + self._b) - (got[0] + self._ub) / d
         dot = udot = 0.0
         for k, v in x.items():
             wk = w.get(k)
@@ -392,7 +406,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 uk = u.get(k)
                 if uk is not None:
                     udot += uk * v
-        return (dot + self._b) - (udot + self._ub) / t
+        return (dot + self._b) - (udot + self._ub) / d
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
         if _speedups is not None and not (self.averaged and self._n_seen):  # _score's, inlined
@@ -421,13 +435,13 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
     @property
     def average_weights(self) -> dict[Any, float]:
         """The averaged weights predictions use when ``averaged=True``."""
-        t = self._n_seen or 1
-        return {k: wk - self._u.get(k, 0.0) / t for k, wk in self._w.items()}
+        d = self._avg_div(self._n_seen or 1)
+        return {k: wk - self._u.get(k, 0.0) / d for k, wk in self._w.items()}
 
     @property
     def average_bias(self) -> float:
         """The averaged bias predictions use when ``averaged=True``."""
-        return self._b - self._ub / (self._n_seen or 1)
+        return self._b - self._ub / self._avg_div(self._n_seen or 1)
 
     @property
     def weight_norm(self) -> float:
@@ -466,6 +480,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             "bias": self._b,
             "avg_weights_acc": pairs(self._u),
             "avg_bias_acc": self._ub,
+            "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
         }
 
@@ -476,4 +491,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         self._b = float(state["bias"])
         self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
         self._ub = float(state["avg_bias_acc"])
+        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
+        if not 0 <= self._avg_ref <= self._n_seen:
+            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
         self._init.set_state(state["rng"])
