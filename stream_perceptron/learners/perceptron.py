@@ -409,12 +409,21 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         return (dot + self._b) - (udot + self._ub) / d
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        if _speedups is not None and not (self.averaged and self._n_seen):  # _score's, inlined
-            got = _speedups.dot_norm(self._w, x, True)
-            if got is not None:
-                self._memo = (x, got, self._n_seen)
-                labels = self._labels
-                return labels.positive if got[0] + self._b > 0 else labels.negative
+        if _speedups is not None:  # _score's and _average_score's fast paths, inlined
+            t = self._n_seen
+            labels = self._labels
+            if not (self.averaged and t):
+                got = _speedups.dot_norm(self._w, x, True)
+                if got is not None:
+                    self._memo = (x, got, t)
+                    return labels.positive if got[0] + self._b > 0 else labels.negative
+            else:
+                got = _speedups.avg_dot_norm(self._w, self._u, x, True)
+                if got is not None:
+                    self._memo = (x, got[1], t)
+                    d = self._avg_div(t)
+                    score = (got[1][0] + self._b) - (got[0] + self._ub) / d
+                    return labels.positive if score > 0 else labels.negative
         return self._labels.decode(1 if self._score(x) > 0 else -1)
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:

@@ -185,3 +185,23 @@ def test_passive_aggressive_models_through_a_pipe(tmp_path, model, variant, C):
 def test_passive_aggressive_refuses_bias_r2():
     proc = run_cli("run", "--format", "csv", "--model", "pa", "--bias", "r2", stdin=b"")
     assert proc.returncode == 2 and b"--bias learned or none" in proc.stderr
+
+
+def test_forgetting_average_through_a_pipe_with_resume(tmp_path):
+    """--averaged --average-half-life N learns what Perceptron(averaged=True,
+    average_half_life=N) learns, across a checkpoint and --resume (the accumulators are
+    rescaled within the stream: N = 4 rescales every 1024 examples)."""
+    ck = tmp_path / "m.json"
+    flags = ["--averaged", "--average-half-life", "4", "--checkpoint", str(ck)]
+    proc = run_cli("run", "--format", "csv", *flags, stdin=to_csv(EXAMPLES[:1500]))
+    assert proc.returncode == 0, proc.stderr.decode()
+    proc = run_cli("run", "--format", "csv", *flags, "--resume", stdin=to_csv(EXAMPLES[1500:]))
+    assert proc.returncode == 0, proc.stderr.decode()
+    direct, _ = _learn_directly(Perceptron(averaged=True, average_half_life=4), EXAMPLES)
+    assert direct._avg_ref >= 2048
+    assert model_of(ck).get_state() == direct.get_state()
+
+
+def test_average_half_life_needs_averaged():
+    proc = run_cli("run", "--format", "csv", "--average-half-life", "100", stdin=b"")
+    assert proc.returncode == 2 and b"--average-half-life needs --averaged" in proc.stderr
