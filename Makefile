@@ -5,17 +5,28 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint clean kafka-up kafka-down bench
 
-$(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c
+$(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
+  stream_perceptron/_features.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
 # The main job on its embedded default: River's bundled Phishing data set, written as CSV by
-# the project, piped through `stream-perceptron run` on stdin.
+# the project, piped through `stream-perceptron run` on stdin; twice: the plain perceptron, then
+# the recommended setting (averaged, features standardised online); their accuracies side by side.
+RUN_BEST := --averaged --scale standard
 run: $(BIN)/.installed
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(BIN)/stream-perceptron example-data phishing --format csv \
-	  | $(BIN)/stream-perceptron run --format csv --label y --progress
+	  | $(BIN)/stream-perceptron run --format csv --label y --progress \
+	    --summary-json "$$tmp/plain.json" && \
+	$(BIN)/stream-perceptron example-data phishing --format csv \
+	  | $(BIN)/stream-perceptron run --format csv --label y --progress $(RUN_BEST) \
+	    --summary-json "$$tmp/best.json" && \
+	$(BIN)/python scripts/side_by_side.py "Phishing" \
+	  "plain perceptron (stream-perceptron run)=$$tmp/plain.json" \
+	  "averaged + scaled (run $(RUN_BEST))=$$tmp/best.json"
 
 # Installs what is missing (venv, Python packages, Debian packages), then lints (ruff), type-checks
 # (mypy) and runs every

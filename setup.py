@@ -25,5 +25,12 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),
+        # Feature preprocessing: a dense block standardised in one call, MurmurHash3.
+        Extension(
+            "stream_perceptron._features",
+            ["stream_perceptron/_features.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
     ]
 )

@@ -22,7 +22,8 @@ from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
 from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
-from benchmarks.rows_memory import row_memory
+from benchmarks.rows_memory import row_memory, row_memory_hashed
+from benchmarks.rows_quality import row_quality
 from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
 
 ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
@@ -37,6 +38,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     6: ("metrics overhead", row_metrics),
     7: ("memory: peak RSS after 1M and 10M records", row_memory),
     8: ("Kafka event streams: a prediction per event, per Kafka client", row_kafka_events),
+    9: ("learning quality: prequential accuracy vs River's linear models", row_quality),
+    10: ("memory with --hash-bits 18: all-distinct feature names", row_memory_hashed),
 }
 
 

@@ -39,14 +39,20 @@ class Sizes:
     memory_small: int = 1_000_000
     memory_large: int = 10_000_000
     memory_block: int = 10_000
+    hashed_small: int = 100_000
+    hashed_large: int = 5_000_000
+    quality: int = 50_000  # synthetic streams of the learning-quality row (9)
 
     def scaled_down(self, factor: int) -> Sizes:
-        """Every size divided by ``factor`` (batch and block sizes stay as they are)."""
+        """Every size divided by ``factor`` (batch and block sizes stay as they are; the
+        hashed row's large run by 10 more)."""
         keep = {"array_batch", "memory_block"}
+        # the all-distinct-names run is per record, every name new: 100x smaller, not 10x
+        extra = {"hashed_large": 10}
         return dataclasses.replace(
             self,
             **{
-                f.name: max(1, getattr(self, f.name) // factor)
+                f.name: max(1, getattr(self, f.name) // (factor * extra.get(f.name, 1)))
                 for f in dataclasses.fields(self)
                 if f.name not in keep
             },

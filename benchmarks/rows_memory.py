@@ -1,13 +1,16 @@
-"""Row 7: peak RSS of ``stream-perceptron run`` after 1M and after 10M piped records."""
+"""Row 7: peak RSS of ``stream-perceptron run`` after 1M and after 10M piped records; row 10:
+the same with ``--hash-bits 18`` over all-distinct feature names, 100k vs 5M records."""
 
 from __future__ import annotations
+
+from typing import IO, Any
 
 from benchmarks.common import Context, Measure, MiB, Result, count, interleaved, median
 from benchmarks.data import feed_repeated
 from benchmarks.procs import Run, cli_command, run_command
 from benchmarks.rows_stdin import check_summary
 
-__all__ = ["row_memory"]
+__all__ = ["row_memory", "row_memory_hashed"]
 
 
 def row_memory(ctx: Context) -> list[Result]:
@@ -42,6 +45,63 @@ def row_memory(ctx: Context) -> list[Result]:
             rss_large / rss_small,
             ratio_text=f"x {count(small)}",
             goal=f"flat: {count(large)} <= 1.1 x {count(small)} + 10 MiB",
+            met=rss_large <= limit,
+            notes=notes,
+        )
+    ]
+
+
+def distinct_names_feed(n_records: int, per_record: int = 10) -> Any:
+    """A writer of ``n_records`` JSON lines whose feature names are all distinct
+    (``n<record>_<j>``, ``per_record`` each): an unbounded vocabulary."""
+
+    def write(out: IO[bytes]) -> None:
+        chunk: list[str] = []
+        for i in range(n_records):
+            fields = ", ".join(
+                f'"n{i}_{j}": {((i * 7 + j * 3) % 19) / 10 - 0.9:.1f}' for j in range(per_record)
+            )
+            chunk.append(f'{{{fields}, "y": {(i * 31 + i // 7) % 2}}}\n')
+            if len(chunk) == 10_000:
+                out.write("".join(chunk).encode())
+                chunk.clear()
+        out.write("".join(chunk).encode())
+
+    return write
+
+
+def row_memory_hashed(ctx: Context) -> list[Result]:
+    """Row 10: ``--hash-bits 18`` keeps the model's memory fixed however many distinct names."""
+    small, large = ctx.sizes.hashed_small, ctx.sizes.hashed_large
+    summary = ctx.workdir / "summary-hashed.json"
+    cmd = [*cli_command(), "run", "--format", "jsonl", "--hash-bits", "18",
+           "--summary-json", str(summary)]  # fmt: skip
+
+    def run(n: int) -> Run:
+        return run_command(cmd, feed=distinct_names_feed(n), summary_path=summary)
+
+    # One run each: the large one takes minutes (the per-record path, every name new).
+    got = {"small": [run(small)], "large": [run(large)]}
+    rss_small = got["small"][0].summary["peak_rss_bytes"]  # type: ignore[index]
+    rss_large = got["large"][0].summary["peak_rss_bytes"]  # type: ignore[index]
+    limit = rss_small + 10 * MiB
+    rate = large / got["large"][0].wall
+    notes = [
+        f"{count(large)} JSON lines x 10 features, every feature name distinct"
+        f" ({count(10 * large)} names); {rate:,.0f} lines/s; one run each",
+        f"limit {limit / MiB:,.1f} MiB (the small run + 10 MiB)",
+    ]
+    notes += check_summary(got["small"][-1], small) + check_summary(got["large"][-1], large)
+    return [
+        Result(
+            "10",
+            f"memory with --hash-bits 18: peak RSS after {count(large)} vs {count(small)}"
+            " records of all-distinct feature names",
+            Measure(f"after {count(large)}", rss_large, "bytes"),
+            Measure(f"after {count(small)}", rss_small, "bytes"),
+            rss_large / rss_small,
+            ratio_text=f"x {count(small)}",
+            goal=f"flat: {count(large)} <= {count(small)} + 10 MiB",
             met=rss_large <= limit,
             notes=notes,
         )

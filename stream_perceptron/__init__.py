@@ -9,6 +9,7 @@ from stream_perceptron.learners import (
     MulticlassPerceptron,
     PassiveAggressive,
     Perceptron,
+    Preprocessed,
 )
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "CentroidClassifier",
     "PassiveAggressive",
     "MulticlassPassiveAggressive",
+    "Preprocessed",
     "StreamPerceptronError",
     "__version__",
 ]

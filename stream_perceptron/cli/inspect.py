@@ -7,6 +7,7 @@ import sys
 
 from stream_perceptron.checkpoint import load_checkpoint
 from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.learners import Preprocessed
 
 __all__ = ["inspect_command"]
 
@@ -31,6 +32,9 @@ def inspect_command(args: argparse.Namespace) -> int:
         out.write(f"mistakes     {s['mistakes']} prequential, over {s['learned']} learned\n")
         if s["invalid"]:
             out.write(f"invalid      {s['invalid']}\n")
+    if isinstance(model, Preprocessed):  # --scale / --hash-bits
+        for line in model.describe(args.top):
+            out.write(line + "\n")
     weights = model.weights
     bias = model.bias
     rows = []

@@ -238,6 +238,22 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="--model pa: aggressiveness of PA-I and PA-II (default 1; smaller is more "
         "cautious, e.g. 0.01 on noisy or drifting streams)",
     )
+    model.add_argument(
+        "--scale",
+        choices=("standard",),
+        default=None,
+        help="standardise each feature online, (v - running mean) / running std, the example "
+        "counted first (River's StandardScaler); saved in the checkpoint. Use it with --bias "
+        "learned (it hurt --bias none and --bias r2 with --averaged in our measurements)",
+    )
+    model.add_argument(
+        "--hash-bits",
+        type=_int_in(1, 32),
+        default=None,
+        metavar="B",
+        help="hash feature names to 2^B buckets (MurmurHash3, Vowpal Wabbit's -b): memory "
+        "bounded by B whatever the vocabulary; colliding features add up",
+    )
     out = run.add_argument_group("output")
     out.add_argument("--predictions", metavar="PATH|-", help="one JSON line per record")
     out.add_argument("--dead-letter", metavar="PATH", help="one JSON line per bad record")

@@ -23,6 +23,7 @@ from stream_perceptron.learners import (
     MulticlassPerceptron,
     PassiveAggressive,
     Perceptron,
+    Preprocessed,
     StreamClassifier,
 )
 from stream_perceptron.metrics import MetricsExporter
@@ -43,20 +44,26 @@ _EXTENSIONS.update({".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm"
 
 def make_learner(args: argparse.Namespace) -> StreamClassifier:
     """The learner the options ask for."""
+    learner: StreamClassifier
     if args.model == "centroid":
-        return CentroidClassifier()
-    if args.model in ("pa", "pa-multiclass"):
+        learner = CentroidClassifier()
+    elif args.model in ("pa", "pa-multiclass"):
         pa = PassiveAggressive if args.model == "pa" else MulticlassPassiveAggressive
-        return pa(C=args.C, variant=args.variant, bias=args.bias)
-    klass = Perceptron if args.model == "binary" else MulticlassPerceptron
-    return klass(
-        lr=args.lr,
-        bias=args.bias,
-        init=args.init,
-        seed=args.seed,
-        averaged=args.averaged,
-        average_half_life=args.average_half_life,
-    )
+        learner = pa(C=args.C, variant=args.variant, bias=args.bias)
+    else:
+        klass = Perceptron if args.model == "binary" else MulticlassPerceptron
+        learner = klass(
+            lr=args.lr,
+            bias=args.bias,
+            init=args.init,
+            seed=args.seed,
+            averaged=args.averaged,
+            average_half_life=args.average_half_life,
+        )
+    # --scale / --hash-bits: the features hashed and standardised before the learner
+    if args.scale is not None or args.hash_bits is not None:
+        learner = Preprocessed(learner, scale=args.scale, hash_bits=args.hash_bits)
+    return learner
 
 
 def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
@@ -284,6 +291,16 @@ _MODEL_CLASSES["pa-multiclass"] = "MulticlassPassiveAggressive"
 
 def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
     """--resume continues the checkpoint's model: say which model flags differ from it."""
+    wrapped = model.model if isinstance(model, Preprocessed) else None
+    for flag in ("scale", "hash_bits"):
+        saved = None if wrapped is None else getattr(model, flag)
+        if getattr(args, flag) != saved:
+            logger.warning(
+                "--%s %s is ignored: the checkpoint's model has %s=%r",
+                flag.replace("_", "-"), getattr(args, flag), flag, saved,
+            )  # fmt: skip
+    if wrapped is not None:
+        model = wrapped
     if type(model).__name__ != _MODEL_CLASSES[args.model]:
         logger.warning(
             "--model %s is ignored: the checkpoint holds a %s", args.model, type(model).__name__

@@ -25,6 +25,7 @@ from stream_perceptron.formats.base import (
     DenseParser,
 )
 from stream_perceptron.learners.perceptron import Perceptron
+from stream_perceptron.learners.preprocessed import base_learner
 
 if TYPE_CHECKING:
     from stream_perceptron.engine.loop import Engine
@@ -88,7 +89,7 @@ class BlockPath:
         lines as records, made only when a prediction or a dead letter needs them."""
         if dense is None:
             return False
-        if isinstance(self.learner, Perceptron):
+        if isinstance(base_learner(self.learner), Perceptron):  # a binary one, maybe preprocessed
             done = self._learn_binary(dense, records)
         else:
             done = self._learn_multiclass(dense, records)
@@ -97,8 +98,7 @@ class BlockPath:
         return done
 
     def _learn_binary(self, dense: DenseBatch, records: Callable[[], list[Record]]) -> bool:
-        learner = self.learner
-        assert isinstance(learner, Perceptron)
+        learner: Any = self.learner  # a Perceptron, or a Preprocessed one
         outcomes = self.outcomes
         features, X, label_cells = dense
         n = len(label_cells)

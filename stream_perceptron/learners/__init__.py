@@ -10,6 +10,7 @@ from stream_perceptron.learners.passive_aggressive import (
     PassiveAggressive,
 )
 from stream_perceptron.learners.perceptron import Perceptron
+from stream_perceptron.learners.preprocessed import Preprocessed
 
 __all__ = [
     "Perceptron",
@@ -17,6 +18,7 @@ __all__ = [
     "CentroidClassifier",
     "PassiveAggressive",
     "MulticlassPassiveAggressive",
+    "Preprocessed",
     "StreamClassifier",
     "DenseLearner",
     "LEARNERS",
@@ -30,5 +32,6 @@ LEARNERS: dict[str, type[StreamClassifier]] = {
         CentroidClassifier,
         PassiveAggressive,
         MulticlassPassiveAggressive,
+        Preprocessed,
     )
 }

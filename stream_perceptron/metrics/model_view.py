@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from stream_perceptron.learners.preprocessed import Preprocessed
+
 __all__ = ["ModelView", "model_view", "per_class", "top_weights"]
 
 
@@ -63,8 +65,12 @@ def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) ->
         examples = [
             (x if isinstance(x, dict) else dict(zip(x[0], x[1].tolist())), y) for x, y in recent
         ]
+        model = learner
+        if isinstance(learner, Preprocessed):  # margins and R where the model learns: scaled
+            examples = [(learner.transform_one(x), y) for x, y in examples]
+            model = learner.model
         try:
-            margins = learner.geometric_margins(examples)
+            margins = model.geometric_margins(examples)
         except ValueError:  # a label the model cannot score
             margins = []
         smallest = min(margins, default=0.0)

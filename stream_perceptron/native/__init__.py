@@ -10,6 +10,10 @@ Two tiers compute every update rule of the package:
      scanners (:mod:`.scan`). ``STREAM_PERCEPTRON_NO_C=1`` at import turns it off: then no
      learner is :attr:`~stream_perceptron.learners.StreamClassifier.dense_capable` and the
      engine runs per record;
+   * :mod:`stream_perceptron._features` (here :data:`features`): ``scale_block`` (a dense block
+     standardised, before the kernels), ``scale_dict``/``commit_dict`` (the dict API's
+     standardisation) and MurmurHash3, for :class:`~stream_perceptron.learners.Preprocessed`
+     (the references: ``learners/scaling.py``, ``learners/hashing.py``);
    * :mod:`stream_perceptron._speedups` (here :data:`speedups`): the dict API's helpers, used by
      ``Perceptron`` and ``MulticlassPerceptron`` themselves, each declining (``None``/``False``)
      whatever it does not handle. ``STREAM_PERCEPTRON_PURE_PYTHON=1`` at import turns it off;
@@ -29,7 +33,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["dense", "dense_error", "speedups", "has_dense", "E10_MIN", "E10_MAX"]
+__all__ = ["dense", "dense_error", "features", "speedups", "has_dense", "E10_MIN", "E10_MAX"]
 
 
 def _off(name: str) -> bool:
@@ -46,6 +50,17 @@ else:
         from stream_perceptron import _speedups as speedups
     except ImportError:  # not built: the pure-Python loops
         speedups = None
+
+# -- feature preprocessing: a dense block standardised, MurmurHash3 (_features.c) -----------------
+
+features: ModuleType | None
+if _off("STREAM_PERCEPTRON_NO_C"):
+    features = None
+else:
+    try:
+        from stream_perceptron import _features as features
+    except ImportError:  # not built: the pure-Python reference
+        features = None
 
 # -- the dense kernels and block scanners ---------------------------------------------------------
 

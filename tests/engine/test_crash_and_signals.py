@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 from cli_helpers import CLI, binary_examples, model_of, run_cli, to_csv
 
 
@@ -19,10 +20,13 @@ def _wait_for(path, timeout=60.0):
         time.sleep(0.02)
 
 
-def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path):
+@pytest.mark.parametrize(
+    "extra", [[], ["--scale", "standard", "--hash-bits", "2"]], ids=["plain", "scaled-hashed"]
+)
+def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path, extra):
     data = tmp_path / "data.csv"
     data.write_bytes(to_csv(binary_examples(250_000, d=6, seed=11)))
-    common = ["run", "--input", str(data), "--averaged", "--checkpoint-every", "2000"]
+    common = ["run", "--input", str(data), "--averaged", "--checkpoint-every", "2000", *extra]
 
     whole = tmp_path / "whole.json"
     proc = run_cli(

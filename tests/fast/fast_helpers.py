@@ -15,6 +15,7 @@ import pytest
 
 import stream_perceptron.learners.multiclass as multiclass_module
 import stream_perceptron.learners.perceptron as perceptron_module
+import stream_perceptron.learners.scaling as scaling_module
 from stream_perceptron import Perceptron, native
 from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.native.labels import encode_labels
@@ -37,12 +38,12 @@ needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
 @contextmanager
 def pure_python() -> Iterator[None]:
     """The learners' per-record code with their C helpers off: the pure-Python reference."""
-    saved = perceptron_module._speedups, multiclass_module._speedups
-    perceptron_module._speedups = multiclass_module._speedups = None
+    saved = perceptron_module._speedups, multiclass_module._speedups, scaling_module._speedup
+    perceptron_module._speedups = multiclass_module._speedups = scaling_module._speedup = None
     try:
         yield
     finally:
-        perceptron_module._speedups, multiclass_module._speedups = saved
+        perceptron_module._speedups, multiclass_module._speedups, scaling_module._speedup = saved
 
 
 def bits(value: Any) -> Any:

@@ -39,6 +39,8 @@ FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--init": st.sampled_from(["zeros", "random", "ones"]),
     "--on-error": st.sampled_from(["skip", "fail", "ignore"]),
     "--label": st.sampled_from(["y", "a", "missing", ""]),
+    "--scale": st.sampled_from(["standard", "minmax", ""]),
+    "--hash-bits": st.one_of(TEXT, st.sampled_from(["0", "1", "18", "32", "33"])),
 }
 
 

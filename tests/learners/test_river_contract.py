@@ -11,6 +11,7 @@ from stream_perceptron import (
     MulticlassPerceptron,
     PassiveAggressive,
     Perceptron,
+    Preprocessed,
 )
 
 MODELS = [
@@ -25,6 +26,9 @@ MODELS = [
     PassiveAggressive(),
     PassiveAggressive(C=0.01, variant="pa2", bias="none"),
     MulticlassPassiveAggressive(variant="pa"),
+    Preprocessed(Perceptron(averaged=True), scale="standard"),
+    Preprocessed(Perceptron(), hash_bits=4),
+    Preprocessed(MulticlassPerceptron(averaged=True), scale="standard", hash_bits=8),
 ]
 
 
@@ -49,3 +53,12 @@ def test_river_checks_include_the_mini_batch_equivalence():
 def test_repr_round_trips():
     model = Perceptron(lr=0.5, bias="r2", init="random", seed=4, averaged=True)
     assert eval(repr(model)).get_state() == model.get_state()  # noqa: S307
+
+
+def test_preprocessed_repr_round_trips():
+    model = Preprocessed(MulticlassPerceptron(bias="r2"), scale="standard", hash_bits=6)
+    for x, y in [({"a": 1.0, "b": 2.0}, "u"), ({"a": -1.0, "c": 0.5}, "v")] * 3:
+        model.learn_one(x, y)
+    again = eval(repr(model))  # noqa: S307
+    assert repr(again) == repr(model)
+    assert again.model.get_state()["params"] == model.model.get_state()["params"]

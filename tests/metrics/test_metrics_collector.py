@@ -96,3 +96,29 @@ def test_geometric_margins_equal_one_at_a_time(make):
     got = model.geometric_margins(data[-50:])
     assert got == [model.geometric_margin(x, y) for x, y in data[-50:]]
     assert len(set(got)) > 40
+
+
+def test_hashed_weights_carry_their_recent_names_and_scaled_margins():
+    """--hash-bits: the weight series are named by the feature last learned into the bucket;
+    --scale: margin and bound are those of the standardised examples the model learns from."""
+    from stream_perceptron import Preprocessed
+
+    lines = [b'{"apple": 2.0, "pear": 1.0, "y": 1}', b'{"apple": -1.0, "fig": 1.0, "y": 0}'] * 20
+    learner = Preprocessed(Perceptron(bias="none"), scale="standard", hash_bits=12)
+    engine, registry = _run(learner, lines, window=4)
+    names = {
+        s.labels["feature"]
+        for m in registry.collect()
+        if m.name == "stream_perceptron_weight"
+        for s in m.samples
+    }
+    assert names and names <= {"apple", "pear", "fig"}
+    window = [(learner.transform_one(x), y) for x, y in engine.recent_window()]
+    margins = learner.model.geometric_margins(window)
+    radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in window)
+    if min(margins) > 0:
+        assert registry.get_sample_value("stream_perceptron_mistake_bound") == pytest.approx(
+            (radius / min(margins)) ** 2
+        )
+    else:
+        assert registry.get_sample_value("stream_perceptron_mistake_bound") is None

@@ -64,7 +64,9 @@ def _text(driver, element_id: str) -> str:
 
 @pytest.fixture
 def slow_run(tmp_path):
-    """``run --ui`` on the Phishing data set fed at about 500 lines/s; yields (url, summary)."""
+    """``run --ui`` on the Phishing data set fed at about 500 lines/s once the test calls the
+    yielded ``start`` (after its browser has the page: a browser slow to start on a loaded
+    machine must not miss the live part); yields (url, summary, start)."""
     lines = _phishing_csv()
     summary = tmp_path / "summary.json"
     proc = subprocess.Popen(
@@ -75,7 +77,10 @@ def slow_run(tmp_path):
     )  # fmt: skip
     assert proc.stdin is not None and proc.stderr is not None
 
+    go = threading.Event()
+
     def feed() -> None:
+        go.wait(120)
         try:
             for i in range(0, len(lines), 25):
                 proc.stdin.write(b"".join(lines[i : i + 25]))
@@ -91,17 +96,19 @@ def slow_run(tmp_path):
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
-        yield match.group(1), summary
+        yield match.group(1), summary, go.set
     finally:
+        go.set()
         proc.kill()
         proc.wait(timeout=30)
 
 
 def test_the_page_follows_the_run_and_agrees_with_the_api_and_the_summary(slow_run, tmp_path):
-    url, summary = slow_run
+    url, summary, start = slow_run
     driver = _browser(1200, 1400)
     try:
         driver.get(url)
+        start()
         # the mistake curve grows while the stream runs
         _wait(lambda: int(driver.find_element("id", "curve").get_attribute("data-points")) >= 10,
               30, "10 points on the mistake curve")  # fmt: skip
@@ -142,7 +149,7 @@ def test_the_page_follows_the_run_and_agrees_with_the_api_and_the_summary(slow_r
 
 
 def test_nothing_can_be_changed_from_the_browser(slow_run):
-    url, _ = slow_run
+    url, _, _ = slow_run
     for path in ("", "api/state", "metrics"):
         for method in ("POST", "PUT", "DELETE"):
             request = urllib.request.Request(url + path, data=b"{}", method=method)

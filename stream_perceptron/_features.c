@@ -1,0 +1,306 @@
+/* Feature preprocessing in C: online standardisation of a dense block, and MurmurHash3.
+ *
+ * scale_block does, row by row and column by column, the floating-point operations of the
+ * readable reference stream_perceptron/learners/scaling.py (Standardizer.update and .value,
+ * River's StandardScaler update): n += 1; mean += (v - old) / n;
+ * var += ((v - old) * (v - mean) - var) / n; then (v - mean) / sqrt(var). Compiled with
+ * -ffp-contract=off (no fused multiply-add), so the two give the same bits (tests/fast).
+ * murmur3_32 is MurmurHash3_x86_32 (Austin Appleby's public-domain reference), the hash of
+ * Vowpal Wabbit and scikit-learn's FeatureHasher.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The value of v for a feature whose statistics (after counting v) are n, mean, var: what
+ * Standardizer.value computes. */
+static inline double standardized(double v, double n, double mean, double var)
+{
+    if (var > 0.0)
+        return (v - mean) / sqrt(var);
+    if (n >= 2.0)
+        return v; /* constant so far (an indicator's 1.0): passed through */
+    return 0.0;   /* seen once: nothing to standardise against */
+}
+
+static int get(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t bytes, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, writable ? (PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+                                               : PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (view->len < bytes) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s is too small", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* scale_block(X, out, learn, n, mean, var, rows, cols) -> first bad row or -1.
+ * X, out: float64 rows x cols (C order); learn: uint8 per row (1: the row's values update the
+ * statistics; 0: scaled with the statistics as they would be, left unchanged); n, mean, var:
+ * float64 per column, updated in place. Returns the first row whose statistics or values
+ * would not be finite (then n, mean, var hold garbage: the caller drops them). */
+static PyObject *scale_block(PyObject *self, PyObject *args)
+{
+    PyObject *oX, *oout, *olearn, *on, *omean, *ovar;
+    Py_ssize_t rows, cols;
+    if (!PyArg_ParseTuple(args, "OOOOOOnn", &oX, &oout, &olearn, &on, &omean, &ovar, &rows, &cols))
+        return NULL;
+    if (rows < 0 || cols < 0)
+        return PyErr_Format(PyExc_ValueError, "negative size");
+    Py_buffer v[6];
+    PyObject *objs[6] = {oX, oout, olearn, on, omean, ovar};
+    const Py_ssize_t sizes[6] = {
+        rows * cols * 8, rows * cols * 8, rows, cols * 8, cols * 8, cols * 8,
+    };
+    const char *names[6] = {"X", "out", "learn", "n", "mean", "var"};
+    int got = 0;
+    for (; got < 6; got++)
+        if (get(objs[got], &v[got], got != 0 && got != 2, sizes[got], names[got]) < 0)
+            break;
+    if (got < 6) {
+        for (int i = 0; i < got; i++)
+            PyBuffer_Release(&v[i]);
+        return NULL;
+    }
+    const double *X = v[0].buf;
+    double *out = v[1].buf;
+    const uint8_t *learn = v[2].buf;
+    double *n = v[3].buf, *mean = v[4].buf, *var = v[5].buf;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows && bad < 0; i++) {
+        const double *x = X + i * cols;
+        double *o = out + i * cols;
+        int update = learn[i] != 0;
+        for (Py_ssize_t j = 0; j < cols; j++) {
+            double value = x[j];
+            double nj = n[j] + 1.0;
+            double old = mean[j];
+            double m = old + (value - old) / nj;
+            double s = var[j] + ((value - old) * (value - m) - var[j]) / nj;
+            double r = standardized(value, nj, m, s);
+            if (!(isfinite(m) && isfinite(s) && isfinite(r))) {
+                bad = i;
+                break;
+            }
+            o[j] = r;
+            if (update) {
+                n[j] = nj;
+                mean[j] = m;
+                var[j] = s;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 6; i++)
+        PyBuffer_Release(&v[i]);
+    return PyLong_FromSsize_t(bad);
+}
+
+/* scale_dict(x, n_of, mean_of, var_of, strict) -> (out, pending) | False | None: what
+ * Standardizer.transform computes for the dict x, in C. None: a value that is not exactly a
+ * float or an int that fits one, or a statistic of an unexpected type (the caller runs the
+ * Python reference); False: strict and a statistic or a value not finite (the caller refuses
+ * the example). pending: [(k, n, mean, var), ...] in x's order. */
+static PyObject *scale_dict(PyObject *self, PyObject *args)
+{
+    PyObject *x, *n_of, *mean_of, *var_of;
+    int strict;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!p", &PyDict_Type, &x, &PyDict_Type, &n_of, &PyDict_Type,
+                          &mean_of, &PyDict_Type, &var_of, &strict))
+        return NULL;
+    PyObject *out = PyDict_New();
+    PyObject *pending = PyList_New(0);
+    if (out == NULL || pending == NULL)
+        goto error;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(x, &pos, &k, &v)) {
+        double value;
+        if (PyFloat_CheckExact(v)) {
+            value = PyFloat_AS_DOUBLE(v);
+        } else if (PyLong_CheckExact(v)) {
+            value = PyLong_AsDouble(v);
+            if (value == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+        } else {
+            goto fallback;
+        }
+        long long n = 0;
+        double old = 0.0, var = 0.0;
+        PyObject *got = PyDict_GetItemWithError(n_of, k);
+        if (got != NULL) {
+            if (!PyLong_CheckExact(got))
+                goto fallback;
+            n = PyLong_AsLongLong(got);
+            if (n == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        got = PyDict_GetItemWithError(mean_of, k);
+        if (got != NULL) {
+            if (!PyFloat_CheckExact(got))
+                goto fallback;
+            old = PyFloat_AS_DOUBLE(got);
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        got = PyDict_GetItemWithError(var_of, k);
+        if (got != NULL) {
+            if (!PyFloat_CheckExact(got))
+                goto fallback;
+            var = PyFloat_AS_DOUBLE(got);
+        } else if (PyErr_Occurred()) {
+            goto error;
+        }
+        n += 1;
+        if (n > ((long long)1 << 53))
+            goto fallback;
+        double nd = (double)n;
+        double mean = old + (value - old) / nd;
+        var = var + ((value - old) * (value - mean) - var) / nd;
+        PyObject *r;
+        double scaled;
+        if (var > 0.0) {
+            scaled = (value - mean) / sqrt(var);
+            r = PyFloat_FromDouble(scaled);
+        } else if (n >= 2) {
+            scaled = value;
+            r = Py_NewRef(v); /* passed through: the very object, as the reference */
+        } else {
+            scaled = 0.0;
+            r = PyFloat_FromDouble(0.0);
+        }
+        if (r == NULL)
+            goto error;
+        if (strict && !(isfinite(mean) && isfinite(var) && isfinite(scaled))) {
+            Py_DECREF(r);
+            Py_DECREF(out);
+            Py_DECREF(pending);
+            Py_RETURN_FALSE;
+        }
+        int failed = PyDict_SetItem(out, k, r);
+        Py_DECREF(r);
+        if (failed)
+            goto error;
+        PyObject *entry = Py_BuildValue("(OLdd)", k, n, mean, var);
+        if (entry == NULL)
+            goto error;
+        failed = PyList_Append(pending, entry);
+        Py_DECREF(entry);
+        if (failed)
+            goto error;
+    }
+    PyObject *result = PyTuple_Pack(2, out, pending);
+    Py_DECREF(out);
+    Py_DECREF(pending);
+    return result;
+fallback:
+    Py_XDECREF(out);
+    Py_XDECREF(pending);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(out);
+    Py_XDECREF(pending);
+    return NULL;
+}
+
+/* commit_dict(pending, n_of, mean_of, var_of): Standardizer.commit in C, for what scale_dict
+ * returned: n_of[k], mean_of[k], var_of[k] = n, mean, var for each (k, n, mean, var). */
+static PyObject *commit_dict(PyObject *self, PyObject *args)
+{
+    PyObject *pending, *n_of, *mean_of, *var_of;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &pending, &PyDict_Type, &n_of,
+                          &PyDict_Type, &mean_of, &PyDict_Type, &var_of))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(pending);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyList_GET_ITEM(pending, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4)
+            return PyErr_Format(PyExc_TypeError, "pending entries are (k, n, mean, var)");
+        PyObject *k = PyTuple_GET_ITEM(entry, 0);
+        if (PyDict_SetItem(n_of, k, PyTuple_GET_ITEM(entry, 1)) < 0 ||
+            PyDict_SetItem(mean_of, k, PyTuple_GET_ITEM(entry, 2)) < 0 ||
+            PyDict_SetItem(var_of, k, PyTuple_GET_ITEM(entry, 3)) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+static uint32_t murmur3(const uint8_t *data, Py_ssize_t len, uint32_t seed)
+{
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = seed;
+    Py_ssize_t blocks = len / 4;
+    for (Py_ssize_t i = 0; i < blocks; i++) {
+        uint32_t k;
+        memcpy(&k, data + 4 * i, 4); /* little-endian hosts, as the reference */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        k = __builtin_bswap32(k);
+#endif
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64u;
+    }
+    const uint8_t *tail = data + 4 * blocks;
+    uint32_t k = 0;
+    switch (len & 3) {
+    case 3:
+        k ^= (uint32_t)tail[2] << 16; /* fall through */
+    case 2:
+        k ^= (uint32_t)tail[1] << 8; /* fall through */
+    case 1:
+        k ^= tail[0];
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+    h ^= (uint32_t)len;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* murmur3_32(data: bytes, seed: int) -> int in [0, 2**32). */
+static PyObject *murmur3_32(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    unsigned long seed;
+    if (!PyArg_ParseTuple(args, "y*k", &data, &seed))
+        return NULL;
+    uint32_t h = murmur3(data.buf, data.len, (uint32_t)seed);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(h);
+}
+
+static PyMethodDef methods[] = {
+    {"scale_block", scale_block, METH_VARARGS, "Standardise a dense block row by row."},
+    {"scale_dict", scale_dict, METH_VARARGS, "Standardise a dict (Standardizer.transform)."},
+    {"commit_dict", commit_dict, METH_VARARGS, "Store statistics (Standardizer.commit)."},
+    {"murmur3_32", murmur3_32, METH_VARARGS, "MurmurHash3_x86_32 of bytes, unsigned."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_features", "Feature preprocessing kernels.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__features(void) { return PyModule_Create(&module); }

@@ -1,0 +1,207 @@
+"""Feature hashing (Vowpal Wabbit's ``-b``): names to ``2**bits`` buckets by MurmurHash3.
+
+The hash is MurmurHash3_x86_32 with seed 0 of the name's UTF-8 bytes (a name that is not a
+string: of ``str(name)``), taken unsigned; the bucket is its low ``bits`` bits (VW's mask).
+scikit-learn's ``FeatureHasher`` uses the same hash (``sklearn.utils.murmurhash3_32``), with
+``abs()`` of the signed value modulo the size and a sign trick; here there is no sign trick:
+features that collide add up.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron import native
+from stream_perceptron.learners._base import to_json_key
+
+__all__ = ["FeatureHasher", "murmur3_32", "murmur3_32_reference"]
+
+_MASK32 = 0xFFFFFFFF
+
+#: Names remembered per bucket for display (the most recent), and name -> bucket memo size.
+NAME_CACHE = 4096
+_MEMO = 1 << 16
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def murmur3_32_reference(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 of ``data`` (Austin Appleby's reference), as an unsigned int.
+
+    >>> murmur3_32_reference(b"foo")
+    4138058784
+    """
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed & _MASK32
+    n = len(data)
+    end = n - n % 4
+    for i in range(0, end, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * c1) & _MASK32
+        k = _rotl(k, 15)
+        k = (k * c2) & _MASK32
+        h ^= k
+        h = _rotl(h, 13)
+        h = (h * 5 + 0xE6546B64) & _MASK32
+    k = int.from_bytes(data[end:], "little") if end < n else 0
+    if end < n:
+        k = (k * c1) & _MASK32
+        k = _rotl(k, 15)
+        k = (k * c2) & _MASK32
+        h ^= k
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 of ``data``, unsigned: the C extension's, else the reference."""
+    kernel = native.features
+    if kernel is not None:
+        return int(kernel.murmur3_32(data, seed))
+    return murmur3_32_reference(data, seed)
+
+
+_hash = native.features.murmur3_32 if native.features is not None else murmur3_32_reference
+
+
+class FeatureHasher:
+    """Feature names to buckets ``0 .. 2**bits - 1``; the values of colliding features add up.
+
+    Keeps, for display, the most recent name of up to :data:`NAME_CACHE` buckets (the least
+    recently learned bucket is forgotten first), and counts ``collisions`` (a name learned into
+    a bucket whose remembered name was another one: exact while the names fit the cache, a
+    lower bound beyond) and ``merged`` (features added to another of the same example).
+
+    Examples
+    --------
+    >>> hasher = FeatureHasher(4)
+    >>> values, names = hasher.transform({"colour=red": 1.0, "size": 2.5})
+    >>> values
+    {1: 1.0, 10: 2.5}
+    >>> hasher.commit(names); hasher.name_of(1)
+    'colour=red'
+
+    """
+
+    __slots__ = ("bits", "_mask", "_memo", "_names", "collisions", "merged")
+
+    def __init__(self, bits: int) -> None:
+        if not (isinstance(bits, int) and 1 <= bits <= 32):
+            raise ValueError(f"hash_bits must be an int from 1 to 32, got {bits!r}")
+        self.bits = bits
+        self._mask = (1 << bits) - 1
+        self._memo: dict[Any, int] = {}
+        self._names: OrderedDict[int, Any] = OrderedDict()
+        self.collisions = 0
+        self.merged = 0
+
+    def bucket(self, name: Any) -> int:
+        """The bucket of the feature ``name``."""
+        b = self._memo.get(name)
+        if b is None:
+            text = name if name.__class__ is str else str(name)
+            b = _hash(text.encode("utf-8", "surrogatepass"), 0) & self._mask
+            memo = self._memo
+            if len(memo) >= _MEMO:
+                memo.clear()
+            memo[name] = b
+        return b
+
+    def transform(self, x: dict) -> tuple[dict, list[tuple[int, Any]]]:
+        """``x`` with its names hashed (values of one bucket added in x's order), and the
+        ``(bucket, name)`` pairs to :meth:`commit` once the example is learned (the first name
+        of each bucket; more than one name in a bucket counts as merged)."""
+        out: dict[int, Any] = {}
+        names: list[tuple[int, Any]] = []
+        memo = self._memo
+        for k, v in x.items():
+            b = memo.get(k)
+            if b is None:
+                b = self.bucket(k)
+            if b in out:
+                out[b] = out[b] + v
+                names.append((-1, None))
+            else:
+                out[b] = v
+                names.append((b, k))
+        return out, names
+
+    def commit(self, names: list[tuple[int, Any]], times: int = 1) -> None:
+        """Remember the names of one learned example (``times``: as many identical ones)."""
+        cache = self._names
+        merged = 0
+        for b, k in names:
+            if b < 0:
+                merged += 1
+                continue
+            old = cache.get(b, _ABSENT)
+            if old is _ABSENT:
+                cache[b] = k
+                if len(cache) > NAME_CACHE:
+                    cache.popitem(last=False)  # the least recently learned bucket
+                continue
+            if old != k:
+                self.collisions += 1
+                cache[b] = k
+            cache.move_to_end(b)
+        self.merged += merged * times
+
+    def transform_block(
+        self, features: Sequence[Any], X: np.ndarray
+    ) -> tuple[list[int], np.ndarray, list[tuple[int, Any]]]:
+        """A dense block's columns hashed: ``(buckets, X', names)``, the columns of one bucket
+        added left to right (the same float operations as :meth:`transform` row by row)."""
+        buckets: list[int] = []
+        where: dict[int, int] = {}
+        names: list[tuple[int, Any]] = []
+        sources: list[list[int]] = []
+        for j, k in enumerate(features):
+            b = self.bucket(k)
+            col = where.get(b)
+            if col is None:
+                where[b] = len(buckets)
+                buckets.append(b)
+                sources.append([j])
+                names.append((b, k))
+            else:
+                sources[col].append(j)
+                names.append((-1, None))
+        if len(buckets) == len(features):
+            return buckets, X, names
+        out = np.empty((X.shape[0], len(buckets)), dtype=np.float64)
+        for col, js in enumerate(sources):
+            out[:, col] = X[:, js[0]]
+            for j in js[1:]:
+                out[:, col] += X[:, j]
+        return buckets, out, names
+
+    def name_of(self, bucket: int) -> Any:
+        """The most recent name learned into ``bucket``, or the bucket number itself."""
+        return self._names.get(bucket, bucket)
+
+    # -- state ---------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "names": [[b, to_json_key(k)] for b, k in self._names.items()],
+            "collisions": self.collisions,
+            "merged": self.merged,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._names = OrderedDict((int(b), k) for b, k in state["names"])
+        self.collisions = int(state["collisions"])
+        self.merged = int(state["merged"])
+
+
+_ABSENT = object()

@@ -1,0 +1,172 @@
+"""Online standardisation: a running mean and variance per feature (Welford), River's update.
+
+The readable reference of the C block kernel ``scale_block`` (``_features.c``): the same
+floating-point operations in the same order, so both give the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron import native
+from stream_perceptron.learners._base import to_json_key, too_large
+
+__all__ = ["Standardizer"]
+
+# The dict transform in C (``_features.scale_dict``), or None: the Python loop, the reference
+# (``STREAM_PERCEPTRON_PURE_PYTHON=1`` turns it off, as the learners' dict helpers).
+_speedup = native.features if native.speedups is not None else None
+
+_INF = math.inf
+
+
+def value_of(v: float, n: int, mean: float, var: float) -> float:
+    """``v`` standardised with the statistics ``n, mean, var`` that already count it.
+
+    ``(v - mean) / sqrt(var)`` when the variance is positive. A feature seen once has nothing
+    to standardise against: 0.0 (as River). A feature seen at least twice, always with the same
+    value (an indicator feature ``name=value`` is 1.0 whenever present), is passed through
+    unchanged: dividing by a zero deviation is undefined, and River's 0.0 would erase every
+    indicator feature from the model."""
+    if var > 0.0:
+        return (v - mean) / math.sqrt(var)
+    if n >= 2:
+        return v
+    return 0.0
+
+
+class Standardizer:
+    """Running mean and (population) variance per feature, and the standardised values.
+
+    A feature's statistics count only the examples where it is present: an absent feature is
+    missing, not 0, so it is neither counted nor scaled (it stays absent, i.e. 0 for the
+    model). This is River's ``preprocessing.StandardScaler``: per feature, ``n += 1``,
+    ``mean += (v - old) / n``, ``var += ((v - old) * (v - mean) - var) / n``.
+
+    An example is standardised with the statistics that already count it (River's
+    ``learn_one`` then ``transform_one``, what ``StandardScaler() | model`` learns from); its
+    prediction uses the same values, so predict-then-learn scales each example once.
+
+    Examples
+    --------
+    >>> scaler = Standardizer()
+    >>> for x in [{"a": 1.0}, {"a": 3.0}]:
+    ...     values, pending = scaler.transform(x)
+    ...     scaler.commit(pending)
+    >>> values
+    {'a': 1.0}
+    >>> scaler.stats("a")
+    (2, 2.0, 1.0)
+
+    """
+
+    __slots__ = ("_n", "_mean", "_var")
+
+    def __init__(self) -> None:
+        self._n: dict[Any, int] = {}
+        self._mean: dict[Any, float] = {}
+        self._var: dict[Any, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._n)
+
+    def stats(self, k: Any) -> tuple[int, float, float]:
+        """``(n, mean, variance)`` of the feature ``k`` (zeros when never seen)."""
+        return self._n.get(k, 0), self._mean.get(k, 0.0), self._var.get(k, 0.0)
+
+    def transform(
+        self, x: dict, strict: bool = True
+    ) -> tuple[dict, list[tuple[Any, int, float, float]]]:
+        """``x`` standardised, and the statistics counting it (for :meth:`commit`, once the
+        example is learned). Raises :class:`ValueTooLargeError` when a statistic or a value
+        would not be finite, unless not ``strict`` (a prediction: the values as they come)."""
+        n_of, mean_of, var_of = self._n, self._mean, self._var
+        if _speedup is not None:  # the same in C, or None: this loop
+            got = _speedup.scale_dict(x, n_of, mean_of, var_of, strict)
+            if got is not None:
+                if got is False:
+                    raise too_large("the scaler's statistics")
+                return got
+        out = {}
+        pending = []
+        try:
+            for k, v in x.items():
+                n = n_of.get(k, 0) + 1
+                old = mean_of.get(k, 0.0)
+                var = var_of.get(k, 0.0)
+                mean = old + (v - old) / n
+                var = var + ((v - old) * (v - mean) - var) / n
+                r = value_of(v, n, mean, var)
+                if strict and not (-_INF < mean < _INF and -_INF < var < _INF and -_INF < r < _INF):
+                    raise too_large("the scaler's statistics")
+                out[k] = r
+                pending.append((k, n, mean, var))
+        except OverflowError:  # an int past float's range (predict_one raises it too)
+            if not strict:
+                raise
+            raise too_large("the scaler's statistics") from None
+        return out, pending
+
+    def commit(self, pending: list[tuple[Any, int, float, float]]) -> None:
+        """Store the statistics :meth:`transform` computed."""
+        n_of, mean_of, var_of = self._n, self._mean, self._var
+        if _speedup is not None:
+            _speedup.commit_dict(pending, n_of, mean_of, var_of)
+            return
+        for k, n, mean, var in pending:
+            n_of[k] = n
+            mean_of[k] = mean
+            var_of[k] = var
+
+    def transform_block(
+        self, features: Sequence[Any], X: np.ndarray, learn: np.ndarray
+    ) -> tuple[np.ndarray, Any]:
+        """The rows of ``X`` standardised in order, as :meth:`transform` would one by one, in
+        one C call (``native.features``); ``learn[i]``: row i counts in the statistics (an
+        unlabelled row is scaled, not counted). Returns ``(values, pending)`` for
+        :meth:`commit_block`; raises :class:`ValueTooLargeError` (``row``: the first row)
+        when a value would not be finite."""
+        kernel = native.features
+        assert kernel is not None
+        cols = len(features)
+        n = np.fromiter((self._n.get(k, 0) for k in features), dtype=np.float64, count=cols)
+        mean = np.fromiter((self._mean.get(k, 0.0) for k in features), np.float64, cols)
+        var = np.fromiter((self._var.get(k, 0.0) for k in features), np.float64, cols)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        out = np.empty_like(X)
+        flags = np.ascontiguousarray(learn, dtype=np.uint8)
+        bad = kernel.scale_block(X, out, flags, n, mean, var, X.shape[0], cols)
+        if bad >= 0:
+            error = too_large("the scaler's statistics")
+            error.row = bad  # type: ignore[attr-defined]
+            raise error
+        return out, (features, n, mean, var)
+
+    def commit_block(self, pending: Any) -> None:
+        """Store the statistics :meth:`transform_block` computed."""
+        features, n, mean, var = pending
+        n_of, mean_of, var_of = self._n, self._mean, self._var
+        for k, nk, mk, vk in zip(features, n.tolist(), mean.tolist(), var.tolist()):
+            if nk:
+                n_of[k] = int(nk)
+                mean_of[k] = mk
+                var_of[k] = vk
+
+    # -- state ---------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """The statistics as JSON: ``[feature, n, mean, variance]`` per feature."""
+        mean, var = self._mean, self._var
+        return {"stats": [[to_json_key(k), n, mean[k], var[k]] for k, n in self._n.items()]}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Standardizer:
+        scaler = cls()
+        for k, n, mean, var in state["stats"]:
+            scaler._n[k] = int(n)
+            scaler._mean[k] = float(mean)
+            scaler._var[k] = float(var)
+        return scaler
