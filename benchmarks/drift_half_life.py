@@ -33,14 +33,14 @@ def table(mag_change: float) -> str:
     from river import linear_model, preprocessing
     from river.datasets import synth
 
-    from stream_perceptron import PassiveAggressive, Perceptron
+    from stream_perceptron import PassiveAggressive, Perceptron, Preprocessed
 
     stream = synth.Hyperplane(
         seed=42, n_features=15, n_drift_features=3, mag_change=mag_change, noise_percentage=0.05
     )
     rows = list(stream.take(N_EXAMPLES))
     models: dict[str, tuple[Any, bool]] = {
-        "River StandardScaler | LogisticRegression": (
+        "River StandardScaler \\| LogisticRegression": (
             preprocessing.StandardScaler() | linear_model.LogisticRegression(),
             False,
         ),
@@ -53,6 +53,15 @@ def table(mag_change: float) -> str:
     for n in HALF_LIVES:
         models[f"ours Perceptron(averaged=True, average_half_life={n})"] = (
             Perceptron(averaged=True, average_half_life=n),
+            True,
+        )
+    models['ours scaled (scale="standard") averaged'] = (
+        Preprocessed(Perceptron(averaged=True), scale="standard"),
+        True,
+    )
+    for n in (350, 700, 2000):
+        models[f"ours scaled averaged, average_half_life={n}"] = (
+            Preprocessed(Perceptron(averaged=True, average_half_life=n), scale="standard"),
             True,
         )
     lines = [
