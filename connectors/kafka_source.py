@@ -302,6 +302,20 @@ class KafkaSource(RebalanceHandling, ProgressTracking, Closing, PartitionedSourc
         logger.debug("committed %s for group %r", todo, self.group_id)
         return True
 
+    def group_metadata(self) -> Any:
+        """The consumer's group membership, for offsets committed in a transaction (the broker
+        fences a member of an older generation, KIP-447).
+
+        Raises
+        ------
+        ConnectorError
+            If the consumer is not open.
+        """
+        consumer = self._consumer
+        if consumer is None:
+            raise ConnectorError(f"the Kafka source of {self.topics!r} has no open consumer")
+        return consumer.group_metadata()
+
     def close(self) -> None:
         """Close the consumer without committing; calling it again is harmless.
 

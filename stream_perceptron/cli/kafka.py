@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
+import sys
 from typing import Any
 
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.errors import StreamPerceptronError
 
-__all__ = ["client_options", "kafka_source", "kafka_outputs"]
+__all__ = [
+    "client_options",
+    "kafka_source",
+    "kafka_outputs",
+    "shared_model",
+    "pull_model_command",
+]
 
 USERNAME_ENV = "STREAM_PERCEPTRON_KAFKA_USERNAME"
 PASSWORD_ENV = "STREAM_PERCEPTRON_KAFKA_PASSWORD"
@@ -104,3 +112,72 @@ def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
             raise StreamPerceptronError("give --dead-letter or --dead-letter-topic, not both")
         outputs.dead_letters = KafkaSink(servers, args.dead_letter_topic, client_options=options)
     return outputs
+
+
+def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outputs]:
+    """``--model-topic``: this worker's coordinator (transactions, model topic, mixing) and
+    its outputs, topic sinks writing into its transactions."""
+    from connectors.kafka_model_topic import KafkaModelLog
+    from connectors.kafka_transactions import KafkaTransactions, TransactionalSink
+    from stream_perceptron.engine.shared_model import SharedModelCoordinator
+
+    servers = args.bootstrap_servers.split(",")
+    worker = args.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+    security = client_options(args)
+    transactions = KafkaTransactions(
+        servers,
+        f"stream-perceptron-{args.group}-{worker}",
+        client_options={**consumer_options(args.producer_option), **security},
+    )
+    mix_interval = args.mix_interval
+    if mix_interval is None and args.mix_every is None:
+        mix_interval = 5.0
+    coordinator = SharedModelCoordinator(
+        KafkaModelLog(servers, args.model_topic, client_options=security),
+        transactions,
+        args.model_topic,
+        worker,
+        every=args.checkpoint_every,
+        interval=args.checkpoint_interval or (None if args.checkpoint_every else 1.0),
+        mix_every=args.mix_every,
+        mix_interval=mix_interval,
+    )
+
+    def headers() -> list[tuple[str, bytes]]:
+        return [("model_version", str(coordinator.version).encode()), ("worker", worker.encode())]
+
+    if args.predictions_topic:
+        outputs.predictions = TransactionalSink(
+            transactions, args.predictions_topic, headers=headers
+        )
+    if args.dead_letter_topic:
+        outputs.dead_letters = TransactionalSink(
+            transactions, args.dead_letter_topic, headers=headers
+        )
+    return coordinator, outputs
+
+
+def pull_model_command(args: argparse.Namespace) -> int:
+    """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
+    from connectors import ConnectorError
+    from connectors.kafka_model_topic import KafkaModelLog
+    from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
+    from stream_perceptron.engine.shared_model import pull_model
+
+    log = KafkaModelLog(args.bootstrap_servers.split(","), args.model_topic)
+    try:
+        model, version, offsets, bad = pull_model(log)
+        save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
+    except (StreamPerceptronError, ConnectorError, OSError) as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        log.close()
+    if not args.quiet:
+        print(
+            f"stream-perceptron: wrote mixture version {version} ({model.n_seen} examples, "
+            f"{len(offsets)} partitions) to {args.output}"
+            + (f"; {bad} model-topic records did not parse and were ignored" if bad else ""),
+            file=sys.stderr,
+        )
+    return 0

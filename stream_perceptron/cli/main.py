@@ -1,4 +1,4 @@
-"""Command line: ``stream-perceptron run | inspect | example-data``.
+"""Command line: ``stream-perceptron run | inspect | pull-model | example-data``.
 
 Exit codes: 0 done, 1 failure, 2 usage error.
 """
@@ -176,6 +176,28 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     kafka.add_argument("--ssl-cafile", metavar="PATH")
     kafka.add_argument("--ssl-certfile", metavar="PATH")
     kafka.add_argument("--ssl-keyfile", metavar="PATH")
+    shared = run.add_argument_group(
+        "shared-model mode (--source kafka: every worker of --group learns one model; "
+        "outputs, partition state and offsets are committed in Kafka transactions)"
+    )
+    shared.add_argument(
+        "--model-topic",
+        metavar="TOPIC",
+        help="the compacted topic holding the shared model (created if missing); turns the "
+        "mode on. Commits follow --checkpoint-every/--checkpoint-interval (default every 1 s)",
+    )
+    shared.add_argument(
+        "--mix-every",
+        type=_positive_int,
+        metavar="N",
+        help="mix the workers' models after every N examples of this worker",
+    )
+    shared.add_argument(
+        "--mix-interval",
+        type=_float_upto(MAX_SECONDS),
+        metavar="SECONDS",
+        help="mix every T seconds (default 5 when --mix-every is not given)",
+    )
     model = run.add_argument_group("model")
     model.add_argument(
         "--model",
@@ -358,6 +380,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("checkpoint", metavar="CHECKPOINT")
     inspect.add_argument("--top", type=_positive_int, default=10, help="largest weights to show")
+    pull = sub.add_parser(
+        "pull-model",
+        parents=[_logging_options()],
+        help="write a shared model's current mixture as a checkpoint",
+        description="Read a shared-model topic to its end and write the cluster's current "
+        "mixed model as a checkpoint JSON (for inspect, StreamClassifier.from_state, or "
+        "--checkpoint PATH --resume).",
+    )
+    pull.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]")
+    pull.add_argument("--model-topic", required=True, metavar="TOPIC")
+    pull.add_argument("--output", required=True, metavar="PATH", help="checkpoint file to write")
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]
     )
@@ -393,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         from stream_perceptron.cli.inspect import inspect_command
 
         return inspect_command(args)
+    if args.command == "pull-model":
+        from stream_perceptron.cli.kafka import pull_model_command
+
+        return pull_model_command(args)
     from stream_perceptron.example_data import write_dataset
 
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, EngineError, Outputs
+from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
 from stream_perceptron.learners import (
@@ -92,7 +93,13 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             f"--checkpoint {args.checkpoint} exists: give --resume to continue from it, or "
             "--fresh to start a new model that overwrites it"
         )
-    if (args.checkpoint_every or args.checkpoint_interval) and not args.checkpoint:
+    if args.model_topic:
+        _check_shared_model(args, parser)
+    elif args.mix_every or args.mix_interval:
+        parser.error("--mix-every and --mix-interval need --model-topic")
+    if (args.checkpoint_every or args.checkpoint_interval) and not (
+        args.checkpoint or args.model_topic
+    ):
         parser.error("--checkpoint-every and --checkpoint-interval need --checkpoint PATH")
     if args.source == "kafka":
         missing = [
@@ -111,7 +118,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         if args.metrics_port is None:
             args.metrics_port = DEFAULT_KAFKA_METRICS_PORT
     else:
-        kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group")
+        kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group",
+                      "model_topic")  # fmt: skip
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
@@ -167,10 +175,15 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         dead_letters=FileSink(args.dead_letter) if args.dead_letter else None,
         paths=paths,
     )
+    shared = None
     if kafka:
         from stream_perceptron.cli import kafka as kafka_options
 
-        outputs = kafka_options.kafka_outputs(args, outputs)
+        if args.model_topic:
+            shared, outputs = kafka_options.shared_model(args, outputs)
+            coordinator = shared
+        else:
+            outputs = kafka_options.kafka_outputs(args, outputs)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     progress = Progress(sys.stderr) if show_progress else None
     metrics_on = args.metrics_port is not None or bool(args.pushgateway)
@@ -186,11 +199,18 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         stats=stats,
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
+        dense=shared is None,  # shared-model mode counts every record per partition
     )
+    if shared is not None:
+        shared.install(engine)
     source: Source | None = None
     if kafka:
         source = kafka_options.kafka_source(args, engine)
     exporter = _start_metrics(args, engine, source) if metrics_on else None
+    if exporter is not None and shared is not None:
+        from stream_perceptron.metrics.shared_model import SharedModelCollector
+
+        exporter.registry.register(SharedModelCollector(shared, engine.lock))
     if exporter is not None:
         batch_hooks.append(exporter.observe_batch)
 
@@ -205,6 +225,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     try:
         if source is None:
             source = open_line_source(args.input, max_line_bytes=args.max_line_bytes)
+        if shared is not None:
+            shared.start()
         with source:
             engine.run(source)
     except EngineError as e:
@@ -215,6 +237,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         if progress:
             progress.finish(stats)
         outputs.close()
+        if shared is not None:
+            shared.close()
         if exporter is not None:
             exporter.live.ended = True
             if failure is None and not args.ui:
@@ -238,6 +262,23 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
         print(f"stream-perceptron: error: {failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """--model-topic: usage errors."""
+    if args.source != "kafka":
+        parser.error("--model-topic needs --source kafka")
+    if args.model not in ("binary", "multiclass"):
+        parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
+    if args.average_half_life is not None:
+        parser.error("--model-topic mixes plain averages: not with --average-half-life")
+    for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),
+                        ("--dead-letter", args.dead_letter)):  # fmt: skip
+        if value:
+            parser.error(
+                f"{flag} is not for --model-topic: the shared model and its outputs live in "
+                "Kafka (--predictions-topic, --dead-letter-topic, pull-model)"
+            )
 
 
 def _close_metrics(exporter: MetricsExporter, args: argparse.Namespace) -> None:
@@ -324,9 +365,15 @@ def _start_metrics(
     if isinstance(source, PartitionedSource):
 
         def kafka_state() -> dict[str, Any]:
+            coordinator = engine.coordinator
+            # shared-model mode commits offsets in its transactions, not through the source
+            if isinstance(coordinator, SharedModelCoordinator):
+                committed = dict(coordinator.committed)
+            else:
+                committed = source.committed_offsets()
             return {
                 "lag": source.lag(),
-                "committed": source.committed_offsets(),
+                "committed": committed,
                 "rebalances": source.rebalances,
             }
 

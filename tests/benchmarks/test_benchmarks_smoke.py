@@ -11,7 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [
     f"[{row}]"
-    for row in "1a 1b 2a 2b 2c 3 4a 4b 4c 5a 5b 6 6b 7 8a 8b 8c 9a 9h 9z 10".split()
+    for row in (
+        "1a 1b 2a 2b 2c 3 4a 4b 4c 5a 5b 6 6b 7 8a 8b 8c 9a 9h 9z 10 11a 11b 11c 11d 11e 11f"
+    ).split()
 ]
 
 

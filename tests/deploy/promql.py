@@ -62,6 +62,18 @@ ENGINE_METRICS: frozenset[str] = frozenset(
         "stream_perceptron_kafka_consumer_lag",
         "stream_perceptron_kafka_committed_offset",
         "stream_perceptron_kafka_rebalances_total",
+        # shared-model mode (--model-topic)
+        "stream_perceptron_model_version",
+        "stream_perceptron_mixes_total",
+        "stream_perceptron_seconds_since_last_mix",
+        "stream_perceptron_mix_divergence",
+        "stream_perceptron_partitions_owned",
+        "stream_perceptron_state_restores_total",
+        "stream_perceptron_state_restore_seconds_total",
+        "stream_perceptron_transactions_total",
+        "stream_perceptron_transaction_seconds_total",
+        "stream_perceptron_mix_seconds_total",
+        "stream_perceptron_model_topic_invalid_records_total",
     }
     | {f"{h}_{suffix}" for h in _HISTOGRAMS for suffix in ("bucket", "sum", "count")}
 )

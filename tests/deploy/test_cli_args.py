@@ -17,6 +17,7 @@ def _parse(argv: list[str]):
     argv = [re.sub(r"\$\((\w+)\)", "x", a) for a in argv]  # Kubernetes $(VAR) substitution
     argv = [{"--format=x": "--format=jsonl", "--model=x": "--model=binary"}.get(a, a) for a in argv]
     argv = [a.replace("--checkpoint-interval=x", "--checkpoint-interval=10") for a in argv]
+    argv = [a.replace("--mix-every=x", "--mix-every=10000") for a in argv]
     return build_parser().parse_args(argv)
 
 
@@ -24,14 +25,15 @@ def test_statefulset_args_parse():
     manifest = yaml.safe_load((DEPLOY / "k8s" / "statefulset.yaml").read_text())
     container = manifest["spec"]["template"]["spec"]["containers"][0]
     args = _parse(container["args"])
-    assert args.command == "run" and args.source == "kafka" and args.resume
+    assert args.command == "run" and args.source == "kafka" and args.model_topic
     assert args.metrics_port == 9108 and args.metrics_host == "0.0.0.0"
 
 
-def test_compose_engine_command_parses():
+@pytest.mark.parametrize("worker", ["engine", "engine-2", "engine-3"])
+def test_compose_engine_command_parses(worker):
     compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
-    command = compose["services"]["engine"]["command"]
+    command = compose["services"][worker]["command"]
     if isinstance(command, str):
         pytest.fail("the engine command should be a list")
     args = _parse(command)
-    assert args.source == "kafka" and args.checkpoint and args.metrics_port == 9108
+    assert args.source == "kafka" and args.model_topic and args.metrics_port == 9108

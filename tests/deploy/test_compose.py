@@ -83,21 +83,27 @@ def test_topics_created_before_use(compose):
         assert deps["kafka-init"]["condition"] == "service_completed_successfully", name
 
 
-def test_engine_command_and_checkpoint_volume(compose):
-    engine = compose["services"]["engine"]
-    args = engine["command"]
-    assert args[0] == "run"
-    for expected in (
-        "--source=kafka",
-        "--bootstrap-servers=kafka:19092",
-        "--checkpoint=/data/model.json",
-        "--resume",
-        f"--metrics-port={METRICS_PORT}",
-        "--metrics-host=0.0.0.0",
-    ):
-        assert expected in args
-    assert "checkpoints:/data" in engine["volumes"]
-    assert "checkpoints" in compose["volumes"]
+def test_three_workers_in_shared_model_mode(compose):
+    workers = [compose["services"][name] for name in ("engine", "engine-2", "engine-3")]
+    ids = []
+    for worker in workers:
+        args = worker["command"]
+        assert args[0] == "run"
+        for expected in (
+            "--source=kafka",
+            "--bootstrap-servers=kafka:19092",
+            "--model-topic=stream-perceptron-model",
+            f"--metrics-port={METRICS_PORT}",
+            "--metrics-host=0.0.0.0",
+        ):
+            assert expected in args
+        assert not any(a.startswith(("--checkpoint=", "--resume")) for a in args)
+        # the same command but for its own id (static membership, transactional id)
+        ids += [a for a in args if a.startswith("--instance-id=")]
+        assert [a for a in args if not a.startswith("--instance-id=")] == [
+            a for a in workers[0]["command"] if not a.startswith("--instance-id=")
+        ]
+    assert len(set(ids)) == 3
 
 
 def test_engine_image_builds_from_the_repository(compose):
@@ -141,7 +147,8 @@ def test_prometheus_gets_config_and_rules(compose):
         for sc in job.get("static_configs", [])
         for t in sc["targets"]
     ]
-    assert f"engine:{METRICS_PORT}" in targets
+    for worker in ("engine", "engine-2", "engine-3"):
+        assert f"{worker}:{METRICS_PORT}" in targets
 
 
 def test_grafana_gets_provisioning_and_dashboards(compose):

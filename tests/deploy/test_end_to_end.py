@@ -63,8 +63,11 @@ def test_every_dashboard_and_rule_expression_returns_data(kafka_bootstrap, tmp_p
         _name("group"),
         "--format",
         "jsonl",
-        "--checkpoint",
-        str(tmp_path / "m.json"),
+        # shared-model mode, as deploy/ runs it: its panels need data too
+        "--model-topic",
+        _name("model"),
+        "--mix-every",
+        "1000",
         "--checkpoint-interval",
         "1",
         "--rolling-window",

@@ -86,6 +86,13 @@ def test_dashboard_shows_what_an_operator_needs():
         "stream_perceptron_kafka_consumer_lag",
         "stream_perceptron_invalid_records_total",
         "stream_perceptron_checkpoint_last_success_timestamp_seconds",
+        # shared-model mode: the cluster and each worker
+        "stream_perceptron_model_version",
+        "stream_perceptron_mixes_total",
+        "stream_perceptron_seconds_since_last_mix",
+        "stream_perceptron_mix_divergence",
+        "stream_perceptron_partitions_owned",
+        "stream_perceptron_state_restores_total",
     }
     assert needed <= ENGINE_METRICS
     assert not needed - used, f"the dashboard does not show {sorted(needed - used)}"

@@ -166,11 +166,13 @@ def test_service_statefulset_and_configmap_fit_together():
     used = set(re.findall(r"\$\(([A-Z0-9_]+)\)", " ".join(container["args"])))
     assert used <= defined, f"undefined variables in args: {used - defined}"
     assert {"STREAM_PERCEPTRON_KAFKA_USERNAME", "STREAM_PERCEPTRON_KAFKA_PASSWORD"} <= defined
-    # checkpoints on the volume claim, non-root
-    (claim,) = sts["spec"]["volumeClaimTemplates"]
-    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts[claim["metadata"]["name"]] == "/data"
-    assert "--checkpoint=/data/model.json" in container["args"]
+    # shared-model mode: 3 workers, their state in Kafka (no volume, no checkpoint file)
+    assert sts["spec"]["replicas"] == 3
+    assert "volumeClaimTemplates" not in sts["spec"]
+    args = flags(container["args"])
+    assert args["model-topic"] == "$(KAFKA_MODEL_TOPIC)" and args["mix-every"]
+    assert args["instance-id"] == "$(POD_NAME)"
+    assert "checkpoint" not in args and "resume" not in args
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}

@@ -1,0 +1,199 @@
+"""Row 9: shared-model mode, 1, 2 and 3 workers draining one 6-partition topic.
+
+The JSON-lines records of a hidden hyperplane (10 % of the labels flipped) are produced once to
+a fresh 6-partition topic, one record per message. Each timed run starts N ``run --source kafka
+--model-topic ... --exit-at-end`` processes at once (a fresh group and model topic per run) and
+ends when the last one exits: start-up, group join, restores, learning, mixing and the final
+transactions are all in the wall time. The pulled model's held-out accuracy is compared with one
+sequential averaged perceptron over the same records. 11d-11f: 2 workers mixing every 1k, 10k and
+100k examples (the mixing overhead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import Context, Measure, Result, count, interleaved, median
+from benchmarks.procs import cli_command
+from benchmarks.rows_kafka import ENV, _delete_topics, kafka_skip_reason
+
+__all__ = ["row_shared_model"]
+
+PARTITIONS = 6
+WORKERS = (1, 2, 3)
+MIX_EVERY = (1_000, 10_000, 100_000)
+
+
+def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    w = np.random.default_rng(7).normal(size=10)
+    X = rng.normal(size=(n, 10))
+    y = (X @ w > 0).astype(int)
+    flip = rng.random(n) < 0.1
+    return X, np.where(flip, 1 - y, y)
+
+
+def _produce(bootstrap: str, topic: str, X: np.ndarray, y: np.ndarray) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1 << 20, acks=1)
+    for i, (row, label) in enumerate(zip(X, y)):
+        value = {f"f{j}": round(float(v), 5) for j, v in enumerate(row)}
+        value["y"] = int(label)
+        producer.send(topic, json.dumps(value).encode(), partition=i % PARTITIONS)
+    producer.flush()
+    producer.close()
+
+
+def _broker_cpu() -> float | None:
+    """CPU seconds used so far by a local Kafka broker process (None: none found here)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"kafka.Kafka" not in (entry / "cmdline").read_bytes():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+CPU: dict[str, list[tuple[float, float | None]]] = {}  # run -> (workers' CPU s, broker CPU s)
+
+
+def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Path) -> float:
+    run = uuid.uuid4().hex[:8]
+    model_topic, group = f"bench-model-{run}", f"bench-group-{run}"
+    cmd = [
+        *cli_command(), "run", "--source", "kafka", "--bootstrap-servers", bootstrap,
+        "--topic", topic, "--group", group, "--format", "jsonl", "--averaged",
+        "--exit-at-end", "--metrics-port", "-1", "--model-topic", model_topic,
+        "--mix-every", str(mix_every), "-q",
+    ]  # fmt: skip
+    cpu0, broker0 = _children_cpu(), _broker_cpu()
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen([*cmd, "--instance-id", f"w{i}"], stderr=subprocess.DEVNULL)
+        for i in range(workers)
+    ]
+    codes = [p.wait(timeout=1800) for p in procs]
+    wall = time.perf_counter() - started
+    broker1 = _broker_cpu()
+    broker = None if broker0 is None or broker1 is None else broker1 - broker0
+    CPU.setdefault(f"{workers}-{mix_every}", []).append((_children_cpu() - cpu0, broker))
+    if codes != [0] * workers:
+        raise RuntimeError(f"a worker failed: exit codes {codes}")
+    subprocess.run(
+        [*cli_command(), "pull-model", "--bootstrap-servers", bootstrap, "--model-topic",
+         model_topic, "--output", str(pulled), "-q"],
+        check=True,
+    )  # fmt: skip
+    _delete_topics(bootstrap, [model_topic])
+    return wall
+
+
+def _accuracy(model: object, X: np.ndarray, y: np.ndarray) -> float:
+    names = [f"f{j}" for j in range(X.shape[1])]
+    hits = sum(model.predict_one(dict(zip(names, row))) == label  # type: ignore[attr-defined]
+               for row, label in zip(X.tolist(), y.tolist()))  # fmt: skip
+    return hits / len(y)
+
+
+def row_shared_model(ctx: Context) -> list[Result]:
+    names = ["11a", "11b", "11c", "11d", "11e", "11f"]
+    titles = [f"shared model, {w} worker{'s' if w > 1 else ''}, mix every 10k" for w in WORKERS]
+    titles += [f"shared model, 2 workers, mix every {count(m)}" for m in MIX_EVERY]
+    reason = kafka_skip_reason()
+    if reason is not None:
+        return [Result(r, t, Measure("ours", missing=reason)) for r, t in zip(names, titles)]
+    from stream_perceptron import Perceptron
+    from stream_perceptron.learners import StreamClassifier
+
+    bootstrap = os.environ[ENV]
+    n = ctx.sizes.shared
+    X, y = _data(n, seed=1)
+    Xh, yh = _data(20_000, seed=2)
+    topic = f"stream-perceptron-bench-shared-{uuid.uuid4().hex[:8]}"
+    pulled = ctx.workdir / "pulled.json"
+    accuracies: dict[str, list[float]] = {}
+
+    def drain(key: str, workers: int, mix_every: int):  # type: ignore[no-untyped-def]
+        def go() -> float:
+            wall = _drain(bootstrap, topic, workers, mix_every, pulled)
+            model = StreamClassifier.from_state(json.loads(pulled.read_text())["model"])
+            if model.n_seen != n:
+                raise RuntimeError(f"pulled n_seen {model.n_seen}, not {n}")
+            accuracies.setdefault(key, []).append(_accuracy(model, Xh, yh))
+            return wall
+
+        return go
+
+    try:
+        _produce(bootstrap, topic, X, y)
+        runs = {f"w{w}": drain(f"w{w}", w, 10_000) for w in WORKERS}
+        runs.update({f"m{m}": drain(f"m{m}", 2, m) for m in MIX_EVERY})
+        got = interleaved(ctx.repeats, runs)
+    finally:
+        _delete_topics(bootstrap, [topic])
+    sequential = Perceptron(averaged=True)
+    names_x = [f"f{j}" for j in range(X.shape[1])]
+    for row, label in zip(X.tolist(), y.tolist()):
+        sequential.learn_one(dict(zip(names_x, row)), label)
+    seq_acc = _accuracy(sequential, Xh, yh)
+    one = n / median(got["w1"])
+    results = []
+    keys = [*(f"w{w}" for w in WORKERS), *(f"m{m}" for m in MIX_EVERY)]
+    for r, t, key in zip(names, titles, keys):
+        rate = n / median(got[key])
+        acc = median(accuracies[key])
+        goal = ">= 1.7x one worker" if key == "w2" else ""
+        results.append(
+            Result(
+                r,
+                f"{t}; {count(n)} records, 6 partitions, `--averaged`",
+                Measure("ours", rate, "records/s"),
+                Measure("1 worker", one, "records/s"),
+                rate / one,
+                ratio_text="x 1 worker",
+                goal=goal,
+                met=(rate / one >= 1.7) if key == "w2" else None,
+                notes=[
+                    f"held-out accuracy {acc:.4f} vs one sequential model {seq_acc:.4f} "
+                    f"(gap {100 * (seq_acc - acc):+.2f} points); pulled n_seen exact; wall "
+                    f"times {', '.join(f'{w:.1f}' for w in got[key])} s; {_cpu_note(key)}"
+                ],
+            )
+        )
+    return results
+
+
+def _cpu_note(key: str) -> str:
+    """Where the CPU went in the last run of ``key``: workers, broker, of what 2 cores give."""
+    workers, mix = (int(key[1:]), 10_000) if key[0] == "w" else (2, int(key[1:]))
+    runs = CPU.get(f"{workers}-{mix}", [])
+    if not runs:
+        return ""
+    ours, broker = runs[-1]
+    shown = "broker not local" if broker is None else f"broker {broker:.1f} CPU-s"
+    return f"last run: workers {ours:.1f} CPU-s, {shown}, {os.cpu_count()} cores"

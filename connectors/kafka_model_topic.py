@@ -1,0 +1,177 @@
+"""The compacted model topic of shared-model mode: created when missing, read to its end.
+
+:class:`ModelLog` is the client-neutral interface; :class:`KafkaModelLog` implements it with
+kafka-python 3 (imported lazily). The topic has one partition (every worker reads all of it,
+in one order) and ``cleanup.policy=compact`` (only the latest record of each key is kept).
+Reads are ``read_committed``: a worker's records count once its transaction is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from connectors.errors import ConnectorError
+from connectors.kafka_common import merge_client_options
+
+if TYPE_CHECKING:
+    from kafka.consumer import KafkaConsumer
+
+__all__ = ["KafkaModelLog", "ModelLog", "TOPIC_CONFIG"]
+
+logger = logging.getLogger(__name__)
+
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "max.message.bytes": str(16 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+    # roll segments every 10 min: only closed segments are compacted, and a worker that joins
+    # reads the whole log (without it, up to 1 GiB or 7 days of every worker's commits)
+    "segment.ms": "600000",
+}
+_RESERVED = frozenset(
+    {"bootstrap_servers", "group_id", "enable_auto_commit", "isolation_level",
+     "key_deserializer", "value_deserializer"}
+)  # fmt: skip
+
+
+@runtime_checkable
+class ModelLog(Protocol):
+    """A keyed log every worker reads to its end."""
+
+    def ensure(self) -> None:
+        """Create the topic when it does not exist."""
+        ...
+
+    def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
+        """``(key, value)`` of the committed records after the last ones read, up to the end
+        the log had when called (the first call reads from the start)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class KafkaModelLog:
+    """The model topic through kafka-python.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    topic
+        The model topic.
+    client_options
+        Security and other ``KafkaConsumer``/``KafkaAdminClient`` settings.
+
+    Examples
+    --------
+    No connection is made before the first call:
+
+    >>> log = KafkaModelLog("127.0.0.1:9", "model")
+    >>> isinstance(log, ModelLog)
+    True
+    >>> log.close()
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topic: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
+        self.topic = topic
+        self._servers = bootstrap_servers
+        self._options = dict(client_options or {})
+        self._consumer: KafkaConsumer | None = None
+        self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
+
+    def ensure(self) -> None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        security = {k: v for k, v in self._options.items()
+                    if k.startswith(("security_", "sasl_", "ssl_"))}  # fmt: skip
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self._servers, **security)
+        except (KafkaError, ValueError, TypeError) as exc:
+            raise ConnectorError(f"cannot reach Kafka to create {self.topic!r}: {exc!r}") from exc
+        try:
+            if self.topic in admin.list_topics():
+                return
+            # replication -1: the cluster's default.replication.factor
+            admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs=TOPIC_CONFIG)])
+            logger.warning("created the model topic %r (compacted, 1 partition)", self.topic)
+        except TopicAlreadyExistsError:
+            pass  # another worker was first
+        except KafkaError as exc:
+            raise ConnectorError(f"cannot create the model topic {self.topic!r}: {exc!r}") from exc
+        finally:
+            admin.close()
+
+    def _open(self) -> KafkaConsumer:
+        from kafka.consumer import KafkaConsumer
+        from kafka.structs import TopicPartition
+
+        config = merge_client_options(
+            {"reconnect_backoff_max_ms": 5000, "max_partition_fetch_bytes": 16 * 1024 * 1024},
+            self._options,
+            _RESERVED,
+        )
+        config.update(
+            bootstrap_servers=self._servers,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        consumer = KafkaConsumer(**config)
+        consumer.assign([TopicPartition(self.topic, 0)])
+        consumer.seek_to_beginning()
+        self._consumer = consumer
+        return consumer
+
+    def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
+        """Read to the end. A transaction still open on the topic (a worker that died in the
+        middle of a commit, until its restart or the transaction timeout aborts it) hides what
+        was committed after it: the read waits for it to end, up to ``stable_wait_s``."""
+        from kafka.errors import KafkaError
+        from kafka.structs import TopicPartition
+
+        tp = TopicPartition(self.topic, 0)
+        deadline = time.monotonic() + timeout_s
+        stable_by = time.monotonic() + self.stable_wait_s
+        out: list[tuple[bytes | None, bytes | None]] = []
+        try:
+            consumer = self._consumer or self._open()
+            while True:
+                # read_committed: the end is the last stable offset (open transactions excluded)
+                end = consumer.end_offsets([tp], timeout_ms=10_000)[tp]
+                while consumer.position(tp, timeout_ms=10_000) < end:
+                    if time.monotonic() > deadline:
+                        raise ConnectorError(
+                            f"reading the model topic {self.topic!r} to offset {end} took more "
+                            f"than {timeout_s:g} s"
+                        )
+                    for messages in consumer.poll(timeout_ms=200, max_records=10_000).values():
+                        out += [(m.key, m.value) for m in messages]
+                high = consumer.highwater(tp)
+                if high is None or end >= high:
+                    return out
+                if time.monotonic() > stable_by:
+                    logger.warning(
+                        "the model topic %r has a transaction open since offset %d for more "
+                        "than %g s: reading what is committed before it",
+                        self.topic, end, self.stable_wait_s,
+                    )  # fmt: skip
+                    return out
+                time.sleep(0.1)
+        except KafkaError as exc:
+            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+            self._consumer = None

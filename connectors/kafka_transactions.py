@@ -1,0 +1,277 @@
+"""Kafka transactions for shared-model mode: one transactional producer per worker writes the
+outputs, the model-topic records and the consumed offsets of a step, all or nothing
+(Kafka Streams' ``exactly_once_v2``).
+
+:class:`TransactionalOutput` is the client-neutral interface the engine uses;
+:class:`KafkaTransactions` implements it with kafka-python 3 (imported lazily). Another client
+plugs in by implementing the same four methods. :class:`TransactionalSink` is a
+:class:`~connectors.base.MessageSink` whose messages go into the current transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from connectors.base import Closing, MessageSink
+from connectors.errors import ConnectorError
+from connectors.kafka_common import TopicPartitionKey, check_offsets, merge_client_options
+
+if TYPE_CHECKING:
+    from kafka.producer import KafkaProducer
+
+__all__ = ["GroupMember", "KafkaTransactions", "TransactionalOutput", "TransactionalSink"]
+
+logger = logging.getLogger(__name__)
+
+_RESERVED = frozenset(
+    {"bootstrap_servers", "transactional_id", "enable_idempotence", "key_serializer",
+     "value_serializer"}
+)  # fmt: skip
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
+
+
+@runtime_checkable
+class GroupMember(Protocol):
+    """A consumer-group source whose membership a transaction's offsets are committed for."""
+
+    def group_metadata(self) -> Any:
+        """The client's snapshot of the group membership (opaque to the caller)."""
+        ...
+
+
+@runtime_checkable
+class TransactionalOutput(Protocol):
+    """Messages and consumed offsets committed together.
+
+    A transaction is open from the first :meth:`send` after a :meth:`commit` (or the start);
+    :meth:`commit` adds the consumer group's offsets to it and commits it; :meth:`abort` drops
+    it. A crash leaves it open until a producer of the same transactional id starts (which
+    aborts it) or the transaction times out: ``read_committed`` readers never see it.
+    """
+
+    def start(self) -> None:
+        """Connect and fence a former producer of the same id (aborting its open
+        transaction)."""
+        ...
+
+    def send(
+        self, topic: str, value: bytes, key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None: ...  # fmt: skip
+
+    def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class KafkaTransactions(Closing):
+    """A kafka-python transactional producer.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    transactional_id
+        Stable per worker: a restarted worker with the same id fences its former self and
+        aborts the transaction it left open.
+    client_options
+        Further ``KafkaProducer`` settings. Defaults here: ``transaction_timeout_ms=10000``
+        (a dead worker's open transaction stops blocking readers soon), ``linger_ms=5``,
+        ``max_request_size`` 16 MiB.
+
+    Examples
+    --------
+    No connection is made before the first send:
+
+    >>> out = KafkaTransactions("127.0.0.1:9", "workers-w0")
+    >>> isinstance(out, TransactionalOutput)
+    True
+    >>> out.close()
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        transactional_id: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise ConnectorError(f"transactional_id must be a non-empty str: {transactional_id!r}")
+        self._config = merge_client_options(
+            {
+                "transaction_timeout_ms": 10_000,
+                "linger_ms": 5,
+                "max_request_size": MAX_MESSAGE_BYTES,
+                "reconnect_backoff_max_ms": 5000,
+            },
+            client_options,
+            _RESERVED,
+        )
+        self._config.update(
+            bootstrap_servers=bootstrap_servers, transactional_id=transactional_id
+        )
+        self.transactional_id = transactional_id
+        self._producer: KafkaProducer | None = None
+        self._open_txn = False
+        self._lock = threading.Lock()  # sends come from the engine and its rebalance helper
+
+    def start(self) -> None:
+        """Create the producer and fence a former self (its open transaction is aborted)."""
+        with self._lock:
+            self._ready()
+
+    def _ready(self) -> KafkaProducer:
+        from kafka.errors import KafkaError
+        from kafka.producer import KafkaProducer
+
+        if self._producer is None:
+            try:
+                producer = KafkaProducer(**self._config)
+                producer.init_transactions()
+            except (KafkaError, ValueError, TypeError) as exc:
+                raise ConnectorError(
+                    f"cannot start the transactional producer {self.transactional_id!r}: {exc!r}"
+                ) from exc
+            self._producer = producer
+            logger.info("transactional producer %r ready", self.transactional_id)
+        if not self._open_txn:
+            self._producer.begin_transaction()
+            self._open_txn = True
+        return self._producer
+
+    def send(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Queue one message in the current transaction."""
+        from kafka.errors import KafkaError
+
+        with self._lock:
+            producer = self._ready()
+            try:
+                producer.send(topic, value=bytes(value), key=key, headers=headers)
+            except (KafkaError, ValueError, TypeError) as exc:
+                raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
+
+    def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
+        """Add ``offsets`` (next offset per input partition) for the group of
+        ``group_metadata`` to the transaction and commit it.
+
+        Raises
+        ------
+        ConnectorError
+            If the commit failed (the transaction is aborted: nothing of it is visible).
+        """
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        check_offsets(offsets, "commit")
+        with self._lock:
+            producer = self._ready()
+            try:
+                if offsets:
+                    producer.send_offsets_to_transaction(
+                        {TopicPartition(*tp): OffsetAndMetadata(o, "", -1)
+                         for tp, o in offsets.items()},
+                        group_metadata,
+                    )  # fmt: skip
+                producer.commit_transaction()
+                self._open_txn = False
+            except KafkaError as exc:
+                self._abort_quietly()
+                raise ConnectorError(
+                    f"transaction of {self.transactional_id!r} failed: {exc!r}"
+                ) from exc
+
+    def abort(self) -> None:
+        """Drop the open transaction, if any."""
+        with self._lock:
+            self._abort_quietly()
+
+    def _abort_quietly(self) -> None:
+        from kafka.errors import KafkaError
+
+        if self._producer is not None and self._open_txn:
+            try:
+                self._producer.abort_transaction()
+            except KafkaError as exc:
+                logger.warning("aborting the transaction of %r failed: %r",
+                               self.transactional_id, exc)  # fmt: skip
+                self._producer.close(timeout=5)
+                self._producer = None
+        self._open_txn = False
+
+    def close(self) -> None:
+        """Abort what is uncommitted and close the producer; harmless twice."""
+        with self._lock:
+            self._abort_quietly()
+            if self._producer is not None:
+                self._producer.close(timeout=10)
+                self._producer = None
+
+    def __repr__(self) -> str:
+        return f"KafkaTransactions(transactional_id={self.transactional_id!r})"
+
+
+class TransactionalSink(Closing, MessageSink):
+    """A topic sink writing into a :class:`TransactionalOutput`'s current transaction.
+
+    :meth:`flush` and :meth:`close` do nothing: the owner of the transactions commits them.
+    ``headers`` gives headers added to every message (for instance the model version).
+
+    Examples
+    --------
+    >>> class Memory:
+    ...     def __init__(self): self.sent = []
+    ...     def send(self, topic, value, key=None, headers=None):
+    ...         self.sent.append((topic, value, key, headers))
+    >>> out = Memory()
+    >>> sink = TransactionalSink(out, "predictions", headers=lambda: [("v", b"3")])
+    >>> sink.send(b"p", key=b"k"); sink.write(b"q")
+    >>> out.sent
+    [('predictions', b'p', b'k', [('v', b'3')]), ('predictions', b'q', None, [('v', b'3')])]
+    """
+
+    def __init__(
+        self,
+        output: Any,
+        topic: str,
+        *,
+        headers: Callable[[], list[tuple[str, bytes]]] | None = None,
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
+        self._output = output
+        self.topic = topic
+        self._headers = headers
+
+    def write(self, line: bytes) -> None:
+        self.send(line)
+
+    def send(
+        self,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        extra = self._headers() if self._headers is not None else []
+        merged = [*(headers or []), *extra] or None
+        self._output.send(self.topic, value, key, merged)
+
+    def flush(self) -> None:
+        """Nothing: the transaction's commit makes the messages visible."""
+
+    def close(self) -> None:
+        """Nothing: the transactions' owner closes the producer."""
+
+    def __repr__(self) -> str:
+        return f"TransactionalSink(topic={self.topic!r})"

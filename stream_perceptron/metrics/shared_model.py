@@ -1,0 +1,108 @@
+"""Shared-model mode's metrics, computed when scraped from the worker's coordinator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from stream_perceptron.metrics.collector import PREFIX
+
+__all__ = ["SharedModelCollector"]
+
+
+class SharedModelCollector(Collector):
+    """``stream_perceptron_model_version``, mixes, divergence, partitions and restores of one
+    worker.
+
+    Parameters
+    ----------
+    coordinator
+        The worker's :class:`~stream_perceptron.engine.shared_model.SharedModelCoordinator`.
+    lock
+        The engine's lock (the coordinator's numbers change under it).
+
+    Examples
+    --------
+    >>> import threading
+    >>> from types import SimpleNamespace
+    >>> from prometheus_client import CollectorRegistry
+    >>> c = SimpleNamespace(version=4, mixes=3, last_mix_at=None, divergence=0.5, owned={1, 2},
+    ...                     restores=2, restore_seconds=0.25, commits=9, commit_seconds=0.5,
+    ...                     mix_seconds=0.1,
+    ...                     view=SimpleNamespace(bad_records=1))
+    >>> registry = CollectorRegistry()
+    >>> registry.register(SharedModelCollector(c, threading.Lock()))
+    >>> registry.get_sample_value("stream_perceptron_model_version")
+    4.0
+    >>> registry.get_sample_value("stream_perceptron_partitions_owned")
+    2.0
+
+    """
+
+    def __init__(self, coordinator: Any, lock: Any) -> None:
+        self.coordinator = coordinator
+        self.lock = lock
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.coordinator
+        with self.lock:
+            version, mixes, last_mix, div = c.version, c.mixes, c.last_mix_at, c.divergence
+            owned, restores, restore_s = len(c.owned), c.restores, c.restore_seconds
+            commits, bad = c.commits, c.view.bad_records
+            commit_s, mix_s = c.commit_seconds, c.mix_seconds
+        yield GaugeMetricFamily(
+            f"{PREFIX}_model_version",
+            "Version of the mixture this worker's model is based on.",
+            value=float(version),
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_mixes", "Mixes done by this worker.", value=float(mixes)
+        )
+        if last_mix is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_seconds_since_last_mix",
+                "Seconds since this worker last mixed.",
+                value=max(0.0, time.time() - last_mix),
+            )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_mix_divergence",
+            "Norm of the difference between the local model and the mixture, at the last mix.",
+            value=div,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_partitions_owned",
+            "Input partitions this worker owns.",
+            value=float(owned),
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_state_restores",
+            "Partition states restored from the model topic on assignment.",
+            value=float(restores),
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_state_restore_seconds",
+            "Time spent restoring partition states.",
+            value=restore_s,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_transactions", "Transactions committed.", value=float(commits)
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_transaction_seconds",
+            "Time spent committing transactions.",
+            value=commit_s,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_mix_seconds",
+            "Time spent reading the model topic and mixing.",
+            value=mix_s,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_model_topic_invalid_records",
+            "Model-topic records that did not parse and were ignored.",
+            value=float(bad),
+        )

@@ -1,0 +1,154 @@
+"""Helpers of the shared-model tests: data, topics, worker processes, reading the outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import numpy as np
+from cli_helpers import CLI, run_cli
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from stream_perceptron.learners import StreamClassifier
+
+PARTITIONS = 6
+
+
+def name(kind: str) -> str:
+    return f"test-sm-{kind}-{uuid.uuid4().hex[:10]}"
+
+
+def examples(n: int, seed: int, noise: float = 0.0, margin: float = 0.0) -> list[tuple[dict, int]]:
+    """Linearly separable in 5 features (with ``margin`` around the hyperplane left empty),
+    then a fraction ``noise`` of the labels flipped."""
+    rng = np.random.default_rng(seed)
+    w = np.array([1.0, -2.0, 0.5, 1.5, -1.0])
+    out: list[tuple[dict, int]] = []
+    while len(out) < n:
+        x = rng.normal(size=5)
+        s = float(x @ w) / float(np.linalg.norm(w))
+        if abs(s) < margin:
+            continue
+        y = int(s > 0)
+        if rng.random() < noise:
+            y = 1 - y
+        out.append(({f"f{j}": float(v) for j, v in enumerate(x)}, y))
+    return out
+
+
+def make_topics(bootstrap: str, *partitions: int) -> list[str]:
+    topics = [name("topic") for _ in partitions]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics(
+            [NewTopic(t, p, 1) for t, p in zip(topics, partitions, strict=True)]
+        )
+    finally:
+        admin.close()
+    return topics
+
+
+def produce(bootstrap: str, topic: str, data: list[tuple[dict, int]], start: int = 0) -> None:
+    """Record i goes to partition i % PARTITIONS."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
+    try:
+        for i, (x, y) in enumerate(data, start):
+            value = json.dumps({**x, "y": y}).encode()
+            producer.send(topic, value=value, partition=i % PARTITIONS)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def worker_args(bootstrap: str, topic: str, group: str, model_topic: str, *extra: str) -> list[str]:
+    return [
+        "run", "--source", "kafka", "--bootstrap-servers", bootstrap, "--topic", topic,
+        "--group", group, "--format", "jsonl", "--metrics-port", "-1",
+        "--model-topic", model_topic,
+        "--kafka-option", "session_timeout_ms=6000",
+        "--kafka-option", "heartbeat_interval_ms=1000",
+        *extra,
+    ]  # fmt: skip
+
+
+def start_worker(args: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*CLI, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def pull(bootstrap: str, model_topic: str, path: Path) -> StreamClassifier:
+    proc = run_cli(
+        "pull-model", "--bootstrap-servers", bootstrap, "--model-topic", model_topic,
+        "--output", str(path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    return StreamClassifier.from_state(json.loads(path.read_text())["model"])
+
+
+def accuracy(model: StreamClassifier, data: list[tuple[dict, int]]) -> float:
+    return sum(model.predict_one(x) == y for x, y in data) / len(data)
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int) -> list:
+    """Every committed message of ``topic`` (read_committed), to its end."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        out = []
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            for messages in consumer.poll(timeout_ms=500).values():
+                out += messages
+        return out
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    try:
+        return {p: consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def partition_records(bootstrap: str, model_topic: str) -> dict:
+    """The latest partition state of each input partition in the model topic."""
+    from connectors.kafka_model_topic import KafkaModelLog
+    from stream_perceptron.engine.shared_model import ModelView
+
+    log = KafkaModelLog(bootstrap, model_topic)
+    try:
+        view = ModelView()
+        view.ingest(log.read_new())
+    finally:
+        log.close()
+    return {p: s for (_, p), s in view.partitions.items()}
+
+
+def prediction_positions(messages: list) -> list[tuple[str, int, int]]:
+    return sorted(
+        (p["topic"], p["partition"], p["offset"]) for p in (json.loads(m.value) for m in messages)
+    )
+
+
+def wait_for(log: Path, text: str, since: int = 0, timeout: float = 60) -> None:
+    """Wait until ``text`` appears in ``log`` after its first ``since`` bytes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while text.encode() not in log.read_bytes()[since:]:
+        assert time.monotonic() < deadline, f"{text!r} not in {log}: {log.read_text()[-2000:]}"
+        time.sleep(0.1)

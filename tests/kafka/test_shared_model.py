@@ -1,0 +1,319 @@
+"""Shared-model mode on the real broker: several worker processes learn one model."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import threading
+import time
+
+import pytest
+from cli_helpers import run_cli
+from shared_model_helpers import (
+    PARTITIONS,
+    accuracy,
+    committed,
+    examples,
+    make_topics,
+    name,
+    partition_records,
+    prediction_positions,
+    produce,
+    pull,
+    read_committed,
+    start_worker,
+    wait_for,
+    worker_args,
+)
+
+from stream_perceptron import Perceptron
+
+
+def _sequential(data, **params) -> Perceptron:
+    model = Perceptron(**params)
+    for x, y in data:
+        model.learn_one(x, y)
+    return model
+
+
+def _run_workers(args: list[str], ids: list[str], logs, timeout: float = 180) -> None:
+    procs = [start_worker([*args, "--instance-id", i], logs / f"{i}.log") for i in ids]
+    try:
+        codes = [p.wait(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert codes == [0] * len(ids), [(logs / f"{i}.log").read_text()[-3000:] for i in ids]
+
+
+@pytest.mark.parametrize(("noise", "averaged"), [(0.1, True), (0.0, False)])
+def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, averaged):
+    n = 18_000
+    data = examples(n, seed=3, noise=noise, margin=0.0 if noise else 0.2)
+    held_out = examples(4000, seed=4, noise=0.0)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    produce(kafka_bootstrap, topic, data)
+    model_topic = name("model")
+    flags = ["--averaged"] if averaged else []
+    args = worker_args(
+        kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end",
+        "--mix-every", "1000", "--checkpoint-interval", "0.5",
+        "--predictions-topic", predictions, *flags,
+    )  # fmt: skip
+    _run_workers(args, ["w0", "w1", "w2"], tmp_path)
+    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json")
+    assert pulled.n_seen == n  # every record learned exactly once, cluster-wide
+    sequential = _sequential(data, averaged=averaged)
+    gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
+    # within 1 point (the issue's bound; one run in about 12 landed on exactly 1.0)
+    assert gap <= 0.01, (accuracy(pulled, held_out), accuracy(sequential, held_out))
+    # exactly one prediction per input record, each carrying the model version
+    out = read_committed(kafka_bootstrap, predictions, 3)
+    seen = sorted(
+        (p["topic"], p["partition"], p["offset"]) for p in (json.loads(m.value) for m in out)
+    )
+    assert seen == sorted((topic, i % PARTITIONS, i // PARTITIONS) for i in range(n))
+    assert all(dict(m.headers).get("model_version") is not None for m in out)
+    if not noise:
+        # separable with a margin: a second pass over the same records adds (almost) no
+        # mistakes (the perceptron's convergence, kept by mixing)
+        first = pulled.n_mistakes
+        produce(kafka_bootstrap, topic, data, start=n)
+        _run_workers(args, ["w0", "w1", "w2"], tmp_path)
+        again = pull(kafka_bootstrap, model_topic, tmp_path / "again.json")
+        assert again.n_seen == 2 * n
+        assert again.n_mistakes - first <= first // 20, (first, again.n_mistakes)
+
+
+@pytest.mark.parametrize("model", ["binary", "multiclass"])
+def test_pulled_model_is_a_checkpoint(kafka_bootstrap, tmp_path, model):
+    data = examples(3000, seed=5, noise=0.05)
+    (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
+    produce(kafka_bootstrap, topic, data)
+    model_topic = name("model")
+    args = worker_args(
+        kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end", "--model", model,
+        "--averaged", "--mix-every", "300", "--checkpoint-interval", "0.2",
+    )  # fmt: skip
+    _run_workers(args, ["a", "b"], tmp_path)
+    path = tmp_path / "model.json"
+    pulled = pull(kafka_bootstrap, model_topic, path)
+    assert pulled.n_seen == 3000
+    assert type(pulled).__name__ == {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}[
+        model
+    ]
+    assert accuracy(pulled, examples(2000, seed=55)) > 0.9
+    shown = run_cli("inspect", str(path))
+    assert shown.returncode == 0 and b"examples     3000" in shown.stdout, shown.stderr
+    more = b"".join(json.dumps({**x, "y": y}).encode() + b"\n" for x, y in data[:100])
+    resumed = run_cli(
+        "run", "--format", "jsonl", "--checkpoint", str(path), "--resume",
+        "--summary-json", str(tmp_path / "s.json"), stdin=more,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    saved = json.loads(path.read_text())["model"]
+    assert saved["n_seen"] == 3100
+
+
+def test_a_record_that_does_not_parse_is_ignored(kafka_bootstrap, tmp_path):
+    from kafka import KafkaProducer
+
+    data = examples(1200, seed=6)
+    (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
+    produce(kafka_bootstrap, topic, data)
+    model_topic = name("model")
+    args = worker_args(kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end")
+    _run_workers(args, ["a"], tmp_path)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    producer.send(model_topic, b"not json", key=b"mixture")
+    producer.send(model_topic, b'{"kind": "stream-perceptron-shared-model", "schema_version": 9}',
+                  key=b"worker:future")  # fmt: skip
+    producer.flush()
+    producer.close()
+    produce(kafka_bootstrap, topic, data[:600], start=1200)
+    _run_workers(args, ["a"], tmp_path)
+    assert (tmp_path / "a.log").read_text().count("ignoring a model-topic record") >= 2
+    proc = run_cli("pull-model", "--bootstrap-servers", kafka_bootstrap, "--model-topic",
+                   model_topic, "--output", str(tmp_path / "m.json"))  # fmt: skip
+    assert proc.returncode == 0 and b"2 model-topic records did not parse" in proc.stderr
+    assert json.loads((tmp_path / "m.json").read_text())["model"]["n_seen"] == 1800
+
+
+def test_usage_errors(tmp_path):
+    base = ["run", "--format", "jsonl", "--model-topic", "m"]
+    assert b"needs --source kafka" in run_cli(*base).stderr
+    kafka = [*base, "--source", "kafka", "--bootstrap-servers", "127.0.0.1:9", "--topic", "t",
+             "--group", "g"]  # fmt: skip
+    assert b"binary or multiclass" in run_cli(*kafka, "--model", "centroid").stderr
+    assert b"is not for --model-topic" in run_cli(*kafka, "--predictions", "p.jsonl").stderr
+    assert b"need --model-topic" in run_cli("run", "--format", "jsonl", "--mix-every", "5").stderr
+
+
+
+
+
+class _Producing(threading.Thread):
+    """Produces ``data`` in slices over about ``seconds`` while the workers run."""
+
+    def __init__(self, bootstrap: str, topic: str, data: list, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, data, seconds)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, data, seconds = self.args
+        try:
+            step = len(data) // 20
+            for start in range(0, len(data), step):
+                produce(bootstrap, topic, data[start : start + step], start=start)
+                time.sleep(seconds / 20)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+
+def _drain(kafka_bootstrap, group, topic, n, procs, timeout=150) -> None:
+    """Wait until the group committed every partition to its end, then stop the workers."""
+    want = {p: n // PARTITIONS + (p < n % PARTITIONS) for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout
+    while committed(kafka_bootstrap, group, topic) != want:
+        assert time.monotonic() < deadline, committed(kafka_bootstrap, group, topic)
+        time.sleep(1)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(timeout=60)
+
+
+def _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data) -> None:
+    n = len(data)
+    states = partition_records(kafka_bootstrap, model_topic)
+    for p in range(PARTITIONS):
+        end = n // PARTITIONS + (p < n % PARTITIONS)
+        assert (states[p].next_offset, states[p].n_seen) == (end, end), states[p]
+    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json")
+    assert pulled.n_seen == n
+    out = read_committed(kafka_bootstrap, predictions, 3)
+    assert prediction_positions(out) == sorted(
+        (topic, i % PARTITIONS, i // PARTITIONS) for i in range(n)
+    )
+    held_out = examples(4000, seed=99)
+    gap = accuracy(_sequential(data, averaged=True), held_out) - accuracy(pulled, held_out)
+    assert gap <= 0.01, gap  # within 1 point
+
+
+def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(kafka_bootstrap, tmp_path):
+    data = examples(60_000, seed=11, noise=0.1)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    model_topic, group = name("model"), name("group")
+    args = worker_args(
+        kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
+        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+    )  # fmt: skip
+    producing = _Producing(kafka_bootstrap, topic, data, 15.0)
+    producing.start()
+    ids = ["w0", "w1", "w2"]
+    logs = {i: tmp_path / f"{i}.log" for i in ids}
+    procs = {i: start_worker([*args, "--instance-id", i], logs[i]) for i in ids}
+    since = dict.fromkeys(ids, 0)
+    rng = random.Random(7)
+    kills = 0
+    try:
+        while kills < 5:
+            victim = rng.choice(ids)
+            # a worker that owns partitions and has been learning and committing a while
+            wait_for(logs[victim], "committed", since[victim])
+            time.sleep(rng.uniform(0.3, 1.5))
+            procs[victim].kill()  # SIGKILL
+            procs[victim].wait()
+            kills += 1
+            since[victim] = logs[victim].stat().st_size
+            procs[victim] = start_worker([*args, "--instance-id", victim], logs[victim])
+        producing.join(timeout=60)
+        assert producing.error is None
+        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
+
+
+def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
+    data = examples(48_000, seed=12, noise=0.1)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    model_topic, group = name("model"), name("group")
+    args = worker_args(
+        kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
+        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+    )  # fmt: skip
+    producing = _Producing(kafka_bootstrap, topic, data, 15.0)
+    producing.start()
+    # dynamic membership (no --instance-id): a stopped worker leaves the group at once
+    procs = [start_worker(args, tmp_path / f"first{i}.log") for i in range(3)]
+    try:
+        for i in range(3):
+            wait_for(tmp_path / f"first{i}.log", "committed")
+        wait_for(tmp_path / "first0.log", "mixed")
+        for p in procs[1:]:
+            p.send_signal(signal.SIGTERM)
+        for p in procs[1:]:
+            assert p.wait(timeout=60) == 0
+        time.sleep(3)
+        late = [start_worker([*args, "--instance-id", f"late{i}"], tmp_path / f"late{i}.log")
+                for i in range(2)]  # fmt: skip
+        procs += late
+        producing.join(timeout=60)
+        assert producing.error is None
+        _drain(kafka_bootstrap, group, topic, len(data), procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
+    # the late joiners predicted with a mixed model from their first prediction on
+    out = read_committed(kafka_bootstrap, predictions, 3)
+    versions = [int(dict(m.headers)["model_version"]) for m in out
+                if dict(m.headers).get("worker", b"").startswith(b"late")]  # fmt: skip
+    assert versions and min(versions) > 0, versions[:5]
+
+
+def test_worker_metrics(kafka_bootstrap, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+    from services import http_get
+
+    data = examples(6000, seed=13, noise=0.05)
+    (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
+    produce(kafka_bootstrap, topic, data)
+    model_topic = name("model")
+    args = worker_args(kafka_bootstrap, topic, name("group"), model_topic, "--mix-every", "500")
+    args[args.index("--metrics-port") + 1] = "0"
+    log = tmp_path / "w.log"
+    proc = start_worker([*args, "--instance-id", "m0"], log)
+    try:
+        wait_for(log, "metrics on http://")
+        url = log.read_text().split("metrics on ", 1)[1].split()[0]
+        deadline = time.monotonic() + 60
+        while True:
+            samples = {
+                s.name: s.value
+                for family in text_string_to_metric_families(http_get(url).decode())
+                for s in family.samples
+            }
+            if samples.get("stream_perceptron_examples_total") == 6000:
+                break
+            assert time.monotonic() < deadline, samples
+            time.sleep(0.5)
+        assert samples["stream_perceptron_model_version"] >= 1
+        assert samples["stream_perceptron_mixes_total"] >= 1
+        assert samples["stream_perceptron_partitions_owned"] == PARTITIONS
+        assert samples["stream_perceptron_state_restores_total"] == PARTITIONS
+        assert samples["stream_perceptron_state_restore_seconds_total"] > 0
+        assert samples["stream_perceptron_seconds_since_last_mix"] >= 0
+        assert samples["stream_perceptron_mix_divergence"] >= 0
+        assert samples["stream_perceptron_model_topic_invalid_records_total"] == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
