@@ -56,17 +56,34 @@ def _dense(model: Any, names: list, X: np.ndarray, labels: Any) -> tuple[float, 
     return time.perf_counter() - started, right / len(X)
 
 
+#: The dict-API runs of rows <prefix>a/<prefix>b (and, averaged, <prefix>d/<prefix>e), and
+#: the dense one of <prefix>f: run key -> what it calls.
+_DICT_APIS = (("split", "predict_one + learn_one"), ("fused", "predict_learn_one (fused)"))
+_DENSE_API = ("dense", "learn_dense, blocks of 10k (the engine's dense path)")
+
+
+def _learner_runs(
+    make: Callable[..., Any], rows: list[dict], ys: list[Any], names: list, X: Any, labels: Any
+) -> dict[str, Callable[[], tuple[float, float]]]:
+    """The plain and averaged learner ``make(**params)`` through each API, in the rows' order."""
+    return {
+        "split": lambda: _split(make(), rows, ys),
+        "fused": lambda: _fused(make(), rows, ys),
+        "avg_split": lambda: _split(make(averaged=True), rows, ys),
+        "avg_fused": lambda: _fused(make(averaged=True), rows, ys),
+        "dense": lambda: _dense(make(), names, X, labels),
+        "avg_dense": lambda: _dense(make(averaged=True), names, X, labels),
+    }
+
+
 def _averaged_results(
     prefix: str, kind: str, what: str, got: dict[str, tuple[float, float]], anchor: Measure
 ) -> list[Result]:
     """Rows ``<prefix>d-<prefix>f``: the averaged learner per API, against River, with its
     speed as a fraction of the plain learner's in the same run (goal: at least 0.75)."""
     results = []
-    for row, key, api in (
-        (f"{prefix}d", "split", "predict_one + learn_one"),
-        (f"{prefix}e", "fused", "predict_learn_one (fused)"),
-        (f"{prefix}f", "dense", "learn_dense, blocks of 10k (the engine's dense path)"),
-    ):
+    for letter, (key, api) in zip("def", (*_DICT_APIS, _DENSE_API), strict=True):
+        row = f"{prefix}{letter}"
         plain_rate, _ = got[key]
         rate, acc = got[f"avg_{key}"]
         if rate != rate:  # NaN: the C kernel is not built
@@ -116,22 +133,14 @@ def row_binary(ctx: Context) -> list[Result]:
         ctx,
         n,
         {
-            "split": lambda: _split(Perceptron(), rows, ys),
-            "fused": lambda: _fused(Perceptron(), rows, ys),
-            "avg_split": lambda: _split(Perceptron(averaged=True), rows, ys),
-            "avg_fused": lambda: _fused(Perceptron(averaged=True), rows, ys),
-            "dense": lambda: _dense(Perceptron(), names, X, signs),
-            "avg_dense": lambda: _dense(Perceptron(averaged=True), names, X, signs),
+            **_learner_runs(Perceptron, rows, ys, names, X, signs),
             "river": lambda: _split(RiverPerceptron(), rows, ys),
         },
     )
     river_rate, river_acc = got["river"]
     anchor = Measure("river Perceptron predict_one+learn_one", river_rate, "ex/s")
     results = []
-    for row, key, api in (
-        ("1a", "split", "predict_one + learn_one"),
-        ("1b", "fused", "predict_learn_one (fused)"),
-    ):
+    for row, (key, api) in zip(("1a", "1b"), _DICT_APIS, strict=True):
         rate, acc = got[key]
         ratio = rate / river_rate
         results.append(
@@ -172,12 +181,7 @@ def row_multiclass(ctx: Context) -> list[Result]:
         ctx,
         n,
         {
-            "split": lambda: _split(MulticlassPerceptron(), rows, ys),
-            "fused": lambda: _fused(MulticlassPerceptron(), rows, ys),
-            "avg_split": lambda: _split(MulticlassPerceptron(averaged=True), rows, ys),
-            "avg_fused": lambda: _fused(MulticlassPerceptron(averaged=True), rows, ys),
-            "dense": lambda: _dense(MulticlassPerceptron(), names, X, ys),
-            "avg_dense": lambda: _dense(MulticlassPerceptron(averaged=True), names, X, ys),
+            **_learner_runs(MulticlassPerceptron, rows, ys, names, X, ys),
             "river": lambda: _split(OneVsRestClassifier(RiverPerceptron()), rows, ys),
         },
     )
@@ -185,10 +189,7 @@ def row_multiclass(ctx: Context) -> list[Result]:
     anchor = Measure("river OneVsRest(Perceptron)", river_rate, "ex/s")
     what = f"{count(n)} ex, 10 classes x 20 features, gap {MULTICLASS_GAP}"
     results = []
-    for row, key, api in (
-        ("2a", "split", "predict_one + learn_one"),
-        ("2b", "fused", "predict_learn_one (fused)"),
-    ):
+    for row, (key, api) in zip(("2a", "2b"), _DICT_APIS, strict=True):
         rate, acc = got[key]
         ratio = rate / river_rate
         results.append(

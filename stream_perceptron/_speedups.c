@@ -435,6 +435,99 @@ check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t low, Py_ssize_t high)
     return 0;
 }
 
+/* The divisor t: an int of at most 2**53 or a float, finite and >= 1, as a double (as
+ * Python's true division converts it). */
+static int
+count_value(PyObject *obj, double *t)
+{
+    double v;
+    long long iv;
+    int is_int;
+    if (!number_value(obj, &v, &iv, &is_int) || !(v >= 1.0) || !isfinite(v)) {
+        return 0;
+    }
+    *t = v;
+    return 1;
+}
+
+/*
+ * The kernels' prologue, in this order: name() takes low to high arguments (TypeError
+ * otherwise); the optional snapshot flag args[low] into *want_snapshot (0 when absent or
+ * when high == low); args[0..ndicts-1] exact dicts and, with t, args[ndicts] a divisor
+ * (count_value) into *t; x = args[low - 1] loaded into it (items_load). 1: loaded (release
+ * the items); 0: not handled (the kernel returns None, nothing held); -1: error set.
+ */
+static int
+kernel_begin(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t low,
+             Py_ssize_t high, Py_ssize_t ndicts, double *t, Items *it, int *want_snapshot)
+{
+    if (check_nargs(name, nargs, low, high) < 0) {
+        return -1;
+    }
+    *want_snapshot = 0;
+    if (nargs > low && (*want_snapshot = PyObject_IsTrue(args[low])) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ndicts; i++) {
+        if (!PyDict_CheckExact(args[i])) {
+            return 0;
+        }
+    }
+    if (t != NULL && !count_value(args[ndicts], t)) {
+        return 0;
+    }
+    return items_load(it, args[low - 1]);
+}
+
+/* What a kernel returns for a pass that did not give a result: NULL (status < 0, error set)
+ * or None (status 0, not handled). */
+static PyObject *
+unhandled(int status)
+{
+    if (status < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* unhandled(status), the items released first. */
+static PyObject *
+release_unhandled(Items *it, int status)
+{
+    items_release(it);
+    return unhandled(status);
+}
+
+/* The tuple (first, r) or, with want_snapshot, (first, r, snapshot of the items); the items
+ * released either way. Steals first; NULL (first released) on error. */
+static PyObject *
+pack_norm(Items *it, int want_snapshot, PyObject *first, double r)
+{
+    if (!want_snapshot) {
+        items_release(it);
+        return pack(first, PyFloat_FromDouble(r), NULL);
+    }
+    PyObject *snap = items_snapshot(it);
+    if (snap == NULL) {
+        Py_XDECREF(first);
+        return NULL;
+    }
+    return pack(first, PyFloat_FromDouble(r), snap);
+}
+
+/* The scores dict a class_scores/class_avg_scores pass filled (status 1), or unhandled(status)
+ * (the dict released); the items released either way. */
+static PyObject *
+scores_result(Items *it, int status, PyObject *scores)
+{
+    items_release(it);
+    if (status <= 0) {
+        Py_DECREF(scores);
+        return unhandled(status);
+    }
+    return scores;
+}
+
 PyDoc_STRVAR(dot_norm_doc,
 "dot_norm(w, x, snapshot=False, /)\n"
 "--\n"
@@ -451,44 +544,20 @@ PyDoc_STRVAR(dot_norm_doc,
 static PyObject *
 dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("dot_norm", nargs, 2, 3) < 0) {
-        return NULL;
-    }
-    PyObject *w = args[0], *x = args[1];
-    int want_snapshot = 0;
-    if (nargs == 3 && (want_snapshot = PyObject_IsTrue(args[2])) < 0) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(w)) {
-        Py_RETURN_NONE;
-    }
     Items it;
-    int status = items_load(&it, x);
+    int want_snapshot;
+    int status = kernel_begin("dot_norm", args, nargs, 2, 3, 1, NULL, &it, &want_snapshot);
     if (status <= 0) {
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return unhandled(status);
     }
+    PyObject *w = args[0];
     double dot = 0.0;
     status = items_dot(&it, w, &dot);
     if (status <= 0) {
-        items_release(&it);
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return release_unhandled(&it, status);
     }
     double r = items_norm(&it);
-    if (!want_snapshot) {
-        items_release(&it);
-        return pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), NULL);
-    }
-    PyObject *snap = items_snapshot(&it);
-    if (snap == NULL) {
-        return NULL;
-    }
-    return pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), snap);
+    return pack_norm(&it, want_snapshot, PyFloat_FromDouble(dot), r);
 }
 
 PyDoc_STRVAR(class_argmax_doc,
@@ -507,45 +576,20 @@ PyDoc_STRVAR(class_argmax_doc,
 static PyObject *
 class_argmax(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("class_argmax", nargs, 3, 4) < 0) {
-        return NULL;
-    }
-    PyObject *w = args[0], *b = args[1], *x = args[2];
-    int want_snapshot = 0;
-    if (nargs == 4 && (want_snapshot = PyObject_IsTrue(args[3])) < 0) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b)) {
-        Py_RETURN_NONE;
-    }
     Items it;
-    int status = items_load(&it, x);
+    int want_snapshot;
+    int status = kernel_begin("class_argmax", args, nargs, 3, 4, 2, NULL, &it, &want_snapshot);
     if (status <= 0) {
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return unhandled(status);
     }
+    PyObject *w = args[0], *b = args[1];
     double r = items_norm(&it);
     PyObject *best = NULL;
     status = class_scores(&it, w, b, &best, NULL);
     if (status <= 0) {
-        items_release(&it);
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return release_unhandled(&it, status);
     }
-    if (!want_snapshot) {
-        items_release(&it);
-        return pack(best, PyFloat_FromDouble(r), NULL);
-    }
-    PyObject *snap = items_snapshot(&it);
-    if (snap == NULL) {
-        Py_DECREF(best);
-        return NULL;
-    }
-    return pack(best, PyFloat_FromDouble(r), snap);
+    return pack_norm(&it, want_snapshot, best, r);
 }
 
 PyDoc_STRVAR(class_scores_doc,
@@ -559,36 +603,18 @@ PyDoc_STRVAR(class_scores_doc,
 static PyObject *
 class_scores_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("class_scores", nargs, 3, 3) < 0) {
-        return NULL;
-    }
-    PyObject *w = args[0], *b = args[1], *x = args[2];
-    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b)) {
-        Py_RETURN_NONE;
-    }
     Items it;
-    int status = items_load(&it, x);
+    int want_snapshot;
+    int status = kernel_begin("class_scores", args, nargs, 3, 3, 2, NULL, &it, &want_snapshot);
     if (status <= 0) {
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return unhandled(status);
     }
+    PyObject *w = args[0], *b = args[1];
     PyObject *scores = PyDict_New();
     if (scores == NULL) {
-        items_release(&it);
-        return NULL;
+        return release_unhandled(&it, -1);
     }
-    status = class_scores(&it, w, b, NULL, scores);
-    items_release(&it);
-    if (status <= 0) {
-        Py_DECREF(scores);
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    return scores;
+    return scores_result(&it, class_scores(&it, w, b, NULL, scores), scores);
 }
 
 PyDoc_STRVAR(axpy_doc,
@@ -791,20 +817,6 @@ recall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_NewRef(result);
 }
 
-/* The divisor t: an int of at most 2**53 or a float, finite and >= 1, as a double (as
- * Python's true division converts it). */
-static int
-count_value(PyObject *obj, double *t)
-{
-    double v;
-    long long iv;
-    int is_int;
-    if (!number_value(obj, &v, &iv, &is_int) || !(v >= 1.0) || !isfinite(v)) {
-        return 0;
-    }
-    *t = v;
-    return 1;
-}
 
 PyDoc_STRVAR(avg_dot_norm_doc,
 "avg_dot_norm(w, u, x, snapshot=False, /)\n"
@@ -819,47 +831,20 @@ PyDoc_STRVAR(avg_dot_norm_doc,
 static PyObject *
 avg_dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("avg_dot_norm", nargs, 3, 4) < 0) {
-        return NULL;
-    }
-    PyObject *w = args[0], *u = args[1], *x = args[2];
-    int want_snapshot = 0;
-    if (nargs == 4 && (want_snapshot = PyObject_IsTrue(args[3])) < 0) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(u)) {
-        Py_RETURN_NONE;
-    }
     Items it;
-    int status = items_load(&it, x);
+    int want_snapshot;
+    int status = kernel_begin("avg_dot_norm", args, nargs, 3, 4, 2, NULL, &it, &want_snapshot);
     if (status <= 0) {
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return unhandled(status);
     }
+    PyObject *w = args[0], *u = args[1];
     double dot = 0.0, udot = 0.0;
     status = items_avg_dot(&it, w, u, &dot, &udot);
     if (status <= 0) {
-        items_release(&it);
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return release_unhandled(&it, status);
     }
     double r = items_norm(&it);
-    PyObject *inner;
-    if (!want_snapshot) {
-        items_release(&it);
-        inner = pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), NULL);
-    }
-    else {
-        PyObject *snap = items_snapshot(&it);
-        if (snap == NULL) {
-            return NULL;
-        }
-        inner = pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), snap);
-    }
+    PyObject *inner = pack_norm(&it, want_snapshot, PyFloat_FromDouble(dot), r);
     if (inner == NULL) {
         return NULL;
     }
@@ -879,51 +864,21 @@ PyDoc_STRVAR(avg_class_argmax_doc,
 static PyObject *
 avg_class_argmax(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("avg_class_argmax", nargs, 6, 7) < 0) {
-        return NULL;
-    }
-    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3], *x = args[5];
-    int want_snapshot = 0;
-    if (nargs == 7 && (want_snapshot = PyObject_IsTrue(args[6])) < 0) {
-        return NULL;
-    }
-    double t;
-    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
-        !PyDict_CheckExact(ub) || !count_value(args[4], &t)) {
-        Py_RETURN_NONE;
-    }
     Items it;
-    int status = items_load(&it, x);
+    int want_snapshot;
+    double t;
+    int status = kernel_begin("avg_class_argmax", args, nargs, 6, 7, 4, &t, &it, &want_snapshot);
     if (status <= 0) {
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return unhandled(status);
     }
+    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3];
     double r = items_norm(&it);
     PyObject *best = NULL, *abest = NULL;
     status = class_avg_scores(&it, w, b, u, ub, t, &best, &abest, NULL);
     if (status <= 0) {
-        items_release(&it);
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return release_unhandled(&it, status);
     }
-    PyObject *inner;
-    if (!want_snapshot) {
-        items_release(&it);
-        inner = pack(best, PyFloat_FromDouble(r), NULL);
-    }
-    else {
-        PyObject *snap = items_snapshot(&it);
-        if (snap == NULL) {
-            Py_DECREF(best);
-            Py_DECREF(abest);
-            return NULL;
-        }
-        inner = pack(best, PyFloat_FromDouble(r), snap);
-    }
+    PyObject *inner = pack_norm(&it, want_snapshot, best, r);
     if (inner == NULL) {
         Py_DECREF(abest);
         return NULL;
@@ -941,38 +896,19 @@ PyDoc_STRVAR(avg_class_scores_doc,
 static PyObject *
 avg_class_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (check_nargs("avg_class_scores", nargs, 6, 6) < 0) {
-        return NULL;
-    }
-    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3], *x = args[5];
-    double t;
-    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
-        !PyDict_CheckExact(ub) || !count_value(args[4], &t)) {
-        Py_RETURN_NONE;
-    }
     Items it;
-    int status = items_load(&it, x);
+    int want_snapshot;
+    double t;
+    int status = kernel_begin("avg_class_scores", args, nargs, 6, 6, 4, &t, &it, &want_snapshot);
     if (status <= 0) {
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
+        return unhandled(status);
     }
+    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3];
     PyObject *scores = PyDict_New();
     if (scores == NULL) {
-        items_release(&it);
-        return NULL;
+        return release_unhandled(&it, -1);
     }
-    status = class_avg_scores(&it, w, b, u, ub, t, NULL, NULL, scores);
-    items_release(&it);
-    if (status <= 0) {
-        Py_DECREF(scores);
-        if (status < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    return scores;
+    return scores_result(&it, class_avg_scores(&it, w, b, u, ub, t, NULL, NULL, scores), scores);
 }
 
 static PyMethodDef speedups_methods[] = {

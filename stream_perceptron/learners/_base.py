@@ -12,6 +12,7 @@ from river import base
 
 from stream_perceptron.errors import LabelError, StateError, ValueTooLargeError
 from stream_perceptron.learners._init_weights import WeightInitializer
+from stream_perceptron.learners.labels import BinaryLabels
 
 __all__ = [
     "StreamClassifier",
@@ -72,16 +73,42 @@ def norm_of(x: dict) -> float:
     fold from 0.0, not ``sum()``, which compensates from Python 3.12 on), ``math.sqrt(sq)``.
     Raises :class:`ValueTooLargeError` when it is not finite (a value inf or NaN, squares
     overflowing, an int too large for a float)."""
+    return math.sqrt(sq_norm_of(x))
+
+
+def sq_norm_of(x: dict) -> float:
+    """R squared as :func:`norm_of` computes it (before ``math.sqrt``), refused the same way
+    (the square root of a finite sum of squares is finite, and only of one)."""
     sq = 0.0
     try:
         for v in x.values():
             sq += v * v
     except OverflowError:
         raise too_large("R (the largest input norm)") from None
-    r = math.sqrt(sq)
-    if not -_INF < r < _INF:
+    if not -_INF < sq < _INF:
         raise too_large("R (the largest input norm)")
-    return r
+    return sq
+
+
+def sparse_dot(w: dict, x: dict) -> float:
+    """``sum w[k]*v`` over x's keys in ``w``: a left fold from 0.0 in x's order (not ``sum()``,
+    which compensates from Python 3.12 on), as every learner computes it."""
+    dot = 0.0
+    for k, v in x.items():
+        wk = w.get(k)
+        if wk is not None:
+            dot += wk * v
+    return dot
+
+
+def argmax(scores: dict[Any, float]) -> Any:
+    """The class of the highest score, the first on ties (``None`` when there is none); ``NaN``
+    never beats another score."""
+    best, best_score = None, -math.inf
+    for c, s in scores.items():
+        if best is None or s > best_score:
+            best, best_score = c, s
+    return best
 
 
 def add_scaled(speedups: Any, x: dict, *targets: Any) -> bool:
@@ -219,6 +246,11 @@ class StreamClassifier(base.MiniBatchClassifier):
 
     # The ``bias`` hyperparameter is kept as ``_bias_mode``: ``bias`` is the learned bias.
     _param_attributes: dict[str, str] = {"bias": "_bias_mode"}
+
+    def _init_counters(self) -> None:
+        self._n_seen = 0
+        self._n_mistakes = 0
+        self._max_norm = 0.0
 
     # What ``predict_one`` computed for the ``learn_one`` that usually follows on the same dict:
     # ``(x, kernel result with its snapshot of x's items, n_seen then)``. ``learn_one`` uses it
@@ -374,6 +406,142 @@ class StreamClassifier(base.MiniBatchClassifier):
 
     def _load_payload(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+
+class MulticlassClassifier(StreamClassifier):
+    """Base of the multi-class learners: ``learn_one`` is ``_learn`` (which returns the
+    prediction made before learning)."""
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    def learn_one(self, x: dict, y: Any) -> None:
+        self._learn(x, y)
+
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
+        return self._learn(x, y)
+
+    def _learn(self, x: dict, y: Any) -> Any:
+        raise NotImplementedError
+
+
+class BinaryLinearModel(StreamClassifier):
+    """What the binary linear rules ``s = w.x + b`` share (the perceptron and the PA learner):
+    labels mapped to -1/+1 by :class:`BinaryLabels`, ``_learn(x, sign)`` returning the score
+    before learning, and the model as numbers. ``_score`` is the score predictions use."""
+
+    _labels: BinaryLabels
+    _w: dict[Any, float]
+    _b: float
+
+    def learn_one(self, x: dict, y: Any) -> None:
+        labels = self._labels
+        if labels.settled:  # the usual case: the encoding cannot change
+            self._learn(x, labels.encode(y))
+            return
+        sign, setting = labels.propose(y)
+        self._learn(x, sign)
+        labels.commit(setting)  # once learned: a refused example leaves the encoding open
+
+    def _learn(self, x: dict, y: int) -> float:
+        raise NotImplementedError
+
+    def _plain_score(self, x: dict) -> float:
+        return sparse_dot(self._w, x) + self._b
+
+    def _score(self, x: dict) -> float:
+        return self._plain_score(x)
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        return self._labels.decode(1 if self._score(x) > 0 else -1)
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        p = sigmoid(self._score(x))
+        return {self._labels.negative: 1.0 - p, self._labels.positive: p}
+
+    @property
+    def weights(self) -> dict[Any, float]:
+        """Feature -> weight (a copy)."""
+        return dict(self._w)
+
+    @property
+    def bias(self) -> float:
+        """The learned bias b (the ``bias`` hyperparameter is :attr:`bias_mode`)."""
+        return self._b
+
+    @property
+    def weight_norm(self) -> float:
+        """||w||, the bias excluded."""
+        return norm(self._w.values())
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Functional margin ``y * (w.x + b)`` of ``(x, y)`` under the current weights."""
+        return self._labels.encode_known(y) * self._plain_score(x)
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Signed distance of ``x`` to the hyperplane, positive when on ``y``'s side."""
+        n = self.weight_norm
+        return self.margin(x, y) / n if n else 0.0
+
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin`` of each example, ||w|| computed once."""
+        n = self.weight_norm
+        return [self.margin(x, y) / n if n else 0.0 for x, y in examples]
+
+    def _linear_payload(self) -> dict[str, Any]:
+        return {"labels": self._labels.get_state(), "weights": pairs(self._w), "bias": self._b}
+
+    def _load_linear_payload(self, state: dict[str, Any]) -> None:
+        self._labels = BinaryLabels.from_state(state["labels"])
+        self._w = {k: float(v) for k, v in state["weights"]}
+        self._b = float(state["bias"])
+
+
+class MulticlassLinearModel(MulticlassClassifier):
+    """What the multi-class linear rules ``argmax_k w_k.x + b_k`` share (the multi-class
+    perceptron and PA learner): the model as numbers, margins from ``_plain_scores``."""
+
+    _w: dict[Any, dict[Any, float]]
+    _b: dict[Any, float]
+
+    def _plain_scores(self, x: dict) -> dict[Any, float]:
+        b = self._b
+        return {c: sparse_dot(wc, x) + b[c] for c, wc in self._w.items()}
+
+    @property
+    def classes(self) -> list[Any]:
+        """Classes in the order first seen."""
+        return list(self._w)
+
+    @property
+    def weights(self) -> dict[Any, dict[Any, float]]:
+        """Class -> (feature -> weight) (a copy)."""
+        return {c: dict(wc) for c, wc in self._w.items()}
+
+    @property
+    def bias(self) -> dict[Any, float]:
+        """Class -> bias (a copy)."""
+        return dict(self._b)
+
+    @property
+    def weight_norm(self) -> dict[Any, float]:
+        """Class -> ||w_class||."""
+        return {c: norm(wc.values()) for c, wc in self._w.items()}
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
+        return class_margins(self._plain_scores(x), y, self._w)[0]
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
+        return class_margins(self._plain_scores(x), y, self._w)[1]
+
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin`` of each example, each pair of classes' distance computed once."""
+        distances: dict[tuple[Any, Any], float] = {}
+        return [class_margins(self._plain_scores(x), y, self._w, distances)[1] for x, y in examples]
 
 
 #: How far (in half-lives) the forgetting average's reference time may lag before its

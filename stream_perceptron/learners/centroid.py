@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from stream_perceptron.learners._base import (
-    StreamClassifier,
+    MulticlassClassifier,
+    argmax,
     check_class_kind,
     class_margins,
     finite,
@@ -21,7 +22,7 @@ from stream_perceptron.learners._base import (
 __all__ = ["CentroidClassifier"]
 
 
-class CentroidClassifier(StreamClassifier):
+class CentroidClassifier(MulticlassClassifier):
     """Streaming nearest-centroid classifier, the lecture notes' baseline.
 
     Keeps, per class, the sum and count of its examples, so the mean ``mu_k`` costs O(non-zero
@@ -61,18 +62,9 @@ class CentroidClassifier(StreamClassifier):
         self._sums: dict[Any, dict[Any, float]] = {}
         self._counts: dict[Any, int] = {}
         self._sq_norms: dict[Any, float] = {}  # ||sum_k||^2, kept incrementally
-        self._n_seen = 0
-        self._n_mistakes = 0
-        self._max_norm = 0.0
+        self._init_counters()
 
-    @property
-    def _multiclass(self) -> bool:
-        return True
-
-    def learn_one(self, x: dict, y: Any) -> None:
-        self.predict_learn_one(x, y)
-
-    def predict_learn_one(self, x: dict, y: Any) -> Any:
+    def _learn(self, x: dict, y: Any) -> Any:
         """Predict ``x``, learn ``(x, y)``, return the prediction made before learning.
 
         The new sum, squared norm and R are computed and checked before anything is stored:
@@ -128,11 +120,7 @@ class CentroidClassifier(StreamClassifier):
         return scores
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        best, best_score = None, -math.inf
-        for c, score in self._scores(x).items():
-            if best is None or score > best_score:
-                best, best_score = c, score
-        return best
+        return argmax(self._scores(x))
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
         return softmax(self._scores(x))

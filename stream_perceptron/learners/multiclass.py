@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron import native
@@ -11,12 +11,11 @@ from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._base import (
     BOOL_TYPES,
     LinearHyperparameters,
-    StreamClassifier,
+    MulticlassLinearModel,
     UndoLog,
     add_scaled,
+    argmax,
     check_class_kind,
-    class_margins,
-    norm,
     norm_of,
     overrides,
     pairs,
@@ -34,8 +33,10 @@ _speedups = native.speedups
 
 __all__ = ["MulticlassPerceptron"]
 
+_argmax = argmax  # the name the tests and the kernels' docs use
 
-class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
+
+class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     """Multi-class perceptron (not one-vs-rest): ``argmax_k w_k.x + b_k``, updated on mistakes.
 
     Learning ``(x, y)`` first predicts ``y_hat`` with the classes known so far; when
@@ -98,20 +99,11 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         self._b: dict[Any, float] = {}
         self._u: dict[Any, dict[Any, float]] = {}
         self._ub: dict[Any, float] = {}
-        self._n_seen = 0
-        self._n_mistakes = 0
-        self._max_norm = 0.0
+        self._init_counters()
         # Whether a class is a boolean: only then can an int label clash with one (True == 1).
         self._bool_classes = False
 
-    @property
-    def _multiclass(self) -> bool:
-        return True
-
     # -- learning ------------------------------------------------------------------------------
-    def learn_one(self, x: dict, y: Any) -> None:
-        self._learn(x, y)
-
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         if self.averaged:
@@ -388,21 +380,6 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
 
     # -- the model as numbers ------------------------------------------------------------------
     @property
-    def classes(self) -> list[Any]:
-        """Classes in the order first seen."""
-        return list(self._w)
-
-    @property
-    def weights(self) -> dict[Any, dict[Any, float]]:
-        """Class -> (feature -> weight) (a copy)."""
-        return {c: dict(wc) for c, wc in self._w.items()}
-
-    @property
-    def bias(self) -> dict[Any, float]:
-        """Class -> bias (a copy)."""
-        return dict(self._b)
-
-    @property
     def average_weights(self) -> dict[Any, dict[Any, float]]:
         """The averaged weights used by predictions when ``averaged=True``."""
         t = self._avg_div(self._n_seen or 1)
@@ -417,26 +394,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         t = self._avg_div(self._n_seen or 1)
         return {c: bc - self._ub[c] / t for c, bc in self._b.items()}
 
-    @property
-    def weight_norm(self) -> dict[Any, float]:
-        """Class -> ||w_class||."""
-        return {c: norm(wc.values()) for c, wc in self._w.items()}
-
-    def margin(self, x: dict, y: Any) -> float:
-        """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
-        return class_margins(self._scores(x, self._w, self._b), y, self._w)[0]
-
-    def geometric_margin(self, x: dict, y: Any) -> float:
-        """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
-        return class_margins(self._scores(x, self._w, self._b), y, self._w)[1]
-
-    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
-        """``geometric_margin`` of each example, each pair of classes' distance computed once."""
-        distances: dict[tuple[Any, Any], float] = {}
-        return [
-            class_margins(self._scores(x, self._w, self._b), y, self._w, distances)[1]
-            for x, y in examples
-        ]
+    def _plain_scores(self, x: dict) -> dict[Any, float]:
+        return self._scores(x, self._w, self._b)
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:
@@ -468,11 +427,3 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         if not 0 <= self._avg_ref <= self._n_seen:
             raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
         self._init.set_state(state["rng"])
-
-
-def _argmax(scores: dict[Any, float]) -> Any:
-    best, best_score = None, -math.inf
-    for c, s in scores.items():
-        if best is None or s > best_score:
-            best, best_score = c, s
-    return best

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._base import (
-    StreamClassifier,
+    BinaryLinearModel,
+    MulticlassLinearModel,
     add_scaled,
+    argmax,
     check_class_kind,
-    class_margins,
-    norm,
     pairs,
-    sigmoid,
     softmax,
+    sq_norm_of,
     to_json_key,
     too_large,
 )
@@ -73,7 +72,7 @@ def _sq_dot(w: dict, x: dict) -> tuple[float, float]:
     return sq, dot
 
 
-class PassiveAggressive(StreamClassifier):
+class PassiveAggressive(BinaryLinearModel):
     """Binary passive-aggressive classifier: the smallest change of ``w`` that gives the example
     a margin of 1 (Crammer et al. 2006), with River's ``PAClassifier`` arithmetic.
 
@@ -131,20 +130,9 @@ class PassiveAggressive(StreamClassifier):
         self._labels = BinaryLabels()
         self._w: dict[Any, float] = {}
         self._b = 0.0
-        self._n_seen = 0
-        self._n_mistakes = 0
-        self._max_norm = 0.0
+        self._init_counters()
 
     # -- learning ------------------------------------------------------------------------------
-    def learn_one(self, x: dict, y: Any) -> None:
-        labels = self._labels
-        if labels.settled:
-            self._learn(x, labels.encode(y))
-            return
-        sign, setting = labels.propose(y)
-        self._learn(x, sign)
-        labels.commit(setting)
-
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction
         (decoded with the encoding ``y`` settles, as :class:`Perceptron` does)."""
@@ -183,64 +171,15 @@ class PassiveAggressive(StreamClassifier):
         self._n_seen += 1
         return score
 
-    # -- prediction ----------------------------------------------------------------------------
-    def _score(self, x: dict) -> float:
-        w = self._w
-        dot = 0.0
-        for k, v in x.items():
-            wk = w.get(k)
-            if wk is not None:
-                dot += wk * v
-        return dot + self._b
-
-    def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        return self._labels.decode(1 if self._score(x) > 0 else -1)
-
-    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
-        p = sigmoid(self._score(x))
-        return {self._labels.negative: 1.0 - p, self._labels.positive: p}
-
-    # -- the model as numbers ------------------------------------------------------------------
-    @property
-    def weights(self) -> dict[Any, float]:
-        """Feature -> weight (a copy)."""
-        return dict(self._w)
-
-    @property
-    def bias(self) -> float:
-        """The learned bias b (the ``bias`` hyperparameter is :attr:`bias_mode`)."""
-        return self._b
-
-    @property
-    def weight_norm(self) -> float:
-        """||w||, the bias excluded."""
-        return norm(self._w.values())
-
-    def margin(self, x: dict, y: Any) -> float:
-        """Functional margin ``y * (w.x + b)``."""
-        return self._labels.encode_known(y) * self._score(x)
-
-    def geometric_margin(self, x: dict, y: Any) -> float:
-        """Signed distance of ``x`` to the hyperplane, positive when on ``y``'s side."""
-        n = self.weight_norm
-        return self.margin(x, y) / n if n else 0.0
-
-    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
-        """``geometric_margin`` of each example, ||w|| computed once."""
-        n = self.weight_norm
-        return [self.margin(x, y) / n if n else 0.0 for x, y in examples]
-
-    # -- state ---------------------------------------------------------------------------------
+    # -- state (prediction and the model as numbers: BinaryLinearModel's) ---------------------
     def _state_payload(self) -> dict[str, Any]:
-        return {"labels": self._labels.get_state(), "weights": pairs(self._w), "bias": self._b}
+        return self._linear_payload()
 
     def _load_payload(self, state: dict[str, Any]) -> None:
-        self._labels = BinaryLabels.from_state(state["labels"])
-        self._w = {k: float(v) for k, v in state["weights"]}
-        self._b = float(state["bias"])
+        self._load_linear_payload(state)
 
 
-class MulticlassPassiveAggressive(StreamClassifier):
+class MulticlassPassiveAggressive(MulticlassLinearModel):
     """Multi-class passive-aggressive classifier (Crammer et al. 2006, section 7): one weight
     vector per class, ``argmax_k w_k.x + b_k``.
 
@@ -278,20 +217,7 @@ class MulticlassPassiveAggressive(StreamClassifier):
         self._bias_mode = bias
         self._w: dict[Any, dict[Any, float]] = {}
         self._b: dict[Any, float] = {}
-        self._n_seen = 0
-        self._n_mistakes = 0
-        self._max_norm = 0.0
-
-    @property
-    def _multiclass(self) -> bool:
-        return True
-
-    def learn_one(self, x: dict, y: Any) -> None:
-        self._learn(x, y)
-
-    def predict_learn_one(self, x: dict, y: Any) -> Any:
-        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
-        return self._learn(x, y)
+        self._init_counters()
 
     def _learn(self, x: dict, y: Any) -> Any:
         """Learn ``(x, y)``; return the prediction made before learning. Every new value is
@@ -299,18 +225,11 @@ class MulticlassPassiveAggressive(StreamClassifier):
         class equal to ``y`` but of the other kind (``True`` and ``1``) raises
         :class:`~stream_perceptron.errors.LabelError`."""
         check_class_kind(self._w, y)
-        sq = 0.0
-        try:
-            for v in x.values():
-                sq += v * v
-        except OverflowError:
-            raise too_large("R (the largest input norm)") from None
-        if not -_INF < sq < _INF:
-            raise too_large("R (the largest input norm)")
+        sq = sq_norm_of(x)
         r = math.sqrt(sq)
-        scores = self._scores(x)
-        y_hat = _argmax(scores)
-        rival = _argmax({c: s for c, s in scores.items() if c != y})
+        scores = self._plain_scores(x)
+        y_hat = argmax(scores)
+        rival = argmax({c: s for c, s in scores.items() if c != y})
         max_norm = r if r > self._max_norm else self._max_norm
         if rival is not None:
             loss = 1.0 - (scores.get(y, 0.0) - scores[rival])
@@ -346,51 +265,11 @@ class MulticlassPassiveAggressive(StreamClassifier):
         self._w[c] = {}
         self._b[c] = 0.0
 
-    def _scores(self, x: dict) -> dict[Any, float]:
-        scores = {}
-        for c, wc in self._w.items():
-            dot = 0.0
-            for k, v in x.items():
-                wk = wc.get(k)
-                if wk is not None:
-                    dot += wk * v
-            scores[c] = dot + self._b[c]
-        return scores
-
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        return _argmax(self._scores(x))
+        return argmax(self._plain_scores(x))
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
-        return softmax(self._scores(x))
-
-    # -- the model as numbers ------------------------------------------------------------------
-    @property
-    def classes(self) -> list[Any]:
-        """Classes in the order first seen."""
-        return list(self._w)
-
-    @property
-    def weights(self) -> dict[Any, dict[Any, float]]:
-        """Class -> (feature -> weight) (a copy)."""
-        return {c: dict(wc) for c, wc in self._w.items()}
-
-    @property
-    def bias(self) -> dict[Any, float]:
-        """Class -> bias (a copy)."""
-        return dict(self._b)
-
-    @property
-    def weight_norm(self) -> dict[Any, float]:
-        """Class -> ||w_class||."""
-        return {c: norm(wc.values()) for c, wc in self._w.items()}
-
-    def margin(self, x: dict, y: Any) -> float:
-        """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
-        return class_margins(self._scores(x), y, self._w)[0]
-
-    def geometric_margin(self, x: dict, y: Any) -> float:
-        """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
-        return class_margins(self._scores(x), y, self._w)[1]
+        return softmax(self._plain_scores(x))
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:
@@ -407,11 +286,3 @@ class MulticlassPassiveAggressive(StreamClassifier):
             self._add_class(c)
             self._w[c] = {k: float(v) for k, v in entry["weights"]}
             self._b[c] = float(entry["bias"])
-
-
-def _argmax(scores: dict[Any, float]) -> Any:
-    best, best_score = None, -math.inf
-    for c, s in scores.items():
-        if best is None or s > best_score:
-            best, best_score = c, s
-    return best

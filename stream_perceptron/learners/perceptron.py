@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,15 +11,13 @@ import numpy as np
 from stream_perceptron import native
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners._base import (
+    BinaryLinearModel,
     LinearHyperparameters,
-    StreamClassifier,
     UndoLog,
     add_scaled,
-    norm,
     norm_of,
     overrides,
     pairs,
-    sigmoid,
     too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
@@ -35,7 +33,7 @@ _speedups = native.speedups
 __all__ = ["Perceptron"]
 
 
-class Perceptron(LinearHyperparameters, StreamClassifier):
+class Perceptron(LinearHyperparameters, BinaryLinearModel):
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -109,20 +107,9 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         # (see LinearHyperparameters: c(t) = t - 1 and D(t) = t for the plain average).
         self._u: dict[Any, float] = {}
         self._ub = 0.0
-        self._n_seen = 0
-        self._n_mistakes = 0
-        self._max_norm = 0.0
+        self._init_counters()
 
     # -- learning ------------------------------------------------------------------------------
-    def learn_one(self, x: dict, y: Any) -> None:
-        labels = self._labels
-        if labels.settled:  # the usual case: the encoding cannot change
-            self._learn(x, labels.encode(y))
-            return
-        sign, setting = labels.propose(y)
-        self._learn(x, sign)
-        labels.commit(setting)  # once learned: a refused example leaves the encoding open
-
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction.
 
@@ -376,12 +363,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             if got is not None:
                 self._memo = (x, got, self._n_seen)
                 return got[0] + self._b
-        dot = 0.0
-        for k, v in x.items():
-            wk = w.get(k)
-            if wk is not None:
-                dot += wk * v
-        return dot + self._b
+        return self._plain_score(x)
 
     def _average_score(self, x: dict) -> float:
         """The score under the averaged weights: ``s - (u.x + ub) / t``, ``s`` the plain score
@@ -426,21 +408,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                     return labels.positive if score > 0 else labels.negative
         return self._labels.decode(1 if self._score(x) > 0 else -1)
 
-    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
-        p = sigmoid(self._score(x))
-        return {self._labels.negative: 1.0 - p, self._labels.positive: p}
-
     # -- the model as numbers ------------------------------------------------------------------
-    @property
-    def weights(self) -> dict[Any, float]:
-        """Feature -> weight (a copy)."""
-        return dict(self._w)
-
-    @property
-    def bias(self) -> float:
-        """The learned bias b (the ``bias`` hyperparameter is :attr:`bias_mode`)."""
-        return self._b
-
     @property
     def average_weights(self) -> dict[Any, float]:
         """The averaged weights predictions use when ``averaged=True``."""
@@ -452,41 +420,10 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         """The averaged bias predictions use when ``averaged=True``."""
         return self._b - self._ub / self._avg_div(self._n_seen or 1)
 
-    @property
-    def weight_norm(self) -> float:
-        """||w||, the bias excluded."""
-        return norm(self._w.values())
-
-    def margin(self, x: dict, y: Any) -> float:
-        """Functional margin ``y * (w.x + b)`` of ``(x, y)`` under the current weights."""
-        sign = self._labels.encode_known(y)
-        return sign * (self._plain_score(x))
-
-    def geometric_margin(self, x: dict, y: Any) -> float:
-        """Signed distance of ``x`` to the hyperplane, positive when on ``y``'s side."""
-        n = self.weight_norm
-        return self.margin(x, y) / n if n else 0.0
-
-    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
-        """``geometric_margin`` of each example, ||w|| computed once."""
-        n = self.weight_norm
-        return [self.margin(x, y) / n if n else 0.0 for x, y in examples]
-
-    def _plain_score(self, x: dict) -> float:
-        w = self._w
-        dot = 0.0  # a left fold in x's order, as everywhere else (not sum(): see _learn)
-        for k, v in x.items():
-            wk = w.get(k)
-            if wk is not None:
-                dot += wk * v
-        return dot + self._b
-
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:
         return {
-            "labels": self._labels.get_state(),
-            "weights": pairs(self._w),
-            "bias": self._b,
+            **self._linear_payload(),
             "avg_weights_acc": pairs(self._u),
             "avg_bias_acc": self._ub,
             "avg_ref": self._avg_ref,
@@ -495,9 +432,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
 
     def _load_payload(self, state: dict[str, Any]) -> None:
         self._memo = None
-        self._labels = BinaryLabels.from_state(state["labels"])
-        self._w = {k: float(v) for k, v in state["weights"]}
-        self._b = float(state["bias"])
+        self._load_linear_payload(state)
         self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
         self._ub = float(state["avg_bias_acc"])
         self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
