@@ -268,8 +268,6 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
             "--scale and --hash-bits are not for --model-topic yet: a mixture of models "
             "standardised by different running statistics is not one model"
         )
-    if args.kafka_client != "kafka-python":
-        parser.error("--model-topic runs its transactions with --kafka-client kafka-python")
     for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),
                         ("--dead-letter", args.dead_letter)):  # fmt: skip
         if value:

@@ -1,0 +1,131 @@
+"""Kafka transactions for shared-model mode through confluent-kafka (librdkafka): the
+:class:`~connectors.kafka_transactions.TransactionalOutput` of ``--kafka-client
+confluent-kafka``, with the behaviour of
+:class:`~connectors.kafka_transactions.KafkaTransactions` (the shared part is
+:class:`~connectors.kafka_transactions.TransactionsBase`).
+
+librdkafka's ``commit_transaction`` flushes the transaction's messages and fails when one of
+them was not delivered, so no delivery callback is needed; the group metadata is the source
+consumer's ``consumer_group_metadata()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from connectors.kafka_common import TopicPartitionKey, merge_client_options, servers_text
+from connectors.kafka_transactions import (
+    MAX_MESSAGE_BYTES,
+    TRANSACTION_TIMEOUT_MS,
+    TransactionsBase,
+)
+from connectors.rdkafka_source import QUIET_LOGS, require_confluent_kafka
+
+__all__ = ["RdKafkaTransactions"]
+
+logger = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 30.0  # one transactional call (init, offsets, commit, abort)
+FULL_QUEUE_WAIT_S = 0.05
+_RESERVED = frozenset(
+    {"bootstrap.servers", "transactional.id", "enable.idempotence", "error_cb", "on_delivery"}
+)
+
+
+class RdKafkaTransactions(TransactionsBase):
+    """A confluent-kafka transactional producer.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    transactional_id
+        Stable per worker: a restarted worker with the same id fences its former self and
+        aborts the transaction it left open.
+    client_options
+        Further librdkafka producer settings. Defaults here: ``transaction.timeout.ms=10000``,
+        ``linger.ms=5``, ``message.max.bytes`` 16 MiB.
+
+    Examples
+    --------
+    No connection is made before the first send:
+
+    >>> from connectors.kafka_transactions import TransactionalOutput
+    >>> out = RdKafkaTransactions("127.0.0.1:9", "workers-w0")
+    >>> isinstance(out, TransactionalOutput)
+    True
+    >>> out.close()
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        transactional_id: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(transactional_id)
+        self._config = merge_client_options(
+            {
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                "linger.ms": 5,
+                "message.max.bytes": MAX_MESSAGE_BYTES + 1024 * 1024,  # room for the headers
+                "reconnect.backoff.max.ms": 5000,
+                **QUIET_LOGS,
+            },
+            client_options,
+            _RESERVED,
+        )
+        self._config.update(
+            {
+                "bootstrap.servers": servers_text(bootstrap_servers),
+                "transactional.id": transactional_id,
+                "error_cb": self._client_error,
+            }
+        )
+
+    def _create(self) -> Any:
+        ck = require_confluent_kafka()
+        self._errors = (ck.KafkaException,)
+        producer = ck.Producer(self._config)
+        producer.init_transactions(CALL_TIMEOUT_S)
+        return producer
+
+    def _begin(self, producer: Any) -> None:
+        producer.begin_transaction()
+
+    def _send(
+        self, producer: Any, topic: str, value: bytes, key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:  # fmt: skip
+        while True:
+            try:
+                producer.produce(topic, value, key, headers=headers)
+                return
+            except BufferError:  # the local queue is full: let librdkafka send some
+                producer.poll(FULL_QUEUE_WAIT_S)
+
+    def _commit(
+        self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
+    ) -> None:
+        ck = require_confluent_kafka()
+        if offsets:
+            producer.send_offsets_to_transaction(
+                [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                group_metadata,
+                CALL_TIMEOUT_S,
+            )
+        producer.commit_transaction(CALL_TIMEOUT_S)
+
+    def _abort(self, producer: Any) -> None:
+        producer.abort_transaction(CALL_TIMEOUT_S)
+
+    def _close(self, producer: Any, timeout_s: float) -> None:
+        # librdkafka has no close: what is queued is flushed (or dropped after the timeout);
+        # the object goes with its last reference
+        producer.flush(timeout_s)
+
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback: a lost broker is retried; commits report failures."""
+        logger.debug("transactional producer %r: %r", self.transactional_id, error)
