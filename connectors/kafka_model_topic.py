@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from connectors.errors import ConnectorError
-from connectors.kafka_common import merge_client_options
+from connectors.kafka_common import check_topic, merge_client_options
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
@@ -60,11 +60,10 @@ class ModelLogBase:
     stable offset, past transactions still open (up to ``stable_wait_s``).
 
     A client implements :meth:`ensure`, :meth:`close` and the hooks :meth:`_stable_end`
-    (the ``read_committed`` end), :meth:`_high` (the high watermark, ``None`` unknown),
-    :meth:`_position` and :meth:`_poll`; its errors (``_errors``) become ConnectorErrors.
+    (the ``read_committed`` end, opening the reader ``_consumer`` when needed), :meth:`_high`
+    (the high watermark, ``None`` unknown), :meth:`_position` and :meth:`_poll`; its errors
+    (:meth:`_client_errors`) become ConnectorErrors.
     """
-
-    _errors: tuple[type[BaseException], ...] = ()
 
     def __init__(
         self,
@@ -73,12 +72,11 @@ class ModelLogBase:
         *,
         client_options: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(topic, str) or not topic:
-            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
-        self.topic = topic
+        self.topic = check_topic(topic)
         self._servers = bootstrap_servers
         self._options = dict(client_options or {})
         self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
+        self._consumer: Any = None
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         """Read to the end. A transaction still open on the topic (a worker that died in the
@@ -109,11 +107,14 @@ class ModelLogBase:
                     )  # fmt: skip
                     return out
                 time.sleep(0.1)
-        except self._errors as exc:
+        except self._client_errors() as exc:
             raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
 
     def _created(self) -> None:
         logger.warning("created the model topic %r (compacted, 1 partition)", self.topic)
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
 
     def _stable_end(self) -> int:
         raise NotImplementedError
@@ -150,18 +151,10 @@ class KafkaModelLog(ModelLogBase):
     >>> log.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topic: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
         from kafka.errors import KafkaError
 
-        super().__init__(bootstrap_servers, topic, client_options=client_options)
-        self._errors = (KafkaError,)
-        self._consumer: KafkaConsumer | None = None
+        return (KafkaError,)
 
     def ensure(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
@@ -217,15 +210,12 @@ class KafkaModelLog(ModelLogBase):
         return int(consumer.end_offsets([tp], timeout_ms=10_000)[tp])
 
     def _high(self) -> int | None:
-        assert self._consumer is not None  # opened by _stable_end
         return self._consumer.highwater(self._tp())
 
     def _position(self) -> int:
-        assert self._consumer is not None
         return int(self._consumer.position(self._tp(), timeout_ms=10_000))
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
-        assert self._consumer is not None
         polled = self._consumer.poll(timeout_ms=200, max_records=10_000).values()
         return [(m.key, m.value) for messages in polled for m in messages]
 

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from connectors.base import Closing, MessageSink
 from connectors.errors import ConnectorError
-from connectors.kafka_common import TopicPartitionKey, check_offsets, merge_client_options
+from connectors.kafka_common import (
+    TopicPartitionKey,
+    check_offsets,
+    check_topic,
+    merge_client_options,
+)
 
 if TYPE_CHECKING:
     from kafka.producer import KafkaProducer
@@ -83,17 +88,23 @@ class TransactionsBase(Closing):
     the first send after a commit, commits and aborts under a lock (sends come from the engine
     and its rebalance helper), an abort that fails drops the producer.
 
-    A client implements :meth:`_create` (the producer, ``init_transactions`` done),
-    :meth:`_begin`, :meth:`_send`, :meth:`_commit`, :meth:`_abort` and :meth:`_close`; its
-    errors (``_errors``) become ConnectorErrors.
+    A client implements :meth:`_configure` (its settings), :meth:`_create` (the producer,
+    ``init_transactions`` done), :meth:`_begin`, :meth:`_send`, :meth:`_commit`,
+    :meth:`_abort` and :meth:`_close`; its errors (:meth:`_client_errors`) become
+    ConnectorErrors.
     """
 
-    _errors: tuple[type[BaseException], ...] = ()
-
-    def __init__(self, transactional_id: str) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        transactional_id: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
         if not isinstance(transactional_id, str) or not transactional_id:
             raise ConnectorError(f"transactional_id must be a non-empty str: {transactional_id!r}")
         self.transactional_id = transactional_id
+        self._config = self._configure(bootstrap_servers, client_options)
         self._producer: Any = None
         self._open_txn = False
         self._lock = threading.Lock()
@@ -107,7 +118,7 @@ class TransactionsBase(Closing):
         if self._producer is None:
             try:
                 self._producer = self._create()
-            except self._errors + (ValueError, TypeError) as exc:
+            except self._client_errors() + (ValueError, TypeError) as exc:
                 raise ConnectorError(
                     f"cannot start the transactional producer {self.transactional_id!r}: {exc!r}"
                 ) from exc
@@ -129,7 +140,7 @@ class TransactionsBase(Closing):
             producer = self._ready()
             try:
                 self._send(producer, topic, bytes(value), key, headers)
-            except self._errors + (ValueError, TypeError) as exc:
+            except self._client_errors() + (ValueError, TypeError) as exc:
                 raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
 
     def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
@@ -147,7 +158,7 @@ class TransactionsBase(Closing):
             try:
                 self._commit(producer, offsets, group_metadata)
                 self._open_txn = False
-            except self._errors as exc:
+            except self._client_errors() as exc:
                 self._abort_quietly()
                 raise ConnectorError(
                     f"transaction of {self.transactional_id!r} failed: {exc!r}"
@@ -162,7 +173,7 @@ class TransactionsBase(Closing):
         if self._producer is not None and self._open_txn:
             try:
                 self._abort(self._producer)
-            except self._errors as exc:
+            except self._client_errors() as exc:
                 logger.warning("aborting the transaction of %r failed: %r",
                                self.transactional_id, exc)  # fmt: skip
                 self._close(self._producer, 5.0)
@@ -181,6 +192,16 @@ class TransactionsBase(Closing):
         return f"{type(self).__name__}(transactional_id={self.transactional_id!r})"
 
     # -- the client ----------------------------------------------------------------------------
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The producer's settings: the client's defaults, ``client_options``, and the
+        servers and ``self.transactional_id``."""
+        raise NotImplementedError
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
     def _create(self) -> Any:
         raise NotImplementedError
 
@@ -231,18 +252,10 @@ class KafkaTransactions(TransactionsBase):
     >>> out.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        transactional_id: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        from kafka.errors import KafkaError
-
-        super().__init__(transactional_id)
-        self._errors = (KafkaError,)
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {
                 "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
                 "linger_ms": 5,
@@ -252,7 +265,13 @@ class KafkaTransactions(TransactionsBase):
             client_options,
             _RESERVED,
         )
-        self._config.update(bootstrap_servers=bootstrap_servers, transactional_id=transactional_id)
+        config.update(bootstrap_servers=bootstrap_servers, transactional_id=self.transactional_id)
+        return config
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        from kafka.errors import KafkaError
+
+        return (KafkaError,)
 
     def _create(self) -> KafkaProducer:
         from kafka.producer import KafkaProducer
@@ -315,10 +334,8 @@ class TransactionalSink(Closing, MessageSink):
         *,
         headers: Callable[[], list[tuple[str, bytes]]] | None = None,
     ) -> None:
-        if not isinstance(topic, str) or not topic:
-            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
         self._output = output
-        self.topic = topic
+        self.topic = check_topic(topic)
         self._headers = headers
 
     def write(self, line: bytes) -> None:

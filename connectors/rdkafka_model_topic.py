@@ -32,37 +32,28 @@ _SECURITY = ("security.", "sasl.", "ssl.")
 class RdKafkaModelLog(ModelLogBase):
     """The model topic through confluent-kafka.
 
-    Parameters
-    ----------
-    bootstrap_servers
-        ``"host:port"`` or a list of them.
-    topic
-        The model topic.
-    client_options
-        Security and other librdkafka consumer settings (the admin client takes the
-        ``security.*``, ``sasl.*`` and ``ssl.*`` ones).
+    The parameters are those of :class:`~connectors.kafka_model_topic.KafkaModelLog`, except
+    that ``client_options`` are librdkafka consumer settings (the admin client takes the
+    ``security.*``, ``sasl.*`` and ``ssl.*`` ones).
 
     Examples
     --------
-    No connection is made before the first call:
+    No connection is made before the first call; a topic is needed:
 
     >>> from connectors.kafka_model_topic import ModelLog
-    >>> log = RdKafkaModelLog("127.0.0.1:9", "model")
-    >>> isinstance(log, ModelLog)
+    >>> isinstance(RdKafkaModelLog("h:9", "model"), ModelLog)
     True
-    >>> log.close()
+    >>> RdKafkaModelLog("h:9", "")
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: topic must be a non-empty str, got ''
+
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topic: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(bootstrap_servers, topic, client_options=client_options)
-        self._consumer: Any = None
-        self._tp: Any = None
+    _tp: Any = None  # the topic's partition, once the reader is open
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        return (require_confluent_kafka().KafkaException,)
 
     def ensure(self) -> None:
         ck = require_confluent_kafka()
@@ -111,7 +102,6 @@ class RdKafkaModelLog(ModelLogBase):
         self._tp = ck.TopicPartition(self.topic, 0)
         consumer.assign([ck.TopicPartition(self.topic, 0, ck.OFFSET_BEGINNING)])
         self._consumer = consumer
-        self._errors = (ck.KafkaException,)
         return consumer
 
     def _stable_end(self) -> int:

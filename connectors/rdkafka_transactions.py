@@ -36,37 +36,28 @@ _RESERVED = frozenset(
 class RdKafkaTransactions(TransactionsBase):
     """A confluent-kafka transactional producer.
 
-    Parameters
-    ----------
-    bootstrap_servers
-        ``"host:port"`` or a list of them.
-    transactional_id
-        Stable per worker: a restarted worker with the same id fences its former self and
-        aborts the transaction it left open.
-    client_options
-        Further librdkafka producer settings. Defaults here: ``transaction.timeout.ms=10000``,
-        ``linger.ms=5``, ``message.max.bytes`` 16 MiB.
+    The parameters are those of :class:`~connectors.kafka_transactions.KafkaTransactions`,
+    except that ``client_options`` are librdkafka producer settings. Defaults here:
+    ``transaction.timeout.ms=10000``, ``linger.ms=5``, ``message.max.bytes`` 17 MiB (a 16 MiB
+    model and its headers).
 
     Examples
     --------
-    No connection is made before the first send:
+    A client option overrides a default; the id is the source's own (no connection is made
+    before the first send):
 
     >>> from connectors.kafka_transactions import TransactionalOutput
-    >>> out = RdKafkaTransactions("127.0.0.1:9", "workers-w0")
-    >>> isinstance(out, TransactionalOutput)
-    True
-    >>> out.close()
+    >>> out = RdKafkaTransactions("h:9", "w0", client_options={"linger.ms": 20})
+    >>> isinstance(out, TransactionalOutput), out._config["linger.ms"]
+    (True, 20)
+    >>> out._config["transactional.id"], out._config["transaction.timeout.ms"]
+    ('w0', 10000)
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        transactional_id: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(transactional_id)
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 "linger.ms": 5,
@@ -77,18 +68,20 @@ class RdKafkaTransactions(TransactionsBase):
             client_options,
             _RESERVED,
         )
-        self._config.update(
+        config.update(
             {
                 "bootstrap.servers": servers_text(bootstrap_servers),
-                "transactional.id": transactional_id,
+                "transactional.id": self.transactional_id,
                 "error_cb": self._client_error,
             }
         )
+        return config
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        return (require_confluent_kafka().KafkaException,)
 
     def _create(self) -> Any:
-        ck = require_confluent_kafka()
-        self._errors = (ck.KafkaException,)
-        producer = ck.Producer(self._config)
+        producer = require_confluent_kafka().Producer(self._config)
         producer.init_transactions(CALL_TIMEOUT_S)
         return producer
 
