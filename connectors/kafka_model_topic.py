@@ -61,8 +61,10 @@ class ModelLogBase:
 
     A client implements :meth:`ensure`, :meth:`close` and the hooks :meth:`_stable_end`
     (the ``read_committed`` end, opening the reader ``_consumer`` when needed), :meth:`_high`
-    (the high watermark, ``None`` unknown), :meth:`_position` and :meth:`_poll`; its errors
-    (:meth:`_client_errors`) become ConnectorErrors.
+    (the high watermark, ``None`` unknown: asked of the broker by a ``read_uncommitted``
+    handle ``_latest``, since what a reader's fetches last saw is stale once it is at its end),
+    :meth:`_position` and :meth:`_poll`; its errors (:meth:`_client_errors`) become
+    ConnectorErrors.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class ModelLogBase:
         self._options = dict(client_options or {})
         self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
         self._consumer: Any = None
+        self._latest: Any = None
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         """Read to the end. A transaction still open on the topic (a worker that died in the
@@ -198,6 +201,7 @@ class KafkaModelLog(ModelLogBase):
         consumer.assign([TopicPartition(self.topic, 0)])
         consumer.seek_to_beginning()
         self._consumer = consumer
+        self._latest = KafkaConsumer(**{**config, "isolation_level": "read_uncommitted"})
         return consumer
 
     def _tp(self) -> Any:
@@ -210,7 +214,8 @@ class KafkaModelLog(ModelLogBase):
         return int(consumer.end_offsets([tp], timeout_ms=10_000)[tp])
 
     def _high(self) -> int | None:
-        return self._consumer.highwater(self._tp())
+        tp = self._tp()
+        return int(self._latest.end_offsets([tp], timeout_ms=10_000)[tp])
 
     def _position(self) -> int:
         return int(self._consumer.position(self._tp(), timeout_ms=10_000))
@@ -220,6 +225,7 @@ class KafkaModelLog(ModelLogBase):
         return [(m.key, m.value) for messages in polled for m in messages]
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close(autocommit=False)
-            self._consumer = None
+        for consumer in (self._consumer, self._latest):
+            if consumer is not None:
+                consumer.close(autocommit=False)
+        self._consumer = self._latest = None

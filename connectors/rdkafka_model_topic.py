@@ -3,8 +3,8 @@ the :class:`~connectors.kafka_model_topic.ModelLog` of ``--kafka-client confluen
 
 Same topic, same reads as :class:`~connectors.kafka_model_topic.KafkaModelLog`: one
 partition, ``cleanup.policy=compact``, read ``read_committed`` from the start. librdkafka
-gives the read's end (the last stable offset) from a watermark query of a ``read_committed``
-consumer, and the high watermark from what its fetches last saw (``cached=True``).
+answers a watermark query with the last stable offset for a ``read_committed`` consumer (the
+read's end) and with the high watermark for a ``read_uncommitted`` one.
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ class RdKafkaModelLog(ModelLogBase):
         self._tp = ck.TopicPartition(self.topic, 0)
         consumer.assign([ck.TopicPartition(self.topic, 0, ck.OFFSET_BEGINNING)])
         self._consumer = consumer
+        latest = {**config, "isolation.level": "read_uncommitted"}
+        self._latest = make_client(
+            lambda: ck.Consumer(latest), "consumer", self._servers, (ck.KafkaException,)
+        )
         return consumer
 
     def _stable_end(self) -> int:
@@ -111,7 +115,7 @@ class RdKafkaModelLog(ModelLogBase):
         return int(end)
 
     def _high(self) -> int | None:
-        _low, high = self._consumer.get_watermark_offsets(self._tp, cached=True)
+        _low, high = self._latest.get_watermark_offsets(self._tp, timeout=REQUEST_TIMEOUT_S)
         return int(high) if high is not None and high >= 0 else None
 
     def _position(self) -> int:
@@ -131,9 +135,10 @@ class RdKafkaModelLog(ModelLogBase):
         return out
 
     def close(self) -> None:
-        if self._consumer is not None:
-            try:
-                self._consumer.close()
-            except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
-                logger.warning("closing the model-topic reader failed: %r", exc)
-            self._consumer = None
+        for consumer in (self._consumer, self._latest):
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                    logger.warning("closing the model-topic reader failed: %r", exc)
+        self._consumer = self._latest = None

@@ -117,7 +117,10 @@ class RdKafkaTransactions(TransactionsBase):
     def _close(self, producer: Any, timeout_s: float) -> None:
         # librdkafka has no close: what is queued is flushed (or dropped after the timeout);
         # the object goes with its last reference
-        producer.flush(timeout_s)
+        try:
+            producer.flush(timeout_s)
+        except self._client_errors() as exc:  # a fenced (fatal) producer refuses to flush
+            logger.debug("closing the transactional producer %r: %r", self.transactional_id, exc)
 
     def _client_error(self, error: Any) -> None:
         """librdkafka's error callback: a lost broker is retried; commits report failures."""
