@@ -196,6 +196,19 @@ def _drain(kafka_bootstrap, group, topic, n, procs, timeout=150) -> None:
         p.wait(timeout=60)
 
 
+def _finish(kafka_bootstrap, group, topic, data, producing, procs) -> None:
+    """Wait for the producer thread, then for every record to be committed; stop the workers."""
+    producing.join(timeout=60)
+    assert producing.error is None
+    _drain(kafka_bootstrap, group, topic, len(data), procs)
+
+
+def _kill_all(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+
+
 def _check_exact(
     kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, client="kafka-python"
 ) -> None:
@@ -245,13 +258,9 @@ def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
             kills += 1
             since[victim] = logs[victim].stat().st_size
             procs[victim] = start_worker([*args, "--instance-id", victim], logs[victim])
-        producing.join(timeout=60)
-        assert producing.error is None
-        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
+        _finish(kafka_bootstrap, group, topic, data, producing, list(procs.values()))
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
+        _kill_all(procs.values())
     # the workers ran on the client asked for (its source says so when it subscribes)
     assert all(
         ("(confluent-kafka)" in logs[i].read_text()) == (kafka_client == "confluent-kafka")
@@ -284,13 +293,9 @@ def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
         late = [start_worker([*args, "--instance-id", f"late{i}"], tmp_path / f"late{i}.log")
                 for i in range(2)]  # fmt: skip
         procs += late
-        producing.join(timeout=60)
-        assert producing.error is None
-        _drain(kafka_bootstrap, group, topic, len(data), procs)
+        _finish(kafka_bootstrap, group, topic, data, producing, procs)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        _kill_all(procs)
     _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
     # the late joiners predicted with a mixed model from their first prediction on
     out = read_committed(kafka_bootstrap, predictions, 3)
@@ -358,13 +363,9 @@ def test_workers_of_both_clients_learn_one_model(kafka_bootstrap, tmp_path):
     try:
         for log in logs:  # each worker owned partitions and committed them
             wait_for(log, "committed")
-        producing.join(timeout=60)
-        assert producing.error is None
-        _drain(kafka_bootstrap, group, topic, len(data), procs)
+        _finish(kafka_bootstrap, group, topic, data, producing, procs)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        _kill_all(procs)
     assert "(confluent-kafka)" in logs[1].read_text()
     assert "(confluent-kafka)" not in logs[0].read_text()
     _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data,
