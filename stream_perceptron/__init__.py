@@ -5,7 +5,9 @@ from __future__ import annotations
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.learners import (
     CentroidClassifier,
+    MulticlassPassiveAggressive,
     MulticlassPerceptron,
+    PassiveAggressive,
     Perceptron,
     Preprocessed,
 )
@@ -14,6 +16,8 @@ __all__ = [
     "Perceptron",
     "MulticlassPerceptron",
     "CentroidClassifier",
+    "PassiveAggressive",
+    "MulticlassPassiveAggressive",
     "Preprocessed",
     "StreamPerceptronError",
     "__version__",

@@ -781,7 +781,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
     for (Py_ssize_t i = 0; i < n; i++) {
         const double *x = X + i * d;
         int y = signs[i];
-        double dot = 0.0, adot = 0.0, sq = 0.0, nonfinite = 0.0;
+        double dot = 0.0, udot = 0.0, sq = 0.0, nonfinite = 0.0;
         int with_average = averaged && n_seen > 0;
         double tp = (double)n_seen;
         if (all_present && !with_average) {
@@ -794,9 +794,9 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         }
         else if (all_present) {
             for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x[j], wj = w[j];
-                dot += wj * v;
-                adot += (wj - u[j] / tp) * v;
+                double v = x[j];
+                dot += w[j] * v;
+                udot += u[j] * v;
                 sq += v * v;
                 nonfinite += v - v;
             }
@@ -805,10 +805,9 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             for (Py_ssize_t j = 0; j < d; j++) {
                 double v = x[j];
                 if (present[j]) {
-                    double wj = w[j];
-                    dot += wj * v;
+                    dot += w[j] * v;
                     if (with_average)
-                        adot += (wj - u[j] / tp) * v;
+                        udot += u[j] * v;
                 }
                 sq += v * v;
                 nonfinite += v - v;
@@ -820,7 +819,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         }
         double score = dot + b;
         if (with_average)
-            preds[i] = adot + (b - ub / tp) > 0 ? 1 : -1;
+            preds[i] = score - (udot + ub) / tp > 0 ? 1 : -1;
         else
             preds[i] = score > 0 ? 1 : -1;
         if (y == 0)
@@ -938,11 +937,16 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
 
 /* -- the multi-class kernel -------------------------------------------------------------------
  *
- * MulticlassPerceptron._learn / predict_one (not averaged, init zeros) row by row. W holds one
- * row of weights per class (0.0 where the class's dict has no weight: a left fold from +0.0
- * gives the same sum whether such a term is skipped or added). Classes [0, n_active) exist;
- * a labelled row whose class is n_active adds that class (rows only bring new classes in the
- * order they are first seen). The argmax takes the first class on ties, as _argmax does.
+ * MulticlassPerceptron._learn / predict_one (init zeros) row by row. W holds one row of
+ * weights per class (0.0 where the class's dict has no weight: a left fold from +0.0 gives the
+ * same sum whether such a term is skipped or added). Classes [0, n_active) exist; a labelled
+ * row whose class is n_active adds that class (rows only bring new classes in the order they
+ * are first seen). The argmax takes the first class on ties, as _argmax does.
+ *
+ * Averaged: U and ub hold the accumulators (u = sum of (t - 1) * delta, 0.0 where the dict
+ * has none: a term 0.0 * v, a zero, changes no left fold from +0.0); the prediction is the
+ * argmax of _average_scores, s - (udot + ub) / t with s the plain score and udot the left
+ * fold of u * v, while learning uses the plain argmax, as _learn does.
  */
 
 typedef struct {
@@ -953,7 +957,8 @@ typedef struct {
 } MultiState;
 
 static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
-                              double *W, double *b, unsigned char *updated, double lr,
+                              double *W, double *b, unsigned char *updated, double *U,
+                              double *ub, unsigned char *u_updated, int averaged, double lr,
                               int bias_mode, int64_t *preds, MultiState *st)
 {
     double max_norm = st->max_norm;
@@ -961,24 +966,42 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
     Py_ssize_t n_active = st->n_active;
     for (Py_ssize_t i = 0; i < n; i++) {
         const double *x = X + i * d;
-        int64_t best = -1;
-        double best_score = 0.0;
+        int64_t best = -1, abest = -1;
+        double best_score = 0.0, abest_score = 0.0;
+        int with_average = averaged && n_seen > 0;
+        double tp = (double)n_seen;
         for (Py_ssize_t c = 0; c < n_active; c++) {
             const double *wc = W + c * d;
             double dot = 0.0;
-            for (Py_ssize_t j = 0; j < d; j++)
-                dot += wc[j] * x[j];
+            if (with_average) {
+                const double *uc = U + c * d;
+                double udot = 0.0;
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    dot += wc[j] * x[j];
+                    udot += uc[j] * x[j];
+                }
+                double ascore = (dot + b[c]) - (udot + ub[c]) / tp;
+                if (abest < 0 || ascore > abest_score) {
+                    abest = c;
+                    abest_score = ascore;
+                }
+            }
+            else {
+                for (Py_ssize_t j = 0; j < d; j++)
+                    dot += wc[j] * x[j];
+            }
             double score = dot + b[c];
             if (best < 0 || score > best_score) {
                 best = c;
                 best_score = score;
             }
         }
-        preds[i] = best;
+        preds[i] = with_average ? abest : best;
         int64_t y = labels[i];
         if (y < 0)
             continue; /* unlabelled: predicted only */
         n_seen += 1;
+        long long t = n_seen;
         /* MulticlassPerceptron._note_norm: sq += v * v, a plain left fold from 0.0 */
         double sq = 0.0;
         for (Py_ssize_t j = 0; j < d; j++)
@@ -996,12 +1019,22 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
             n_active = y + 1; /* a class seen for the first time: always a mistake */
         n_mistakes += 1;
         double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
+        int averaging = averaged && t > 1;
+        double tm = (double)(t - 1);
         double *wy = W + y * d;
         b[y] += db;
         double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
+        if (averaging) {
+            ub[y] += tm * db;
+            check += ub[y] - ub[y];
+        }
         if (best >= 0) {
             b[best] += -db;
             check += b[best] - b[best];
+            if (averaging) {
+                ub[best] += tm * -db;
+                check += ub[best] - ub[best];
+            }
         }
         for (Py_ssize_t j = 0; j < d; j++) {
             double wj = wy[j] + lr * x[j];
@@ -1019,7 +1052,27 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
             }
             updated[best] = 1;
         }
-        if (check != 0.0) { /* W and b partly written: the caller drops them */
+        if (averaging) {
+            double *uy = U + y * d;
+            double cy = tm * lr;
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double uj = uy[j] + cy * x[j];
+                uy[j] = uj;
+                check += uj - uj;
+            }
+            u_updated[y] = 1;
+            if (best >= 0) {
+                double *up = U + best * d;
+                double cp = tm * -lr;
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double uj = up[j] + cp * x[j];
+                    up[j] = uj;
+                    check += uj - uj;
+                }
+                u_updated[best] = 1;
+            }
+        }
+        if (check != 0.0) { /* W, b, U, ub partly written: the caller drops them */
             st->refused = i;
             return;
         }
@@ -1031,46 +1084,50 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
 }
 
 PyDoc_STRVAR(kernel_multiclass_doc,
-"kernel_multiclass(X, labels, W, b, updated, n_active, lr, bias_mode, max_norm, n_seen,\n"
-"                  n_mistakes, preds, n, d, n_classes)\n"
+"kernel_multiclass(X, labels, W, b, updated, U, ub, u_updated, averaged, n_active, lr,\n"
+"                  bias_mode, max_norm, n_seen, n_mistakes, preds, n, d, n_classes)\n"
 "    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
 "MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
-"index, -1 unlabelled), W float64 (n_classes, d) and b float64 (n_classes) updated in place,\n"
-"updated uint8 (n_classes) set for every class that learned, preds int64 (n) the class\n"
-"predicted before learning (-1: no class yet). refused: the first row whose update would\n"
-"make R, a bias or a weight non-finite (-1: none); the kernel stops there, W and b partly\n"
-"written: the caller drops them, with the other results.");
+"index, -1 unlabelled), W and U float64 (n_classes, d), b and ub float64 (n_classes) updated\n"
+"in place, updated and u_updated uint8 (n_classes) set for every class whose weights\n"
+"(accumulators) learned, preds int64 (n) the class predicted before learning (-1: no class\n"
+"yet; averaged: the argmax of the averaged scores). refused: the first row whose update\n"
+"would make R, a bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
+"there, the arrays partly written: the caller drops them, with the other results.");
 
 static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 {
-    PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_preds;
+    PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_U, *o_ub, *o_u_updated, *o_preds;
     Py_ssize_t n_active, n, d, n_classes;
     double lr, max_norm;
-    int bias_mode;
+    int bias_mode, averaged;
     long long n_seen, n_mistakes;
-    if (!PyArg_ParseTuple(args, "OOOOOndidLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
-                          &n_active, &lr, &bias_mode, &max_norm, &n_seen, &n_mistakes, &o_preds,
-                          &n, &d, &n_classes))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOpndidLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
+                          &o_U, &o_ub, &o_u_updated, &averaged, &n_active, &lr, &bias_mode,
+                          &max_norm, &n_seen, &n_mistakes, &o_preds, &n, &d, &n_classes))
         return NULL;
     if (n < 0 || d < 0 || n_active < 0 || n_active > n_classes) {
         PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
         return NULL;
     }
-    const BufferSpec specs[6] = {
+    const BufferSpec specs[9] = {
         {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
         {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
         {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
         {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
         {o_updated, 1, n_classes, "updated"},
         {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+        {o_U, 1, (averaged ? n_classes * d : 0) * (Py_ssize_t)sizeof(double), "U"},
+        {o_ub, 1, (averaged ? n_classes : 0) * (Py_ssize_t)sizeof(double), "ub"},
+        {o_u_updated, 1, averaged ? n_classes : 0, "u_updated"},
     };
-    Py_buffer v[6];
-    if (get_buffers(specs, v, 6) < 0)
+    Py_buffer v[9];
+    if (get_buffers(specs, v, 9) < 0)
         return NULL;
     const int64_t *lab = v[1].buf;
     for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
         if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
-            release_buffers(v, 6);
+            release_buffers(v, 9);
             PyErr_SetString(PyExc_ValueError, "labels must bring new classes in order");
             return NULL;
         }
@@ -1079,10 +1136,10 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
     }
     MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1};
     Py_BEGIN_ALLOW_THREADS
-    kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode,
-                      v[5].buf, &st);
+    kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[6].buf, v[7].buf,
+                      v[8].buf, averaged, lr, bias_mode, v[5].buf, &st);
     Py_END_ALLOW_THREADS
-    release_buffers(v, 6);
+    release_buffers(v, 9);
     return Py_BuildValue("ndLLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
                          st.refused);
 }

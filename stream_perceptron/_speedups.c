@@ -289,6 +289,118 @@ class_scores(Items *it, PyObject *w, PyObject *b, PyObject **best, PyObject *sco
     return status;
 }
 
+/*
+ * Both dots of an averaged learner in one pass over the items whose key is in w, in x's
+ * order: *dot the sum of w[k] * v, *udot the sum of u[k] * v over those of them whose key is
+ * in u too (as Perceptron._average_score and MulticlassPerceptron._average_scores compute
+ * them). 1: done; 0: not handled (a weight or accumulator that is not a float); -1: error.
+ */
+static int
+items_avg_dot(Items *it, PyObject *w, PyObject *u, double *dot, double *udot)
+{
+    double acc = 0.0, uacc = 0.0;
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        PyObject *wk = PyDict_GetItemWithError(w, it->items[i].key);
+        if (wk == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        if (!PyFloat_CheckExact(wk)) {
+            return 0;
+        }
+        double v = it->items[i].v;
+        acc += PyFloat_AS_DOUBLE(wk) * v;
+        PyObject *uk = PyDict_GetItemWithError(u, it->items[i].key);
+        if (uk == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        else if (!PyFloat_CheckExact(uk)) {
+            return 0;
+        }
+        else {
+            uacc += PyFloat_AS_DOUBLE(uk) * v;
+        }
+    }
+    *dot = acc;
+    *udot = uacc;
+    return 1;
+}
+
+/*
+ * The averaged multi-class scores: for every class c of w, in w's order, the plain score
+ * s = dot(w[c], x) + b[c] and the averaged score s - (udot + ub[c]) / t (see items_avg_dot).
+ * Their argmaxes (first class on ties) into *best and *abest, or the averaged scores into
+ * the dict `ascores`. 1: done; 0: not handled; -1: error.
+ */
+static int
+class_avg_scores(Items *it, PyObject *w, PyObject *b, PyObject *u, PyObject *ub, double t,
+                 PyObject **best, PyObject **abest, PyObject *ascores)
+{
+    Py_ssize_t pos = 0;
+    PyObject *c, *wc;
+    double best_score = -INFINITY, abest_score = -INFINITY;
+    int status = 1;
+    if (best != NULL) {
+        *best = Py_NewRef(Py_None);
+        *abest = Py_NewRef(Py_None);
+    }
+    while (status == 1 && PyDict_Next(w, &pos, &c, &wc)) {
+        if (!PyDict_CheckExact(wc)) {
+            status = 0;
+            break;
+        }
+        Py_INCREF(c);
+        Py_INCREF(wc);
+        PyObject *uc = PyDict_GetItemWithError(u, c);
+        PyObject *bc = uc == NULL ? NULL : PyDict_GetItemWithError(b, c);
+        PyObject *ubc = bc == NULL ? NULL : PyDict_GetItemWithError(ub, c);
+        if (ubc == NULL) {
+            status = PyErr_Occurred() ? -1 : 0;
+        }
+        else if (!PyDict_CheckExact(uc) || !PyFloat_CheckExact(bc) || !PyFloat_CheckExact(ubc)) {
+            status = 0;
+        }
+        else {
+            Py_INCREF(uc);
+            double dot = 0.0, udot = 0.0;
+            status = items_avg_dot(it, wc, uc, &dot, &udot);
+            Py_DECREF(uc);
+            if (status == 1) {
+                double s = dot + PyFloat_AS_DOUBLE(bc);
+                double as = s - (udot + PyFloat_AS_DOUBLE(ubc)) / t;
+                if (best != NULL) {
+                    if (*best == Py_None || s > best_score) {
+                        Py_SETREF(*best, Py_NewRef(c));
+                        best_score = s;
+                    }
+                    if (*abest == Py_None || as > abest_score) {
+                        Py_SETREF(*abest, Py_NewRef(c));
+                        abest_score = as;
+                    }
+                }
+                else {
+                    PyObject *value = PyFloat_FromDouble(as);
+                    if (value == NULL || PyDict_SetItem(ascores, c, value) < 0) {
+                        status = -1;
+                    }
+                    Py_XDECREF(value);
+                }
+            }
+        }
+        Py_DECREF(wc);
+        Py_DECREF(c);
+    }
+    if (status != 1 && best != NULL) {
+        Py_CLEAR(*best);
+        Py_CLEAR(*abest);
+    }
+    return status;
+}
+
 /* The tuple (a, b) or (a, b, c): steals the references given; NULL (all released) on error. */
 static PyObject *
 pack(PyObject *a, PyObject *b, PyObject *c)
@@ -679,6 +791,190 @@ recall(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_NewRef(result);
 }
 
+/* The divisor t: an int of at most 2**53 or a float, finite and >= 1, as a double (as
+ * Python's true division converts it). */
+static int
+count_value(PyObject *obj, double *t)
+{
+    double v;
+    long long iv;
+    int is_int;
+    if (!number_value(obj, &v, &iv, &is_int) || !(v >= 1.0) || !isfinite(v)) {
+        return 0;
+    }
+    *t = v;
+    return 1;
+}
+
+PyDoc_STRVAR(avg_dot_norm_doc,
+"avg_dot_norm(w, u, x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"Averaged binary perceptron: ``(udot, (dot, r))``, ``udot`` the sum of ``u[k] * v`` over\n"
+"the items of x whose key is in w and in u (as ``Perceptron._average_score``), ``(dot, r)``\n"
+"what :func:`dot_norm` gives; with snapshot true the inner tuple is ``(dot, r, snapshot)``,\n"
+"for :func:`recall`. None when not handled (see :func:`dot_norm`; also an accumulator not\n"
+"a float).");
+
+static PyObject *
+avg_dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("avg_dot_norm", nargs, 3, 4) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *u = args[1], *x = args[2];
+    int want_snapshot = 0;
+    if (nargs == 4 && (want_snapshot = PyObject_IsTrue(args[3])) < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(u)) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double dot = 0.0, udot = 0.0;
+    status = items_avg_dot(&it, w, u, &dot, &udot);
+    if (status <= 0) {
+        items_release(&it);
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double r = items_norm(&it);
+    PyObject *inner;
+    if (!want_snapshot) {
+        items_release(&it);
+        inner = pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), NULL);
+    }
+    else {
+        PyObject *snap = items_snapshot(&it);
+        if (snap == NULL) {
+            return NULL;
+        }
+        inner = pack(PyFloat_FromDouble(dot), PyFloat_FromDouble(r), snap);
+    }
+    if (inner == NULL) {
+        return NULL;
+    }
+    return pack(PyFloat_FromDouble(udot), inner, NULL);
+}
+
+PyDoc_STRVAR(avg_class_argmax_doc,
+"avg_class_argmax(w, b, u, ub, t, x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"Averaged multi-class perceptron: ``(a_hat, (y_hat, r))``, ``a_hat`` the argmax of the\n"
+"averaged scores ``s - (dot(u[c], x) + ub[c]) / t``, s the plain score (as\n"
+"``_argmax(MulticlassPerceptron._average_scores(x))``; u and ub the accumulators per class,\n"
+"t the divisor D(t), an int or a float >= 1) and ``(y_hat, r)`` what :func:`class_argmax` gives;\n"
+"with snapshot true the inner tuple is ``(y_hat, r, snapshot)``. None when not handled.");
+
+static PyObject *
+avg_class_argmax(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("avg_class_argmax", nargs, 6, 7) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3], *x = args[5];
+    int want_snapshot = 0;
+    if (nargs == 7 && (want_snapshot = PyObject_IsTrue(args[6])) < 0) {
+        return NULL;
+    }
+    double t;
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
+        !PyDict_CheckExact(ub) || !count_value(args[4], &t)) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    double r = items_norm(&it);
+    PyObject *best = NULL, *abest = NULL;
+    status = class_avg_scores(&it, w, b, u, ub, t, &best, &abest, NULL);
+    if (status <= 0) {
+        items_release(&it);
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *inner;
+    if (!want_snapshot) {
+        items_release(&it);
+        inner = pack(best, PyFloat_FromDouble(r), NULL);
+    }
+    else {
+        PyObject *snap = items_snapshot(&it);
+        if (snap == NULL) {
+            Py_DECREF(best);
+            Py_DECREF(abest);
+            return NULL;
+        }
+        inner = pack(best, PyFloat_FromDouble(r), snap);
+    }
+    if (inner == NULL) {
+        Py_DECREF(abest);
+        return NULL;
+    }
+    return pack(abest, inner, NULL);
+}
+
+PyDoc_STRVAR(avg_class_scores_doc,
+"avg_class_scores(w, b, u, ub, t, x, /)\n"
+"--\n"
+"\n"
+"Averaged multi-class perceptron: the dict of averaged scores, exactly as\n"
+"``MulticlassPerceptron._average_scores``. None when not handled.");
+
+static PyObject *
+avg_class_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("avg_class_scores", nargs, 6, 6) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3], *x = args[5];
+    double t;
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
+        !PyDict_CheckExact(ub) || !count_value(args[4], &t)) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *scores = PyDict_New();
+    if (scores == NULL) {
+        items_release(&it);
+        return NULL;
+    }
+    status = class_avg_scores(&it, w, b, u, ub, t, NULL, NULL, scores);
+    items_release(&it);
+    if (status <= 0) {
+        Py_DECREF(scores);
+        if (status < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return scores;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"dot_norm", (PyCFunction)(void (*)(void))dot_norm, METH_FASTCALL, dot_norm_doc},
     {"class_argmax", (PyCFunction)(void (*)(void))class_argmax, METH_FASTCALL,
@@ -689,6 +985,12 @@ static PyMethodDef speedups_methods[] = {
     {"axpy_finite", (PyCFunction)(void (*)(void))axpy_finite, METH_FASTCALL,
      axpy_finite_doc},
     {"recall", (PyCFunction)(void (*)(void))recall, METH_FASTCALL, recall_doc},
+    {"avg_dot_norm", (PyCFunction)(void (*)(void))avg_dot_norm, METH_FASTCALL,
+     avg_dot_norm_doc},
+    {"avg_class_argmax", (PyCFunction)(void (*)(void))avg_class_argmax, METH_FASTCALL,
+     avg_class_argmax_doc},
+    {"avg_class_scores", (PyCFunction)(void (*)(void))avg_class_scores, METH_FASTCALL,
+     avg_class_scores_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -210,21 +210,66 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     model = run.add_argument_group("model")
     model.add_argument(
-        "--model", choices=("binary", "multiclass", "centroid"), default="binary", help="learner"
+        "--model",
+        choices=("binary", "multiclass", "centroid", "pa", "pa-multiclass"),
+        default="binary",
+        help="learner: the perceptron (binary, multiclass), the nearest class mean (centroid), "
+        "passive-aggressive (pa: binary, pa-multiclass; see --pa-variant and --C)",
     )
     model.add_argument(
         "--lr",
         type=_float_upto(1e6),
         default=1.0,
-        help="learning rate (default 1; with zero initial weights and --bias learned it only "
-        "scales the model, so it changes nothing but floating-point tie-breaking)",
+        help="learning rate (default 1). With --init zeros and --bias learned or none it only "
+        "scales every weight and bias, so the predictions stay the same (a power of two: to "
+        "the bit; other values: up to floating-point tie-breaking). It matters with --bias r2 "
+        "(the bias step R^2 does not scale with it) and --init random (the initial weights "
+        "do not)",
     )
-    model.add_argument("--bias", choices=("learned", "r2", "none"), default="learned")
-    model.add_argument("--init", choices=("zeros", "random"), default="zeros")
+    model.add_argument(
+        "--bias",
+        choices=("learned", "r2", "none"),
+        default="learned",
+        help="learned: b moves by lr on a mistake; r2: by R^2, R the largest input norm so far "
+        "(Novikoff's bound, then --lr matters); none: no bias",
+    )
+    model.add_argument(
+        "--init",
+        choices=("zeros", "random"),
+        default="zeros",
+        help="initial weights: zeros, or random small normal values (seeded by --seed; then "
+        "--lr sets the step against their scale)",
+    )
     model.add_argument(
         "--seed", type=_int_in(0, 2**32 - 1), default=None, help="seed for --init random"
     )
     model.add_argument("--averaged", action="store_true", help="averaged perceptron")
+    model.add_argument(
+        "--average-half-life",
+        type=_float_upto(1e12),
+        default=None,
+        metavar="N",
+        help="with --averaged: an average that forgets, a <- (1-alpha)*a + alpha*w after each "
+        "example, alpha = 1 - 2^(-1/N): an example's weights count half after N more examples. "
+        "For drifting streams (e.g. N = 700, alpha 0.001); without it the average remembers "
+        "everything",
+    )
+    model.add_argument(
+        "--pa-variant",
+        dest="variant",
+        choices=("pa", "pa1", "pa2"),
+        default="pa1",
+        help="--model pa: PA (step loss/||x||^2), PA-I (at most C), PA-II (loss/(||x||^2 + "
+        "1/(2C))); default pa1, River's PAClassifier default",
+    )
+    model.add_argument(
+        "--C",
+        dest="C",
+        type=_float_upto(1e6),
+        default=1.0,
+        help="--model pa: aggressiveness of PA-I and PA-II (default 1; smaller is more "
+        "cautious, e.g. 0.01 on noisy or drifting streams)",
+    )
     model.add_argument(
         "--scale",
         choices=("standard",),

@@ -20,7 +20,9 @@ from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
 from stream_perceptron.learners import (
     CentroidClassifier,
+    MulticlassPassiveAggressive,
     MulticlassPerceptron,
+    PassiveAggressive,
     Perceptron,
     Preprocessed,
     StreamClassifier,
@@ -46,10 +48,18 @@ def make_learner(args: argparse.Namespace) -> StreamClassifier:
     learner: StreamClassifier
     if args.model == "centroid":
         learner = CentroidClassifier()
+    elif args.model in ("pa", "pa-multiclass"):
+        pa = PassiveAggressive if args.model == "pa" else MulticlassPassiveAggressive
+        learner = pa(C=args.C, variant=args.variant, bias=args.bias)
     else:
         klass = Perceptron if args.model == "binary" else MulticlassPerceptron
         learner = klass(
-            lr=args.lr, bias=args.bias, init=args.init, seed=args.seed, averaged=args.averaged
+            lr=args.lr,
+            bias=args.bias,
+            init=args.init,
+            seed=args.seed,
+            averaged=args.averaged,
+            average_half_life=args.average_half_life,
         )
     # --scale / --hash-bits: the features hashed and standardised before the learner
     if args.scale is not None or args.hash_bits is not None:
@@ -120,6 +130,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
         if args.kafka_client != "kafka-python":
             parser.error("--kafka-client needs --source kafka")
+    if args.average_half_life is not None and not args.averaged:
+        parser.error("--average-half-life needs --averaged")
+    if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
+        parser.error("--model pa takes --bias learned or none")
     if args.ui_linger is not None and not args.ui:
         parser.error("--ui-linger needs --ui")
     if args.ui and args.metrics_port is not None and args.metrics_port < 0:
@@ -261,13 +275,15 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
     """--model-topic: usage errors."""
     if args.source != "kafka":
         parser.error("--model-topic needs --source kafka")
-    if args.model == "centroid":
+    if args.model not in ("binary", "multiclass"):
         parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
     if args.scale or args.hash_bits:
         parser.error(
             "--scale and --hash-bits are not for --model-topic yet: a mixture of models "
             "standardised by different running statistics is not one model"
         )
+    if args.average_half_life is not None:
+        parser.error("--model-topic mixes plain averages: not with --average-half-life")
     for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),
                         ("--dead-letter", args.dead_letter)):  # fmt: skip
         if value:
@@ -319,9 +335,11 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
 
 
 # The flags that make the model: each sets the hyperparameter of its name.
-_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged")
+_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged", "average_half_life", "C", "variant")
 _MODEL_CLASSES = {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}
 _MODEL_CLASSES["centroid"] = "CentroidClassifier"
+_MODEL_CLASSES["pa"] = "PassiveAggressive"
+_MODEL_CLASSES["pa-multiclass"] = "MulticlassPassiveAggressive"
 
 
 def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
@@ -346,7 +364,9 @@ def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> No
         if flag in params and getattr(args, flag) != params[flag]:
             logger.warning(
                 "--%s %s is ignored: the checkpoint's model has %s=%r",
-                flag, getattr(args, flag), flag, params[flag],
+                "pa-variant" if flag == "variant" else flag.replace("_", "-"), getattr(args, flag),
+                flag,
+                params[flag],
             )  # fmt: skip
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from stream_perceptron.learners._base import DenseLearner, StreamClassifier
 from stream_perceptron.learners.centroid import CentroidClassifier
 from stream_perceptron.learners.multiclass import MulticlassPerceptron
+from stream_perceptron.learners.passive_aggressive import (
+    MulticlassPassiveAggressive,
+    PassiveAggressive,
+)
 from stream_perceptron.learners.perceptron import Perceptron
 from stream_perceptron.learners.preprocessed import Preprocessed
 
@@ -12,6 +16,8 @@ __all__ = [
     "Perceptron",
     "MulticlassPerceptron",
     "CentroidClassifier",
+    "PassiveAggressive",
+    "MulticlassPassiveAggressive",
     "Preprocessed",
     "StreamClassifier",
     "DenseLearner",
@@ -20,5 +26,12 @@ __all__ = [
 
 LEARNERS: dict[str, type[StreamClassifier]] = {
     cls.__name__: cls
-    for cls in (Perceptron, MulticlassPerceptron, CentroidClassifier, Preprocessed)
+    for cls in (
+        Perceptron,
+        MulticlassPerceptron,
+        CentroidClassifier,
+        PassiveAggressive,
+        MulticlassPassiveAggressive,
+        Preprocessed,
+    )
 }

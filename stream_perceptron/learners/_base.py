@@ -22,7 +22,11 @@ __all__ = [
     "softmax",
 ]
 
-SCHEMA_VERSION = 1
+#: Version 2 added ``average_half_life`` (a hyperparameter, so in ``params``), ``avg_ref`` and
+#: the passive-aggressive learners; a version 1 state is read as the same model (no forgetting
+#: average, reference example 0).
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 BIAS_MODES = ("learned", "r2", "none")
 
 
@@ -346,10 +350,10 @@ class StreamClassifier(base.MiniBatchClassifier):
         if not isinstance(state, dict):
             raise StateError("a learner state must be a JSON object")
         version = state.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_SCHEMA_VERSIONS or isinstance(version, bool):
             raise StateError(
                 f"unsupported state schema_version {version!r}"
-                f" (this release reads {SCHEMA_VERSION})"
+                f" (this release reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
             )
         name = state.get("learner")
         klass = LEARNERS.get(name) if isinstance(name, str) else None
@@ -372,22 +376,92 @@ class StreamClassifier(base.MiniBatchClassifier):
         raise NotImplementedError
 
 
+#: How far (in half-lives) the forgetting average's reference time may lag before its
+#: accumulators are rescaled: its coefficients reach 2**RENORMALISE_HALF_LIVES at most.
+RENORMALISE_HALF_LIVES = 256
+
+
 class LinearHyperparameters:
-    """The hyperparameters both perceptrons share, checked and stored under their own names."""
+    """The hyperparameters both perceptrons share, checked and stored under their own names.
+
+    Averaging, kept lazily in ``_u``/``_ub`` beside the weights ``_w``/``_b``. The average
+    after ``t`` examples is ``w - u / D(t)``, where an update ``delta`` made at example ``tau``
+    adds ``c(tau) * delta`` to ``u``:
+
+    * the plain average of the weight vectors after examples 1..t (Freund and Schapire):
+      ``c(tau) = tau - 1``, ``D(t) = t``;
+    * the forgetting average (``average_half_life`` N): ``a_t = beta*a_{t-1} + (1-beta)*w_t``
+      with ``beta = 2**(-1/N)``, ``a_0 = 0``, which is ``w_t - sum_tau beta**(t+1-tau) *
+      delta_tau``: ``c(tau) = beta**(ref - tau)`` and ``D(t) = beta**(ref - t - 1)``, ``ref``
+      a reference example (``_avg_ref``) moved up to ``t`` (and ``u`` multiplied by
+      ``beta**(t - ref)``) every ``RENORMALISE_HALF_LIVES * N`` examples, so that no
+      coefficient passes ``2**256``. An update stays O(features of x); the rescaling is
+      O(model) once per 256 half-lives.
+    """
+
+    average_half_life: float | None
+    _avg_ref: int
+    _beta: float
 
     def _set_hyperparameters(
-        self, lr: float, bias: str, init: str, seed: int | None, averaged: bool
+        self,
+        lr: float,
+        bias: str,
+        init: str,
+        seed: int | None,
+        averaged: bool,
+        average_half_life: float | None = None,
     ) -> None:
         if bias not in BIAS_MODES:
             raise ValueError(f"bias must be one of {BIAS_MODES}, got {bias!r}")
         if not lr > 0:
             raise ValueError(f"lr must be positive, got {lr!r}")
+        if average_half_life is not None:
+            if (
+                isinstance(average_half_life, bool)
+                or not isinstance(average_half_life, (int, float))
+                or not 0 < average_half_life < math.inf
+            ):
+                raise ValueError(
+                    f"average_half_life must be a positive finite number of examples or None,"
+                    f" got {average_half_life!r}"
+                )
+            if not averaged:
+                raise ValueError("average_half_life needs averaged=True")
         self.lr = lr
         self._bias_mode = bias
         self.init = init
         self.seed = seed
         self.averaged = averaged
+        self.average_half_life = average_half_life
         self._init = WeightInitializer(init, seed)
+        self._avg_ref = 0
+        self._beta = 1.0 if average_half_life is None else 2.0 ** (-1.0 / average_half_life)
+
+    def _avg_coef(self, t: int) -> float:
+        """``c(t)``: what an update made at example ``t`` adds to ``u``, per unit of change."""
+        if self.average_half_life is None:
+            return t - 1
+        return math.pow(self._beta, self._avg_ref - t)
+
+    def _avg_div(self, t: int) -> float:
+        """``D(t)``: the divisor of ``u`` in the average after ``t >= 1`` examples."""
+        if self.average_half_life is None:
+            return t
+        return math.pow(self._beta, self._avg_ref - t - 1)
+
+    def _averaging(self, t: int) -> bool:
+        """Whether an update at example ``t`` changes ``u`` (the plain average's ``c(1)`` is 0)."""
+        return self.averaged and (t > 1 or self.average_half_life is not None)
+
+    def _renormalise_due(self, t: int) -> bool:
+        half_life = self.average_half_life
+        return half_life is not None and t - self._avg_ref >= RENORMALISE_HALF_LIVES * half_life
+
+    @staticmethod
+    def _rescale(u: dict[Any, float], factor: float) -> None:
+        for k, v in u.items():
+            u[k] = v * factor
 
 
 def class_margins(

@@ -91,8 +91,9 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         init: str = "zeros",
         seed: int | None = None,
         averaged: bool = False,
+        average_half_life: float | None = None,
     ) -> None:
-        self._set_hyperparameters(lr, bias, init, seed, averaged)
+        self._set_hyperparameters(lr, bias, init, seed, averaged, average_half_life)
         self._w: dict[Any, dict[Any, float]] = {}
         self._b: dict[Any, float] = {}
         self._u: dict[Any, dict[Any, float]] = {}
@@ -114,6 +115,14 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         if self.averaged:
+            t = self._n_seen
+            if t and _speedups is not None and not self._init.random:
+                # predict_one's averaged argmax and _learn's plain argmax and norm, one pass
+                d = self._avg_div(t)
+                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x)
+                if got is not None:
+                    self._learn(x, y, got[1])
+                    return got[0]
             prediction = self._predict_before_learning(x)
             self._learn(x, y)
             return prediction
@@ -135,10 +144,11 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             for k, v in zip(fresh, self._init.draw(len(fresh))):
                 log.put(wc, k, v)
                 if self.averaged:
-                    log.put(uc, k, uc.get(k, 0.0) + (t - 1) * v)
+                    log.put(uc, k, uc.get(k, 0.0) + self._avg_coef(t) * v)
 
-    def _learn(self, x: dict, y: Any) -> Any:
+    def _learn(self, x: dict, y: Any, known: tuple[Any, float] | None = None) -> Any:
         """Learn ``(x, y)``; return the plain-weight prediction made before learning.
+        ``known``: the plain ``(argmax, r)`` of ``x`` now, when the caller computed them.
 
         As ``Perceptron._learn``: R, the two classes' new weights, biases and averaging
         accumulators are computed and checked before anything is stored; a value that would
@@ -153,8 +163,8 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         memo = self._memo
         if memo is not None:
             self._memo = None
-        got = None
-        if _speedups is not None and not self._init.random:
+        got = known
+        if got is None and _speedups is not None and not self._init.random:
             # predict_one's argmax and norm when it was given this very dict, unchanged since,
             # and the model has not learned since; else computed
             if memo is not None:
@@ -183,14 +193,25 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
         if y_hat == y and y_hat is not None and y in self._w:
             self._max_norm = max_norm
             self._n_seen = t
-            return y_hat
-        try:
-            self._update(x, y, y_hat, max_norm, t)
-        except ValueTooLargeError:
-            if log is not None:
-                log.undo(self._init)
-            raise
+        else:
+            try:
+                self._update(x, y, y_hat, max_norm, t)
+            except ValueTooLargeError:
+                if log is not None:
+                    log.undo(self._init)
+                raise
+        if self._renormalise_due(t):
+            self._renormalise(t)
         return y_hat
+
+    def _renormalise(self, t: int) -> None:
+        """Move the forgetting average's reference example up to ``t``: the same average, with
+        coefficients back near 1 (see :class:`LinearHyperparameters`)."""
+        factor = math.pow(self._beta, t - self._avg_ref)
+        for c, uc in self._u.items():
+            self._rescale(uc, factor)
+            self._ub[c] = self._ub[c] * factor
+        self._avg_ref = t
 
     def _update(self, x: dict, y: Any, y_hat: Any, max_norm: float, t: int) -> None:
         """The update of a mistake, every new value checked before any is stored."""
@@ -210,23 +231,24 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 for k, v in zip(fresh := new_features(x, wy), self._init.draw(len(fresh))):
                     wy[k] = v
                     if self.averaged:
-                        uy[k] = uy.get(k, 0.0) + (t - 1) * v
+                        uy[k] = uy.get(k, 0.0) + self._avg_coef(t) * v
         else:
             wy, uy, by, uby = self._w[y], self._u[y], self._b[y], self._ub[y]
-        averaging = self.averaged and t > 1
+        averaging = self._averaging(t)
+        c = self._avg_coef(t) if averaging else 0
         try:
             by += db
             if averaging:
-                uby += (t - 1) * db
+                uby += c * db
             if y_hat is None:
                 bh = ubh = 0.0
-                targets: tuple[Any, ...] = (wy, lr, uy, (t - 1) * lr) if averaging else (wy, lr)
+                targets: tuple[Any, ...] = (wy, lr, uy, c * lr) if averaging else (wy, lr)
             else:
                 bh = self._b[y_hat] + -db
-                ubh = self._ub[y_hat] + (t - 1) * -db if averaging else self._ub[y_hat]
+                ubh = self._ub[y_hat] + c * -db if averaging else self._ub[y_hat]
                 wh = self._w[y_hat]
                 targets = (
-                    (wy, lr, wh, -lr, uy, (t - 1) * lr, self._u[y_hat], (t - 1) * -lr)
+                    (wy, lr, wh, -lr, uy, c * lr, self._u[y_hat], c * -lr)
                     if averaging
                     else (wy, lr, wh, -lr)
                 )
@@ -257,11 +279,14 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
-    _DENSE_REFERENCE = ("_learn", "_update", "_scores", "predict_one", "predict_learn_one")
+    _DENSE_REFERENCE = (
+        "_learn", "_update", "_scores", "_average_scores", "_predict_scores", "predict_one",
+        "predict_learn_one",
+    )  # fmt: skip
 
     @property
     def dense_capable(self) -> bool:
-        """Whether :meth:`learn_dense` can run: the C extension is built, not ``averaged``,
+        """Whether :meth:`learn_dense` can run: the C extension is built,
         ``init="zeros"``, a plain number as ``lr``, and the class does not replace the learning
         code the kernel reproduces."""
         return (
@@ -310,17 +335,52 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             scores[c] = dot + b[c]
         return scores
 
+    def _average_scores(self, x: dict) -> dict[Any, float]:
+        """The scores under the averaged weights and biases: ``s - (u.x + ub) / t`` per class,
+        ``s`` the plain score (``w - u/t`` is the average of the ``t`` weight vectors so far):
+        two dots over x's features and one division per class, whatever the size of the
+        model. The same numbers as ``average_weights``/``average_bias`` give, up to float
+        rounding (the tests hold them to an exact rational average)."""
+        t = self._avg_div(self._n_seen)
+        if _speedups is not None:
+            got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
+            if got is not None:
+                return got
+        scores = {}
+        u, b, ub = self._u, self._b, self._ub
+        for c, wc in self._w.items():
+            uc = u[c]
+            dot = udot = 0.0
+            for k, v in x.items():
+                wk = wc.get(k)
+                if wk is not None:
+                    dot += wk * v
+                    uk = uc.get(k)
+                    if uk is not None:
+                        udot += uk * v
+            scores[c] = (dot + b[c]) - (udot + ub[c]) / t
+        return scores
+
     def _predict_scores(self, x: dict) -> dict[Any, float]:
         if self.averaged and self._n_seen:
-            return self._scores(x, self.average_weights, self.average_bias)
+            return self._average_scores(x)
         return self._scores(x, self._w, self._b)
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        if _speedups is not None and not (self.averaged and self._n_seen):
-            got = _speedups.class_argmax(self._w, self._b, x, True)
-            if got is not None:
-                self._memo = (x, got, self._n_seen)
-                return got[0]
+        if _speedups is not None:
+            t = self._n_seen
+            if not (self.averaged and t):
+                got = _speedups.class_argmax(self._w, self._b, x, True)
+                if got is not None:
+                    self._memo = (x, got, t)
+                    return got[0]
+            else:
+                d = self._avg_div(t)
+                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, True)
+                if got is not None:
+                    # the plain argmax and norm, for the learn_one that usually follows
+                    self._memo = (x, got[1], t)
+                    return got[0]
         return _argmax(self._predict_scores(x))
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
@@ -345,7 +405,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     @property
     def average_weights(self) -> dict[Any, dict[Any, float]]:
         """The averaged weights used by predictions when ``averaged=True``."""
-        t = self._n_seen or 1
+        t = self._avg_div(self._n_seen or 1)
         return {
             c: {k: wk - self._u[c].get(k, 0.0) / t for k, wk in wc.items()}
             for c, wc in self._w.items()
@@ -354,7 +414,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
     @property
     def average_bias(self) -> dict[Any, float]:
         """The averaged biases used by predictions when ``averaged=True``."""
-        t = self._n_seen or 1
+        t = self._avg_div(self._n_seen or 1)
         return {c: bc - self._ub[c] / t for c, bc in self._b.items()}
 
     @property
@@ -391,6 +451,7 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
                 }
                 for c in self._w
             ],
+            "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
         }
 
@@ -403,6 +464,9 @@ class MulticlassPerceptron(LinearHyperparameters, StreamClassifier):
             self._b[c] = float(entry["bias"])
             self._u[c] = {k: float(v) for k, v in entry["avg_weights_acc"]}
             self._ub[c] = float(entry["avg_bias_acc"])
+        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
+        if not 0 <= self._avg_ref <= self._n_seen:
+            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
         self._init.set_state(state["rng"])
 
 

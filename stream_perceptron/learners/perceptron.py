@@ -99,12 +99,14 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         init: str = "zeros",
         seed: int | None = None,
         averaged: bool = False,
+        average_half_life: float | None = None,
     ) -> None:
-        self._set_hyperparameters(lr, bias, init, seed, averaged)
+        self._set_hyperparameters(lr, bias, init, seed, averaged, average_half_life)
         self._labels = BinaryLabels()
         self._w: dict[Any, float] = {}
         self._b = 0.0
-        # Lazy averaging: u holds sum over updates of (t - 1) * delta; average = w - u / t.
+        # Lazy averaging: u holds sum over updates of c(t) * delta; average = w - u / D(t)
+        # (see LinearHyperparameters: c(t) = t - 1 and D(t) = t for the plain average).
         self._u: dict[Any, float] = {}
         self._ub = 0.0
         self._n_seen = 0
@@ -131,6 +133,14 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             return self._predict_learn_first(x, y)
         sign = labels.encode(y)
         if self.averaged:
+            t = self._n_seen
+            if t and _speedups is not None and not self._init.random:
+                # predict_one's averaged score and _learn's plain dot and norm, in one pass
+                got = _speedups.avg_dot_norm(self._w, self._u, x)
+                if got is not None:
+                    score = (got[1][0] + self._b) - (got[0] + self._ub) / self._avg_div(t)
+                    self._learn(x, sign, got[1])
+                    return labels.positive if score > 0 else labels.negative
             prediction = self._predict_before_learning(x)
             self._learn(x, sign)
             return prediction
@@ -162,8 +172,9 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         score = self._learn(x, sign)
         return self._labels.decode(1 if score > 0 else -1)
 
-    def _learn(self, x: dict, y: int) -> float:
-        """Learn from ``x`` with sign ``y``; return the score before learning.
+    def _learn(self, x: dict, y: int, known: tuple[float, float] | None = None) -> float:
+        """Learn from ``x`` with sign ``y``; return the score before learning. ``known``: the
+        ``(dot, r)`` of ``x`` under the weights now, when the caller computed them.
 
         Everything the example changes (R, the weights, the bias, the averaging accumulators)
         is computed and checked before anything is stored: when a value would not be finite,
@@ -185,10 +196,10 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 for k, v in zip(fresh, self._init.draw(len(fresh))):
                     undo.put(w, k, v)
                     if self.averaged:
-                        undo.put(self._u, k, self._u.get(k, 0.0) + (t - 1) * v)
+                        undo.put(self._u, k, self._u.get(k, 0.0) + self._avg_coef(t) * v)
         try:
-            got = None
-            if _speedups is not None:
+            got = known
+            if got is None and _speedups is not None:
                 # predict_one's dot and norm when it was given this very dict, unchanged
                 # since, and the model has not learned since; else computed
                 if memo is not None:
@@ -217,16 +228,17 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                     db = y * max_norm * max_norm
                 else:
                     db = 0.0
-                averaging = self.averaged and t > 1
+                averaging = self._averaging(t)
+                c = self._avg_coef(t) if averaging else 0
                 try:
                     b = self._b + db
-                    ub = self._ub + (t - 1) * db if averaging else self._ub
+                    ub = self._ub + c * db if averaging else self._ub
                 except OverflowError:
                     raise too_large("the bias") from None
                 if not (-_INF < b < _INF and -_INF < ub < _INF):
                     raise too_large("the bias")
                 done = (
-                    add_scaled(_speedups, x, w, step, self._u, (t - 1) * step)
+                    add_scaled(_speedups, x, w, step, self._u, c * step)
                     if averaging
                     else add_scaled(_speedups, x, w, step)
                 )
@@ -237,18 +249,28 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 self._n_mistakes += 1
             self._max_norm = max_norm
             self._n_seen = t
+            if self._renormalise_due(t):
+                self._renormalise(t)
             return score
         except ValueTooLargeError:
             if undo is not None:
                 undo.undo(self._init)
             raise
 
+    def _renormalise(self, t: int) -> None:
+        """Move the forgetting average's reference example up to ``t``: the same average, with
+        coefficients back near 1 (see :class:`LinearHyperparameters`)."""
+        factor = math.pow(self._beta, t - self._avg_ref)
+        self._rescale(self._u, factor)
+        self._ub = self._ub * factor
+        self._avg_ref = t
+
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
     #: learns differently, so it is not dense-capable.
     _DENSE_REFERENCE = (
-        "_learn", "_score", "predict_one", "predict_learn_one", "_predict_learn_first",
-        "_predict_open",
+        "_learn", "_score", "_average_score", "predict_one", "predict_learn_one",
+        "_predict_learn_first", "_predict_open",
     )  # fmt: skip
 
     @property
@@ -348,14 +370,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
     def _score(self, x: dict) -> float:
         w = self._w
         if self.averaged and self._n_seen:
-            t = self._n_seen
-            u = self._u
-            dot = 0.0
-            for k, v in x.items():
-                wk = w.get(k)
-                if wk is not None:
-                    dot += (wk - u.get(k, 0.0) / t) * v
-            return dot + (self._b - self._ub / t)
+            return self._average_score(x)
         if _speedups is not None:
             got = _speedups.dot_norm(w, x, True)
             if got is not None:
@@ -368,13 +383,47 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
                 dot += wk * v
         return dot + self._b
 
-    def predict_one(self, x: dict, **kwargs: Any) -> Any:
-        if _speedups is not None and not self.averaged:  # _score's fast path, inlined
-            got = _speedups.dot_norm(self._w, x, True)
+    def _average_score(self, x: dict) -> float:
+        """The score under the averaged weights: ``s - (u.x + ub) / t``, ``s`` the plain score
+        (``w - u/t`` is the average of the ``t`` weight vectors so far, see ``_learn``): two
+        dots over x's features and one division, whatever the size of the model. The same
+        number as ``average_weights . x + average_bias`` up to float rounding (the tests hold
+        it to an exact rational average)."""
+        t = self._n_seen
+        d = self._avg_div(t)
+        w, u = self._w, self._u
+        if _speedups is not None:
+            got = _speedups.avg_dot_norm(w, u, x, True)
             if got is not None:
-                self._memo = (x, got, self._n_seen)
-                labels = self._labels
-                return labels.positive if got[0] + self._b > 0 else labels.negative
+                # the plain dot and norm, for the learn_one that usually follows
+                self._memo = (x, got[1], t)
+                return (got[1][0] + self._b) - (got[0] + self._ub) / d
+        dot = udot = 0.0
+        for k, v in x.items():
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+                uk = u.get(k)
+                if uk is not None:
+                    udot += uk * v
+        return (dot + self._b) - (udot + self._ub) / d
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        if _speedups is not None:  # _score's and _average_score's fast paths, inlined
+            t = self._n_seen
+            labels = self._labels
+            if not (self.averaged and t):
+                got = _speedups.dot_norm(self._w, x, True)
+                if got is not None:
+                    self._memo = (x, got, t)
+                    return labels.positive if got[0] + self._b > 0 else labels.negative
+            else:
+                got = _speedups.avg_dot_norm(self._w, self._u, x, True)
+                if got is not None:
+                    self._memo = (x, got[1], t)
+                    d = self._avg_div(t)
+                    score = (got[1][0] + self._b) - (got[0] + self._ub) / d
+                    return labels.positive if score > 0 else labels.negative
         return self._labels.decode(1 if self._score(x) > 0 else -1)
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
@@ -395,13 +444,13 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
     @property
     def average_weights(self) -> dict[Any, float]:
         """The averaged weights predictions use when ``averaged=True``."""
-        t = self._n_seen or 1
-        return {k: wk - self._u.get(k, 0.0) / t for k, wk in self._w.items()}
+        d = self._avg_div(self._n_seen or 1)
+        return {k: wk - self._u.get(k, 0.0) / d for k, wk in self._w.items()}
 
     @property
     def average_bias(self) -> float:
         """The averaged bias predictions use when ``averaged=True``."""
-        return self._b - self._ub / (self._n_seen or 1)
+        return self._b - self._ub / self._avg_div(self._n_seen or 1)
 
     @property
     def weight_norm(self) -> float:
@@ -440,6 +489,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
             "bias": self._b,
             "avg_weights_acc": pairs(self._u),
             "avg_bias_acc": self._ub,
+            "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
         }
 
@@ -450,4 +500,7 @@ class Perceptron(LinearHyperparameters, StreamClassifier):
         self._b = float(state["bias"])
         self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
         self._ub = float(state["avg_bias_acc"])
+        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
+        if not 0 <= self._avg_ref <= self._n_seen:
+            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
         self._init.set_state(state["rng"])

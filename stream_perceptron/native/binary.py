@@ -55,6 +55,7 @@ def supported(model: Any) -> bool:
     lr = model.lr
     return (
         not model._init.random
+        and model.average_half_life is None
         and model._bias_mode in BIAS_CODES
         and isinstance(lr, (int, float))
         and not isinstance(lr, bool)

@@ -2,8 +2,8 @@
 
 Call it through :meth:`MulticlassPerceptron.learn_dense
 <stream_perceptron.learners.MulticlassPerceptron.learn_dense>`. The kernel (``_dense.c``) does
-the operations of ``MulticlassPerceptron._learn`` / ``predict_one`` (the reference), not
-averaged, ``init="zeros"``, in the same order: each class's score a left fold from ``+0.0``
+the operations of ``MulticlassPerceptron._learn`` / ``predict_one`` (the reference), averaged
+or not, ``init="zeros"``, in the same order: each class's score a left fold from ``+0.0``
 over the features (a weight missing from the class's dict is ``0.0`` in the arrays: a left
 fold from ``+0.0`` gives the same sum whether such a term is skipped or added as ``0.0*v``,
 ``v`` finite), R's sum of squares ``sq += v * v`` likewise, the argmax the first class on ties.
@@ -31,12 +31,12 @@ __all__ = ["supported", "learn_dense"]
 
 
 def supported(model: Any) -> bool:
-    """Whether the kernel handles this configuration (the C extension aside): not averaged,
-    ``init="zeros"``, any bias mode, a plain number as ``lr``."""
+    """Whether the kernel handles this configuration (the C extension aside): averaged or
+    not, ``init="zeros"``, any bias mode, a plain number as ``lr``."""
     lr = model.lr
     return (
-        not model.averaged
-        and not model._init.random
+        not model._init.random
+        and model.average_half_life is None
         and model._bias_mode in BIAS_CODES
         and isinstance(lr, (int, float))
         and not isinstance(lr, bool)
@@ -99,19 +99,27 @@ def learn_dense(
             index[y] = code_of[y] = len(classes)
             classes.append(y)
     codes = np.fromiter(map(code_of.__getitem__, labels), dtype=np.int64, count=n)
+    averaged = bool(model.averaged)
     W = np.zeros((len(classes), d))
     bias = np.zeros(len(classes))
+    U = np.zeros((len(classes) if averaged else 0, d))
+    ubias = np.zeros(len(classes) if averaged else 0)
     for i, cl in enumerate(model._w):
         wc = model._w[cl]
         W[i] = [wc.get(k, 0.0) for k in features]
         bias[i] = model._b[cl]
+        if averaged:
+            uc = model._u[cl]
+            U[i] = [uc.get(k, 0.0) for k in features]
+            ubias[i] = model._ub[cl]
     updated = np.zeros(len(classes), dtype=np.uint8)
+    u_updated = np.zeros(len(classes), dtype=np.uint8)
     preds = np.empty(n, dtype=np.int64)
     known = len(model._w)
     n_active, max_norm, n_seen, n_mistakes, refused = c.kernel_multiclass(
-        X, codes, W, bias, updated, known, float(model.lr), BIAS_CODES[model._bias_mode],
-        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
-        len(classes),
+        X, codes, W, bias, updated, U, ubias, u_updated, averaged, known, float(model.lr),
+        BIAS_CODES[model._bias_mode], float(model._max_norm), int(model._n_seen),
+        int(model._n_mistakes), preds, n, d, len(classes),
     )  # fmt: skip
     if refused >= 0:  # the kernel stopped at that row: nothing is written back
         raise refusal(int(refused))
@@ -122,6 +130,13 @@ def learn_dense(
         for k, v in zip(features, W[i].tolist()):
             wc[k] = v  # existing keys keep their place, new ones follow in features order
         model._b[classes[i]] = float(bias[i])
+    if averaged:
+        for i in range(n_active):
+            model._ub[classes[i]] = float(ubias[i])
+        for i in np.flatnonzero(u_updated).tolist():
+            uc = model._u[classes[i]]
+            for k, v in zip(features, U[i].tolist()):
+                uc[k] = v
     model._max_norm = float(max_norm)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)

@@ -68,6 +68,8 @@ def _check(states: Sequence[dict[str, Any]], weights: Sequence[float]) -> None:
     first = states[0]
     if first.get("learner") not in _MIXABLE:
         raise MixError(f"a {first.get('learner')!r} cannot be mixed (only {_MIXABLE})")
+    if (first.get("params") or {}).get("average_half_life") is not None:
+        raise MixError("a forgetting average (average_half_life) cannot be mixed yet")
     for s in states[1:]:
         if s.get("learner") != first["learner"] or s.get("params") != first["params"]:
             raise MixError(

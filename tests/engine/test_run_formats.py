@@ -7,7 +7,13 @@ import json
 import pytest
 from cli_helpers import binary_examples, model_of, run_cli, to_csv, to_jsonl, to_libsvm
 
-from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
+from stream_perceptron import (
+    CentroidClassifier,
+    MulticlassPassiveAggressive,
+    MulticlassPerceptron,
+    PassiveAggressive,
+    Perceptron,
+)
 from stream_perceptron.synthetic import separable_multiclass
 
 EXAMPLES = binary_examples(3000)
@@ -148,3 +154,54 @@ def test_inspect_prints_the_model(tmp_path):
     top = max(model.weights, key=lambda k: abs(model.weights[k]))
     assert "examples     3000" in out and f"  {top}" in out
     assert run_cli("inspect", str(tmp_path / "missing.json")).returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "variant", "C"),
+    [("pa", "pa1", "0.01"), ("pa", "pa2", "0.5"), ("pa-multiclass", "pa", "1")],
+)
+def test_passive_aggressive_models_through_a_pipe(tmp_path, model, variant, C):
+    """--model pa / pa-multiclass with --pa-variant and --C build the learner of the same
+    hyperparameters, which learns what the Python API learns; --resume keeps it."""
+    if model == "pa":
+        examples = EXAMPLES
+        direct = PassiveAggressive(C=float(C), variant=variant, bias="none")
+    else:
+        examples = list(separable_multiclass(2000, n_classes=4, n_features=6, gap=0.3, seed=3))
+        direct = MulticlassPassiveAggressive(C=float(C), variant=variant, bias="none")
+    ck = tmp_path / "m.json"
+    flags = ["--model", model, "--pa-variant", variant, "--C", C, "--bias", "none"]
+    proc = run_cli("run", "--format", "jsonl", *flags, "--checkpoint", str(ck),
+                   stdin=to_jsonl(examples[:1000]))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    proc = run_cli("run", "--format", "jsonl", *flags, "--checkpoint", str(ck), "--resume",
+                   stdin=to_jsonl(examples[1000:]))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    _learn_directly(direct, examples)
+    assert model_of(ck).get_state() == direct.get_state()
+    assert model_of(ck).n_mistakes > 10
+
+
+def test_passive_aggressive_refuses_bias_r2():
+    proc = run_cli("run", "--format", "csv", "--model", "pa", "--bias", "r2", stdin=b"")
+    assert proc.returncode == 2 and b"--bias learned or none" in proc.stderr
+
+
+def test_forgetting_average_through_a_pipe_with_resume(tmp_path):
+    """--averaged --average-half-life N learns what Perceptron(averaged=True,
+    average_half_life=N) learns, across a checkpoint and --resume (the accumulators are
+    rescaled within the stream: N = 4 rescales every 1024 examples)."""
+    ck = tmp_path / "m.json"
+    flags = ["--averaged", "--average-half-life", "4", "--checkpoint", str(ck)]
+    proc = run_cli("run", "--format", "csv", *flags, stdin=to_csv(EXAMPLES[:1500]))
+    assert proc.returncode == 0, proc.stderr.decode()
+    proc = run_cli("run", "--format", "csv", *flags, "--resume", stdin=to_csv(EXAMPLES[1500:]))
+    assert proc.returncode == 0, proc.stderr.decode()
+    direct, _ = _learn_directly(Perceptron(averaged=True, average_half_life=4), EXAMPLES)
+    assert direct._avg_ref >= 2048
+    assert model_of(ck).get_state() == direct.get_state()
+
+
+def test_average_half_life_needs_averaged():
+    proc = run_cli("run", "--format", "csv", "--average-half-life", "100", stdin=b"")
+    assert proc.returncode == 2 and b"--average-half-life needs --averaged" in proc.stderr

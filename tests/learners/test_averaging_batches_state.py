@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from river import datasets
 from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.learners._base import softmax
 
 PHISHING = list(datasets.Phishing())
 SEGMENTS = list(datasets.ImageSegments().take(600))
@@ -118,3 +120,78 @@ def test_from_state_rejects_other_versions_and_classes():
         MulticlassPerceptron.from_state(state)
     with pytest.raises(StateError, match="corrupt"):
         Perceptron.from_state({**state, "weights": "garbage"})
+
+
+def _exact_average_argmax(totals: dict, t: int, x: dict) -> tuple[object, Fraction]:
+    """Argmax of the exactly averaged scores (Fractions) and its gap to the runner-up."""
+    scores = {
+        c: sum((acc.get(k, Fraction(0)) * Fraction(v) for k, v in x.items()), Fraction(0))
+        / t
+        + acc["b"] / t
+        for c, acc in totals.items()
+    }
+    ranked = sorted(scores.items(), key=lambda cs: cs[1], reverse=True)
+    gap = ranked[0][1] - ranked[1][1] if len(ranked) > 1 else Fraction(10**9)
+    return ranked[0][0], gap
+
+
+def test_multiclass_averaged_predictions_equal_an_exact_running_average():
+    """Every prequential prediction of the averaged multi-class learner (the C helpers' lazy
+    form, w - u/t per feature of x) is the argmax of the running average of all weight
+    vectors, summed exactly with Fractions: the lazy form differs from it only by float
+    rounding, so a prediction may differ only where the exact top two scores are within
+    1e-9 of each other (none does on this stream)."""
+    model = MulticlassPerceptron(averaged=True)
+    totals: dict = {}
+    close = 0
+    for t, (x, y) in enumerate(SEGMENTS[:300]):
+        if t:
+            want, gap = _exact_average_argmax(totals, t, x)
+            got = model.predict_one(x)
+            if gap > Fraction(1, 10**9):
+                assert got == want, t
+            else:
+                close += 1
+        model.learn_one(x, y)
+        for c, wc in model.weights.items():
+            acc = totals.setdefault(c, {"b": Fraction(0)})
+            acc["b"] += Fraction(model.bias[c])
+            for k, v in wc.items():
+                acc[k] = acc.get(k, Fraction(0)) + Fraction(v)
+    assert close < 3 and model.n_mistakes > 20
+
+
+def test_averaged_scores_are_the_exact_average_to_float_rounding():
+    """The lazy averaged score ``s - (u.x + ub) / t`` (C helpers and Python, bit for bit the
+    same) is within the forward error bound of float summation of the exact rational score
+    of the averaged weights ``w - u/t``: each dot of n terms is off by at most about n * eps *
+    (the sum of the terms' magnitudes) (Higham, recursive summation), so the bound used is
+    4 * (n + 2) * eps * (sum |w v| + |b| + (sum |u v| + |ub|) / t)."""
+    from stream_perceptron.learners import multiclass as mc
+
+    model = MulticlassPerceptron(averaged=True)
+    for x, y in SEGMENTS[:200]:
+        model.learn_one(x, y)
+    t = model.n_seen
+    eps = np.finfo(float).eps
+    speedups = mc._speedups
+    for x, _ in SEGMENTS[200:260]:
+        got = model._average_scores(x)
+        assert model.predict_proba_one(x) == softmax(got)
+        try:
+            mc._speedups = None
+            assert list(model._average_scores(x).items()) == list(got.items())
+        finally:
+            mc._speedups = speedups
+        for c, wc in model._w.items():
+            uc, n = model._u[c], len(x)
+            exact = sum(
+                ((Fraction(wc[k]) - Fraction(uc.get(k, 0.0)) / t) * Fraction(v)
+                 for k, v in x.items() if k in wc),
+                Fraction(model._b[c]) - Fraction(model._ub[c]) / t,
+            )  # fmt: skip
+            scale = (
+                sum(abs(wc[k] * v) for k, v in x.items() if k in wc) + abs(model._b[c])
+                + (sum(abs(uc.get(k, 0.0) * v) for k, v in x.items()) + abs(model._ub[c])) / t
+            )  # fmt: skip
+            assert abs(Fraction(got[c]) - exact) <= 4 * (n + 2) * eps * scale, c

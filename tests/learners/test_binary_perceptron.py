@@ -159,3 +159,40 @@ def test_margins():
     assert model.margin({"a": 1.0, "b": 0.0}, True) == 3.0
     assert model.margin({"a": 1.0, "b": 0.0}, False) == -3.0
     assert model.geometric_margin({"a": 1.0, "b": 0.0}, True) == pytest.approx(0.6)
+
+
+def test_lr_only_scales_the_model_with_zero_init_and_a_learned_bias():
+    """README, "What lr does": with zero initial weights and a learned bias, lr scales every
+    weight and the bias. lr = 0.5 (a power of two, exact scaling) makes the same predictions
+    and mistakes on Phishing as lr = 1, with weights exactly halved; lr = 0.3 first differs
+    where lr = 1 scores exactly 0 (a tie) and lr = 0.3 a rounding residue: floating-point
+    tie-breaking. With bias="r2" the bias step does not scale with lr, and lr matters."""
+    rows = list(datasets.Phishing())
+
+    def run(**params):
+        model = Perceptron(**params)
+        return model, [model.predict_learn_one(x, y) for x, y in rows]
+
+    one, p1 = run(lr=1.0)
+    half, p05 = run(lr=0.5)
+    assert p05 == p1 and half.n_mistakes == one.n_mistakes
+    assert sum(p == y for p, (_, y) in zip(p1, rows)) == 1045  # 83.60 %, River's figure
+    assert half.weights == {k: w / 2 for k, w in one.weights.items()}
+    assert half.bias == one.bias / 2
+    assert run(lr=0.5, averaged=True)[1] == run(lr=1.0, averaged=True)[1]
+
+    a, b = Perceptron(lr=1.0), Perceptron(lr=0.3)
+    for x, y in rows:
+        sa, sb = a._score(x), b._score(x)
+        if (sa > 0) != (sb > 0):  # the first row where they part: a tie under lr = 1
+            assert sa == 0.0 and abs(sb) < 1e-12
+            break
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+    else:
+        raise AssertionError("lr = 0.3 never parted from lr = 1: no tie to break here")
+
+    right = [
+        sum(p == y for p, (_, y) in zip(run(lr=lr, bias="r2")[1], rows)) for lr in (1.0, 0.01)
+    ]
+    assert right[0] - right[1] > 200  # 82.3 % against 51.5 %: lr matters with bias="r2"

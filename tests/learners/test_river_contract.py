@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from river import checks
 
-from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron, Preprocessed
+from stream_perceptron import (
+    CentroidClassifier,
+    MulticlassPassiveAggressive,
+    MulticlassPerceptron,
+    PassiveAggressive,
+    Perceptron,
+    Preprocessed,
+)
 
 MODELS = [
     Perceptron(),
@@ -16,6 +23,9 @@ MODELS = [
     MulticlassPerceptron(),
     MulticlassPerceptron(bias="r2", averaged=True),
     CentroidClassifier(),
+    PassiveAggressive(),
+    PassiveAggressive(C=0.01, variant="pa2", bias="none"),
+    MulticlassPassiveAggressive(variant="pa"),
     Preprocessed(Perceptron(averaged=True), scale="standard"),
     Preprocessed(Perceptron(), hash_bits=4),
     Preprocessed(MulticlassPerceptron(averaged=True), scale="standard", hash_bits=8),

@@ -179,3 +179,15 @@ def test_with_a_base_the_averages_add_up_as_one_sequential_average() -> None:
     # the working weights are still the weighted average (IPM)
     lambdas = [c / sum(counts) for c in counts]
     assert _close(mixed.weights, _avg([m.weights for m in workers], lambdas))
+
+
+def test_a_forgetting_average_is_not_mixed():
+    """The mixing rebuilds the plain average's accumulator (u = t (w - a)); a forgetting
+    average keeps another one, so it is refused rather than mixed wrongly."""
+    from stream_perceptron import Perceptron
+    from stream_perceptron.sharing.mixing import MixError, mix_states
+
+    a = Perceptron(averaged=True, average_half_life=10)
+    a.learn_one({"x": 1.0}, True)
+    with pytest.raises(MixError, match="average_half_life"):
+        mix_states([a.get_state(), a.get_state()], [1, 1])

@@ -1,0 +1,417 @@
+"""Passive-aggressive learners (Crammer et al. 2006): PA, PA-I and PA-II, binary and multi-class."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from stream_perceptron import native
+from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.learners._base import (
+    StreamClassifier,
+    add_scaled,
+    check_class_kind,
+    class_margins,
+    norm,
+    pairs,
+    sigmoid,
+    softmax,
+    to_json_key,
+    too_large,
+)
+from stream_perceptron.learners.labels import BinaryLabels
+
+_INF = math.inf
+
+# The dict API's C helpers, or None (the pure-Python loops, the reference).
+_speedups = native.speedups
+
+__all__ = ["PassiveAggressive", "MulticlassPassiveAggressive", "PA_VARIANTS", "PA_BIAS_MODES"]
+
+PA_VARIANTS = ("pa", "pa1", "pa2")
+PA_BIAS_MODES = ("learned", "none")
+
+
+def _check(C: float, variant: str, bias: str) -> None:
+    if variant not in PA_VARIANTS:
+        raise ValueError(f"variant must be one of {PA_VARIANTS}, got {variant!r}")
+    if bias not in PA_BIAS_MODES:
+        raise ValueError(f"bias must be one of {PA_BIAS_MODES}, got {bias!r}")
+    if isinstance(C, bool) or not isinstance(C, (int, float)) or not 0 < C < _INF:
+        raise ValueError(f"C must be a positive finite number, got {C!r}")
+
+
+def step_size(variant: str, C: float, loss: float, sq: float) -> float:
+    """Crammer et al.'s step tau for a hinge ``loss`` > 0 and ``sq``, the squared norm of the
+    update's direction: PA ``loss / sq``, PA-I ``min(C, loss / sq)`` (0 when ``sq`` is 0, as
+    River), PA-II ``loss / (sq + 1 / (2C))``."""
+    if variant == "pa2":
+        return loss / (sq + 0.5 / C)
+    if not sq > 0:
+        return 0.0
+    tau = loss / sq
+    if variant == "pa1" and C < tau:
+        return float(C)
+    return tau
+
+
+def _sq_dot(w: dict, x: dict) -> tuple[float, float]:
+    """``(sq, dot)``: ``sum v*v`` over x and ``sum w[k]*v`` over x's keys in w, left folds
+    from 0.0 in x's order; :class:`ValueTooLargeError` when the squared norm is not finite."""
+    sq = dot = 0.0
+    try:
+        for k, v in x.items():
+            sq += v * v
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+    except OverflowError:
+        raise too_large("R (the largest input norm)") from None
+    if not -_INF < sq < _INF:
+        raise too_large("R (the largest input norm)")
+    return sq, dot
+
+
+class PassiveAggressive(StreamClassifier):
+    """Binary passive-aggressive classifier: the smallest change of ``w`` that gives the example
+    a margin of 1 (Crammer et al. 2006), with River's ``PAClassifier`` arithmetic.
+
+    The score is ``s = w.x + b``; with ``y`` in {-1, +1} the hinge loss is
+    ``l = max(0, 1 - y*s)``. When ``l > 0`` the learner moves ``w += tau*y*x`` (and
+    ``b += tau*y`` with ``bias="learned"``; the bias is not part of the norm, as in River), with
+    ``tau = l / ||x||^2`` (``"pa"``), ``min(C, l / ||x||^2)`` (``"pa1"``) or
+    ``l / (||x||^2 + 1/(2C))`` (``"pa2"``); otherwise it stays as it is (passive). A score of
+    exactly 0 predicts the negative class. Unlike the perceptron, the step depends on the loss,
+    so the scale of x matters.
+
+    Parameters
+    ----------
+    C
+        Aggressiveness of PA-I and PA-II: the largest step (PA-I), or the weight of the loss
+        against the change (PA-II). Smaller C: more cautious updates, more robust to noise.
+        Ignored by ``"pa"``.
+    variant
+        ``"pa"``, ``"pa1"`` (River's default ``mode=1``) or ``"pa2"``.
+    bias
+        ``"learned"`` (River's ``learn_intercept=True``) or ``"none"`` (the paper's PA).
+
+    Attributes
+    ----------
+    weights
+        Feature -> weight.
+    bias
+        The bias b.
+    n_mistakes
+        Updates made (examples whose margin was below 1).
+
+    Examples
+    --------
+    >>> from stream_perceptron import PassiveAggressive
+    >>> model = PassiveAggressive(C=1.0, variant="pa1")
+    >>> for x, y in [({"a": 1.0}, True), ({"a": -2.0}, False), ({"a": 0.5, "b": 1.0}, False)]:
+    ...     model.learn_one(x, y)
+    >>> model.weights, model.bias
+    ({'a': 0.5, 'b': -1.0}, 0.0)
+    >>> model.predict_one({"a": 1.0}), model.predict_one({"b": 1.0})
+    (True, False)
+
+    References
+    ----------
+    K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz and Y. Singer, "Online
+    passive-aggressive algorithms", Journal of Machine Learning Research 7, 2006.
+
+    """
+
+    def __init__(self, C: float = 1.0, variant: str = "pa1", bias: str = "learned") -> None:
+        _check(C, variant, bias)
+        self.C = C
+        self.variant = variant
+        self._bias_mode = bias
+        self._labels = BinaryLabels()
+        self._w: dict[Any, float] = {}
+        self._b = 0.0
+        self._n_seen = 0
+        self._n_mistakes = 0
+        self._max_norm = 0.0
+
+    # -- learning ------------------------------------------------------------------------------
+    def learn_one(self, x: dict, y: Any) -> None:
+        labels = self._labels
+        if labels.settled:
+            self._learn(x, labels.encode(y))
+            return
+        sign, setting = labels.propose(y)
+        self._learn(x, sign)
+        labels.commit(setting)
+
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction
+        (decoded with the encoding ``y`` settles, as :class:`Perceptron` does)."""
+        labels = self._labels
+        if labels.settled:
+            score = self._learn(x, labels.encode(y))
+            return labels.positive if score > 0 else labels.negative
+        saved = labels.get_state()
+        sign, setting = labels.propose(y)
+        labels.commit(setting)
+        try:
+            score = self._learn(x, sign)
+        except ValueTooLargeError:
+            self._labels = BinaryLabels.from_state(saved)
+            raise
+        return labels.decode(1 if score > 0 else -1)
+
+    def _learn(self, x: dict, y: int) -> float:
+        """Learn from ``x`` with sign ``y``; return the score before learning. Every new value
+        is checked before any is stored (:class:`ValueTooLargeError`, the model as it was)."""
+        sq, dot = _sq_dot(self._w, x)
+        r = math.sqrt(sq)
+        max_norm = r if r > self._max_norm else self._max_norm
+        score = dot + self._b
+        loss = 1.0 - y * score
+        if loss > 0:  # NaN (an overflowing score): no update
+            step = step_size(self.variant, self.C, loss, sq) * y
+            b = self._b + step if self._bias_mode == "learned" else self._b
+            if not -_INF < b < _INF:
+                raise too_large("the bias")
+            if not add_scaled(_speedups, x, self._w, step):
+                raise too_large("a weight")
+            self._b = b
+            self._n_mistakes += 1
+        self._max_norm = max_norm
+        self._n_seen += 1
+        return score
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _score(self, x: dict) -> float:
+        w = self._w
+        dot = 0.0
+        for k, v in x.items():
+            wk = w.get(k)
+            if wk is not None:
+                dot += wk * v
+        return dot + self._b
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        return self._labels.decode(1 if self._score(x) > 0 else -1)
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        p = sigmoid(self._score(x))
+        return {self._labels.negative: 1.0 - p, self._labels.positive: p}
+
+    # -- the model as numbers ------------------------------------------------------------------
+    @property
+    def weights(self) -> dict[Any, float]:
+        """Feature -> weight (a copy)."""
+        return dict(self._w)
+
+    @property
+    def bias(self) -> float:
+        """The learned bias b (the ``bias`` hyperparameter is :attr:`bias_mode`)."""
+        return self._b
+
+    @property
+    def weight_norm(self) -> float:
+        """||w||, the bias excluded."""
+        return norm(self._w.values())
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Functional margin ``y * (w.x + b)``."""
+        return self._labels.encode_known(y) * self._score(x)
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Signed distance of ``x`` to the hyperplane, positive when on ``y``'s side."""
+        n = self.weight_norm
+        return self.margin(x, y) / n if n else 0.0
+
+    def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
+        """``geometric_margin`` of each example, ||w|| computed once."""
+        n = self.weight_norm
+        return [self.margin(x, y) / n if n else 0.0 for x, y in examples]
+
+    # -- state ---------------------------------------------------------------------------------
+    def _state_payload(self) -> dict[str, Any]:
+        return {"labels": self._labels.get_state(), "weights": pairs(self._w), "bias": self._b}
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        self._labels = BinaryLabels.from_state(state["labels"])
+        self._w = {k: float(v) for k, v in state["weights"]}
+        self._b = float(state["bias"])
+
+
+class MulticlassPassiveAggressive(StreamClassifier):
+    """Multi-class passive-aggressive classifier (Crammer et al. 2006, section 7): one weight
+    vector per class, ``argmax_k w_k.x + b_k``.
+
+    Learning ``(x, y)``: ``r`` is the best-scoring class other than ``y`` (the first on ties;
+    a class seen for the first time scores 0), the loss ``l = max(0, 1 - (s_y - s_r))``. When
+    ``l > 0``: ``w_y += tau*x``, ``w_r -= tau*x`` (biases by ``tau`` likewise with
+    ``bias="learned"``), ``tau`` as in :class:`PassiveAggressive` with ``2*||x||^2``, the squared
+    norm of the update's direction, in place of ``||x||^2``. Predictions are made with the
+    classes known before learning (``None`` before the first).
+
+    Parameters
+    ----------
+    C
+        Aggressiveness of PA-I and PA-II (see :class:`PassiveAggressive`).
+    variant
+        ``"pa"``, ``"pa1"`` or ``"pa2"``.
+    bias
+        ``"learned"`` or ``"none"``.
+
+    Examples
+    --------
+    >>> from stream_perceptron import MulticlassPassiveAggressive
+    >>> model = MulticlassPassiveAggressive(variant="pa")
+    >>> for x, y in [({"a": 1.0}, "red"), ({"b": 1.0}, "blue"), ({"a": 2.0}, "red")]:
+    ...     model.learn_one(x, y)
+    >>> model.predict_one({"a": 1.0}), model.predict_one({"b": 1.0})
+    ('red', 'blue')
+
+    """
+
+    def __init__(self, C: float = 1.0, variant: str = "pa1", bias: str = "learned") -> None:
+        _check(C, variant, bias)
+        self.C = C
+        self.variant = variant
+        self._bias_mode = bias
+        self._w: dict[Any, dict[Any, float]] = {}
+        self._b: dict[Any, float] = {}
+        self._n_seen = 0
+        self._n_mistakes = 0
+        self._max_norm = 0.0
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    def learn_one(self, x: dict, y: Any) -> None:
+        self._learn(x, y)
+
+    def predict_learn_one(self, x: dict, y: Any) -> Any:
+        """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
+        return self._learn(x, y)
+
+    def _learn(self, x: dict, y: Any) -> Any:
+        """Learn ``(x, y)``; return the prediction made before learning. Every new value is
+        checked before any is stored (:class:`ValueTooLargeError`, the model as it was); a
+        class equal to ``y`` but of the other kind (``True`` and ``1``) raises
+        :class:`~stream_perceptron.errors.LabelError`."""
+        check_class_kind(self._w, y)
+        sq = 0.0
+        try:
+            for v in x.values():
+                sq += v * v
+        except OverflowError:
+            raise too_large("R (the largest input norm)") from None
+        if not -_INF < sq < _INF:
+            raise too_large("R (the largest input norm)")
+        r = math.sqrt(sq)
+        scores = self._scores(x)
+        y_hat = _argmax(scores)
+        rival = _argmax({c: s for c, s in scores.items() if c != y})
+        max_norm = r if r > self._max_norm else self._max_norm
+        if rival is not None:
+            loss = 1.0 - (scores.get(y, 0.0) - scores[rival])
+            if loss > 0:
+                self._update(x, y, rival, step_size(self.variant, self.C, loss, 2.0 * sq))
+        self._max_norm = max_norm
+        self._n_seen += 1
+        if y not in self._w:  # a class seen for the first time, with no rival to move
+            self._add_class(y)
+        return y_hat
+
+    def _update(self, x: dict, y: Any, rival: Any, tau: float) -> None:
+        wy = self._w.get(y)
+        new_class = wy is None
+        if wy is None:
+            wy = {}
+        by = self._b.get(y, 0.0)
+        br = self._b[rival]
+        if self._bias_mode == "learned":
+            by, br = by + tau, br - tau
+            if not (-_INF < by < _INF and -_INF < br < _INF):
+                raise too_large("a bias")
+        if not add_scaled(_speedups, x, wy, tau, self._w[rival], -tau):
+            raise too_large("a weight")
+        if new_class:
+            self._add_class(y)
+            self._w[y] = wy
+        self._b[y] = by
+        self._b[rival] = br
+        self._n_mistakes += 1
+
+    def _add_class(self, c: Any) -> None:
+        self._w[c] = {}
+        self._b[c] = 0.0
+
+    def _scores(self, x: dict) -> dict[Any, float]:
+        scores = {}
+        for c, wc in self._w.items():
+            dot = 0.0
+            for k, v in x.items():
+                wk = wc.get(k)
+                if wk is not None:
+                    dot += wk * v
+            scores[c] = dot + self._b[c]
+        return scores
+
+    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+        return _argmax(self._scores(x))
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        return softmax(self._scores(x))
+
+    # -- the model as numbers ------------------------------------------------------------------
+    @property
+    def classes(self) -> list[Any]:
+        """Classes in the order first seen."""
+        return list(self._w)
+
+    @property
+    def weights(self) -> dict[Any, dict[Any, float]]:
+        """Class -> (feature -> weight) (a copy)."""
+        return {c: dict(wc) for c, wc in self._w.items()}
+
+    @property
+    def bias(self) -> dict[Any, float]:
+        """Class -> bias (a copy)."""
+        return dict(self._b)
+
+    @property
+    def weight_norm(self) -> dict[Any, float]:
+        """Class -> ||w_class||."""
+        return {c: norm(wc.values()) for c, wc in self._w.items()}
+
+    def margin(self, x: dict, y: Any) -> float:
+        """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
+        return class_margins(self._scores(x), y, self._w)[0]
+
+    def geometric_margin(self, x: dict, y: Any) -> float:
+        """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
+        return class_margins(self._scores(x), y, self._w)[1]
+
+    # -- state ---------------------------------------------------------------------------------
+    def _state_payload(self) -> dict[str, Any]:
+        return {
+            "classes": [
+                {"label": to_json_key(c), "weights": pairs(self._w[c]), "bias": self._b[c]}
+                for c in self._w
+            ]
+        }
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        for entry in state["classes"]:
+            c = entry["label"]
+            self._add_class(c)
+            self._w[c] = {k: float(v) for k, v in entry["weights"]}
+            self._b[c] = float(entry["bias"])
+
+
+def _argmax(scores: dict[Any, float]) -> Any:
+    best, best_score = None, -math.inf
+    for c, s in scores.items():
+        if best is None or s > best_score:
+            best, best_score = c, s
+    return best
