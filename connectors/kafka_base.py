@@ -30,7 +30,7 @@ class GroupSource(SourceState, Closing):
 
     A client subclass implements ``_open()`` (create and subscribe the consumer),
     ``_poll(consumer)`` (one poll's records, ``[]`` for none), ``_at_end(consumer, refresh=)``,
-    ``_commit_offsets(todo)`` and ``_close_client(consumer)``.
+    ``_commit_offsets(todo)``, ``_group_metadata(consumer)`` and ``_close_client(consumer)``.
     """
 
     _consumer: Any
@@ -226,6 +226,20 @@ class GroupSource(SourceState, Closing):
             finally:
                 self._poll_lock.release()
 
+    def group_metadata(self) -> Any:
+        """The consumer's group membership, for offsets committed in a transaction (the broker
+        fences a member of an older generation, KIP-447).
+
+        Raises
+        ------
+        ConnectorError
+            If the consumer is not open.
+        """
+        consumer = self._consumer
+        if consumer is None:
+            raise ConnectorError(f"the Kafka source of {self.topics!r} has no open consumer")
+        return self._group_metadata(consumer)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(topics={self.topics!r}, group_id={self.group_id!r})"
 
@@ -246,6 +260,10 @@ class GroupSource(SourceState, Closing):
         raise NotImplementedError
 
     def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
+        raise NotImplementedError
+
+    def _group_metadata(self, consumer: Any) -> Any:
+        """The client's snapshot of ``consumer``'s group membership."""
         raise NotImplementedError
 
     def _close_client(self, consumer: Any) -> None:

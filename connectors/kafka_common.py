@@ -13,6 +13,7 @@ from connectors.record import Record
 __all__ = [
     "SourceState",
     "TopicPartitionKey",
+    "check_topic",
     "merge_client_options",
     "make_client",
     "needs_split",
@@ -203,6 +204,23 @@ def fatal_errors() -> tuple[type[Exception], ...]:
         errors.InvalidSessionTimeoutError,
         errors.FencedInstanceIdError,
     )
+
+
+def check_topic(topic: object) -> str:
+    """``topic`` when it is a non-empty str.
+
+    Examples
+    --------
+    >>> check_topic("events")
+    'events'
+    >>> check_topic("")
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: topic must be a non-empty str, got ''
+    """
+    if not isinstance(topic, str) or not topic:
+        raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
+    return topic
 
 
 def check_offsets(offsets: object, what: str) -> dict[TopicPartitionKey, int]:

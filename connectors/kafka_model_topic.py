@@ -1,8 +1,11 @@
 """The compacted model topic of shared-model mode: created when missing, read to its end.
 
-:class:`ModelLog` is the client-neutral interface; :class:`KafkaModelLog` implements it with
-kafka-python 3 (imported lazily). The topic has one partition (every worker reads all of it,
-in one order) and ``cleanup.policy=compact`` (only the latest record of each key is kept).
+:class:`ModelLog` is the client-neutral interface; :class:`ModelLogBase` holds what every
+client does alike (reading to the end past open transactions); :class:`KafkaModelLog`
+implements it with kafka-python 3 (imported lazily),
+:class:`~connectors.rdkafka_model_topic.RdKafkaModelLog` with confluent-kafka.
+The topic has one partition (every worker reads all of it, in one order) and
+``cleanup.policy=compact`` (only the latest record of each key is kept).
 Reads are ``read_committed``: a worker's records count once its transaction is committed.
 """
 
@@ -13,12 +16,12 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from connectors.errors import ConnectorError
-from connectors.kafka_common import merge_client_options
+from connectors.kafka_common import check_topic, merge_client_options
 
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
 
-__all__ = ["KafkaModelLog", "ModelLog", "TOPIC_CONFIG"]
+__all__ = ["KafkaModelLog", "ModelLog", "ModelLogBase", "TOPIC_CONFIG"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +55,84 @@ class ModelLog(Protocol):
     def close(self) -> None: ...
 
 
-class KafkaModelLog:
+class ModelLogBase:
+    """What every client's :class:`ModelLog` does alike: read the one partition to its last
+    stable offset, past transactions still open (up to ``stable_wait_s``).
+
+    A client implements :meth:`ensure`, :meth:`close` and the hooks :meth:`_stable_end`
+    (the ``read_committed`` end, opening the reader ``_consumer`` when needed), :meth:`_high`
+    (the high watermark, ``None`` unknown: asked of the broker by a ``read_uncommitted``
+    handle ``_latest``, since what a reader's fetches last saw is stale once it is at its end),
+    :meth:`_position` and :meth:`_poll`; its errors (:meth:`_client_errors`) become
+    ConnectorErrors.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topic: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.topic = check_topic(topic)
+        self._servers = bootstrap_servers
+        self._options = dict(client_options or {})
+        self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
+        self._consumer: Any = None
+        self._latest: Any = None
+
+    def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
+        """Read to the end. A transaction still open on the topic (a worker that died in the
+        middle of a commit, until its restart or the transaction timeout aborts it) hides what
+        was committed after it: the read waits for it to end, up to ``stable_wait_s``."""
+        deadline = time.monotonic() + timeout_s
+        stable_by = time.monotonic() + self.stable_wait_s
+        out: list[tuple[bytes | None, bytes | None]] = []
+        try:
+            while True:
+                # read_committed: the end is the last stable offset (open transactions excluded)
+                end = self._stable_end()
+                while self._position() < end:
+                    if time.monotonic() > deadline:
+                        raise ConnectorError(
+                            f"reading the model topic {self.topic!r} to offset {end} took more "
+                            f"than {timeout_s:g} s"
+                        )
+                    out += self._poll()
+                high = self._high()
+                if high is None or end >= high:
+                    return out
+                if time.monotonic() > stable_by:
+                    logger.warning(
+                        "the model topic %r has a transaction open since offset %d for more "
+                        "than %g s: reading what is committed before it",
+                        self.topic, end, self.stable_wait_s,
+                    )  # fmt: skip
+                    return out
+                time.sleep(0.1)
+        except self._client_errors() as exc:
+            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
+
+    def _created(self) -> None:
+        logger.warning("created the model topic %r (compacted, 1 partition)", self.topic)
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _stable_end(self) -> int:
+        raise NotImplementedError
+
+    def _high(self) -> int | None:
+        raise NotImplementedError
+
+    def _position(self) -> int:
+        raise NotImplementedError
+
+    def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
+        raise NotImplementedError
+
+
+class KafkaModelLog(ModelLogBase):
     """The model topic through kafka-python.
 
     Parameters
@@ -74,20 +154,10 @@ class KafkaModelLog:
     >>> log.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        topic: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        if not isinstance(topic, str) or not topic:
-            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
-        self.topic = topic
-        self._servers = bootstrap_servers
-        self._options = dict(client_options or {})
-        self._consumer: KafkaConsumer | None = None
-        self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        from kafka.errors import KafkaError
+
+        return (KafkaError,)
 
     def ensure(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
@@ -104,7 +174,7 @@ class KafkaModelLog:
                 return
             # replication -1: the cluster's default.replication.factor
             admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs=TOPIC_CONFIG)])
-            logger.warning("created the model topic %r (compacted, 1 partition)", self.topic)
+            self._created()
         except TopicAlreadyExistsError:
             pass  # another worker was first
         except KafkaError as exc:
@@ -131,47 +201,31 @@ class KafkaModelLog:
         consumer.assign([TopicPartition(self.topic, 0)])
         consumer.seek_to_beginning()
         self._consumer = consumer
+        self._latest = KafkaConsumer(**{**config, "isolation_level": "read_uncommitted"})
         return consumer
 
-    def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
-        """Read to the end. A transaction still open on the topic (a worker that died in the
-        middle of a commit, until its restart or the transaction timeout aborts it) hides what
-        was committed after it: the read waits for it to end, up to ``stable_wait_s``."""
-        from kafka.errors import KafkaError
+    def _tp(self) -> Any:
         from kafka.structs import TopicPartition
 
-        tp = TopicPartition(self.topic, 0)
-        deadline = time.monotonic() + timeout_s
-        stable_by = time.monotonic() + self.stable_wait_s
-        out: list[tuple[bytes | None, bytes | None]] = []
-        try:
-            consumer = self._consumer or self._open()
-            while True:
-                # read_committed: the end is the last stable offset (open transactions excluded)
-                end = consumer.end_offsets([tp], timeout_ms=10_000)[tp]
-                while consumer.position(tp, timeout_ms=10_000) < end:
-                    if time.monotonic() > deadline:
-                        raise ConnectorError(
-                            f"reading the model topic {self.topic!r} to offset {end} took more "
-                            f"than {timeout_s:g} s"
-                        )
-                    for messages in consumer.poll(timeout_ms=200, max_records=10_000).values():
-                        out += [(m.key, m.value) for m in messages]
-                high = consumer.highwater(tp)
-                if high is None or end >= high:
-                    return out
-                if time.monotonic() > stable_by:
-                    logger.warning(
-                        "the model topic %r has a transaction open since offset %d for more "
-                        "than %g s: reading what is committed before it",
-                        self.topic, end, self.stable_wait_s,
-                    )  # fmt: skip
-                    return out
-                time.sleep(0.1)
-        except KafkaError as exc:
-            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
+        return TopicPartition(self.topic, 0)
+
+    def _stable_end(self) -> int:
+        consumer, tp = self._consumer or self._open(), self._tp()
+        return int(consumer.end_offsets([tp], timeout_ms=10_000)[tp])
+
+    def _high(self) -> int | None:
+        tp = self._tp()
+        return int(self._latest.end_offsets([tp], timeout_ms=10_000)[tp])
+
+    def _position(self) -> int:
+        return int(self._consumer.position(self._tp(), timeout_ms=10_000))
+
+    def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
+        polled = self._consumer.poll(timeout_ms=200, max_records=10_000).values()
+        return [(m.key, m.value) for messages in polled for m in messages]
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close(autocommit=False)
-            self._consumer = None
+        for consumer in (self._consumer, self._latest):
+            if consumer is not None:
+                consumer.close(autocommit=False)
+        self._consumer = self._latest = None

@@ -14,6 +14,7 @@ from typing import Any
 
 from connectors.base import BatchMessageSink, Closing
 from connectors.errors import ConnectorError
+from connectors.kafka_common import check_topic
 
 __all__ = ["TopicSink", "check_message"]
 
@@ -71,9 +72,7 @@ class TopicSink(Closing, BatchMessageSink):
         *,
         client_options: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(topic, str) or not topic:
-            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
-        self.topic = topic
+        self.topic = check_topic(topic)
         self._config = self._configure(bootstrap_servers, client_options)
         self._producer: Any = None
         self._lock = threading.Lock()  # guards the failures, recorded by the client's thread

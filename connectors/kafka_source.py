@@ -160,20 +160,6 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         )
         return config
 
-    def group_metadata(self) -> Any:
-        """The consumer's group membership, for offsets committed in a transaction (the broker
-        fences a member of an older generation, KIP-447).
-
-        Raises
-        ------
-        ConnectorError
-            If the consumer is not open.
-        """
-        consumer = self._consumer
-        if consumer is None:
-            raise ConnectorError(f"the Kafka source of {self.topics!r} has no open consumer")
-        return consumer.group_metadata()
-
     # -- the client ----------------------------------------------------------------------------
     def _open(self) -> KafkaConsumer:
         from kafka.consumer import KafkaConsumer
@@ -257,6 +243,9 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
             logger.warning("committing %s for group %r failed: %r", todo, self.group_id, exc)
             return False
         return True
+
+    def _group_metadata(self, consumer: KafkaConsumer) -> Any:
+        return consumer.group_metadata()
 
     def _close_client(self, consumer: KafkaConsumer) -> None:
         from kafka.errors import KafkaError

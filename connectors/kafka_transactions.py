@@ -3,9 +3,11 @@ outputs, the model-topic records and the consumed offsets of a step, all or noth
 (Kafka Streams' ``exactly_once_v2``).
 
 :class:`TransactionalOutput` is the client-neutral interface the engine uses;
-:class:`KafkaTransactions` implements it with kafka-python 3 (imported lazily). Another client
-plugs in by implementing the same four methods. :class:`TransactionalSink` is a
-:class:`~connectors.base.MessageSink` whose messages go into the current transaction.
+:class:`TransactionsBase` holds what every client does alike; :class:`KafkaTransactions`
+implements it with kafka-python 3 (imported lazily),
+:class:`~connectors.rdkafka_transactions.RdKafkaTransactions` with confluent-kafka.
+:class:`TransactionalSink` is a :class:`~connectors.base.MessageSink` whose messages go into
+the current transaction.
 """
 
 from __future__ import annotations
@@ -17,12 +19,23 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from connectors.base import Closing, MessageSink
 from connectors.errors import ConnectorError
-from connectors.kafka_common import TopicPartitionKey, check_offsets, merge_client_options
+from connectors.kafka_common import (
+    TopicPartitionKey,
+    check_offsets,
+    check_topic,
+    merge_client_options,
+)
 
 if TYPE_CHECKING:
     from kafka.producer import KafkaProducer
 
-__all__ = ["GroupMember", "KafkaTransactions", "TransactionalOutput", "TransactionalSink"]
+__all__ = [
+    "GroupMember",
+    "KafkaTransactions",
+    "TransactionalOutput",
+    "TransactionalSink",
+    "TransactionsBase",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +44,7 @@ _RESERVED = frozenset(
      "value_serializer"}
 )  # fmt: skip
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
+TRANSACTION_TIMEOUT_MS = 10_000  # a dead worker's open transaction stops blocking readers soon
 
 
 @runtime_checkable
@@ -69,7 +83,151 @@ class TransactionalOutput(Protocol):
     def close(self) -> None: ...
 
 
-class KafkaTransactions(Closing):
+class TransactionsBase(Closing):
+    """What every client's :class:`TransactionalOutput` does alike: one transaction open from
+    the first send after a commit, commits and aborts under a lock (sends come from the engine
+    and its rebalance helper), an abort that fails drops the producer.
+
+    A client implements :meth:`_configure` (its settings), :meth:`_create` (the producer,
+    ``init_transactions`` done), :meth:`_begin`, :meth:`_send`, :meth:`_commit`,
+    :meth:`_abort` and :meth:`_close`; its errors (:meth:`_client_errors`) become
+    ConnectorErrors.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        transactional_id: str,
+        *,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise ConnectorError(f"transactional_id must be a non-empty str: {transactional_id!r}")
+        self.transactional_id = transactional_id
+        self._config = self._configure(bootstrap_servers, client_options)
+        self._producer: Any = None
+        self._open_txn = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Create the producer and fence a former self (its open transaction is aborted)."""
+        with self._lock:
+            self._ready()
+
+    def _ready(self) -> Any:
+        if self._producer is None:
+            try:
+                self._producer = self._create()
+            except self._client_errors() + (ValueError, TypeError) as exc:
+                raise ConnectorError(
+                    f"cannot start the transactional producer {self.transactional_id!r}: {exc!r}"
+                ) from exc
+            logger.info("transactional producer %r ready", self.transactional_id)
+        if not self._open_txn:
+            self._begin(self._producer)
+            self._open_txn = True
+        return self._producer
+
+    def send(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Queue one message in the current transaction."""
+        with self._lock:
+            producer = self._ready()
+            try:
+                self._send(producer, topic, bytes(value), key, headers)
+            except self._client_errors() + (ValueError, TypeError) as exc:
+                raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
+
+    def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
+        """Add ``offsets`` (next offset per input partition) for the group of
+        ``group_metadata`` to the transaction and commit it.
+
+        Raises
+        ------
+        ConnectorError
+            If the commit failed (the transaction is aborted: nothing of it is visible).
+        """
+        check_offsets(offsets, "commit")
+        with self._lock:
+            producer = self._ready()
+            try:
+                self._commit(producer, offsets, group_metadata)
+                self._open_txn = False
+            except self._client_errors() as exc:
+                self._abort_quietly()
+                raise ConnectorError(
+                    f"transaction of {self.transactional_id!r} failed: {exc!r}"
+                ) from exc
+
+    def abort(self) -> None:
+        """Drop the open transaction, if any."""
+        with self._lock:
+            self._abort_quietly()
+
+    def _abort_quietly(self) -> None:
+        if self._producer is not None and self._open_txn:
+            try:
+                self._abort(self._producer)
+            except self._client_errors() as exc:
+                logger.warning("aborting the transaction of %r failed: %r",
+                               self.transactional_id, exc)  # fmt: skip
+                self._close(self._producer, 5.0)
+                self._producer = None
+        self._open_txn = False
+
+    def close(self) -> None:
+        """Abort what is uncommitted and close the producer; harmless twice."""
+        with self._lock:
+            self._abort_quietly()
+            if self._producer is not None:
+                self._close(self._producer, 10.0)
+                self._producer = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(transactional_id={self.transactional_id!r})"
+
+    # -- the client ----------------------------------------------------------------------------
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The producer's settings: the client's defaults, ``client_options``, and the
+        servers and ``self.transactional_id``."""
+        raise NotImplementedError
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _create(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, producer: Any) -> None:
+        raise NotImplementedError
+
+    def _send(
+        self, producer: Any, topic: str, value: bytes, key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:  # fmt: skip
+        raise NotImplementedError
+
+    def _commit(
+        self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
+    ) -> None:
+        """Send the offsets to the transaction (when any) and commit it."""
+        raise NotImplementedError
+
+    def _abort(self, producer: Any) -> None:
+        raise NotImplementedError
+
+    def _close(self, producer: Any, timeout_s: float) -> None:
+        raise NotImplementedError
+
+
+class KafkaTransactions(TransactionsBase):
     """A kafka-python transactional producer.
 
     Parameters
@@ -94,18 +252,12 @@ class KafkaTransactions(Closing):
     >>> out.close()
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str | list[str],
-        transactional_id: str,
-        *,
-        client_options: dict[str, Any] | None = None,
-    ) -> None:
-        if not isinstance(transactional_id, str) or not transactional_id:
-            raise ConnectorError(f"transactional_id must be a non-empty str: {transactional_id!r}")
-        self._config = merge_client_options(
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
             {
-                "transaction_timeout_ms": 10_000,
+                "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
                 "linger_ms": 5,
                 "max_request_size": MAX_MESSAGE_BYTES,
                 "reconnect_backoff_max_ms": 5000,
@@ -113,113 +265,47 @@ class KafkaTransactions(Closing):
             client_options,
             _RESERVED,
         )
-        self._config.update(
-            bootstrap_servers=bootstrap_servers, transactional_id=transactional_id
-        )
-        self.transactional_id = transactional_id
-        self._producer: KafkaProducer | None = None
-        self._open_txn = False
-        self._lock = threading.Lock()  # sends come from the engine and its rebalance helper
+        config.update(bootstrap_servers=bootstrap_servers, transactional_id=self.transactional_id)
+        return config
 
-    def start(self) -> None:
-        """Create the producer and fence a former self (its open transaction is aborted)."""
-        with self._lock:
-            self._ready()
-
-    def _ready(self) -> KafkaProducer:
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
         from kafka.errors import KafkaError
+
+        return (KafkaError,)
+
+    def _create(self) -> KafkaProducer:
         from kafka.producer import KafkaProducer
 
-        if self._producer is None:
-            try:
-                producer = KafkaProducer(**self._config)
-                producer.init_transactions()
-            except (KafkaError, ValueError, TypeError) as exc:
-                raise ConnectorError(
-                    f"cannot start the transactional producer {self.transactional_id!r}: {exc!r}"
-                ) from exc
-            self._producer = producer
-            logger.info("transactional producer %r ready", self.transactional_id)
-        if not self._open_txn:
-            self._producer.begin_transaction()
-            self._open_txn = True
-        return self._producer
+        producer = KafkaProducer(**self._config)
+        producer.init_transactions()
+        return producer
 
-    def send(
-        self,
-        topic: str,
-        value: bytes,
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+    def _begin(self, producer: KafkaProducer) -> None:
+        producer.begin_transaction()
+
+    def _send(
+        self, producer: KafkaProducer, topic: str, value: bytes, key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:  # fmt: skip
+        producer.send(topic, value=value, key=key, headers=headers)
+
+    def _commit(
+        self, producer: KafkaProducer, offsets: dict[TopicPartitionKey, int], group_metadata: Any
     ) -> None:
-        """Queue one message in the current transaction."""
-        from kafka.errors import KafkaError
-
-        with self._lock:
-            producer = self._ready()
-            try:
-                producer.send(topic, value=bytes(value), key=key, headers=headers)
-            except (KafkaError, ValueError, TypeError) as exc:
-                raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
-
-    def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
-        """Add ``offsets`` (next offset per input partition) for the group of
-        ``group_metadata`` to the transaction and commit it.
-
-        Raises
-        ------
-        ConnectorError
-            If the commit failed (the transaction is aborted: nothing of it is visible).
-        """
-        from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
-        check_offsets(offsets, "commit")
-        with self._lock:
-            producer = self._ready()
-            try:
-                if offsets:
-                    producer.send_offsets_to_transaction(
-                        {TopicPartition(*tp): OffsetAndMetadata(o, "", -1)
-                         for tp, o in offsets.items()},
-                        group_metadata,
-                    )  # fmt: skip
-                producer.commit_transaction()
-                self._open_txn = False
-            except KafkaError as exc:
-                self._abort_quietly()
-                raise ConnectorError(
-                    f"transaction of {self.transactional_id!r} failed: {exc!r}"
-                ) from exc
+        if offsets:
+            producer.send_offsets_to_transaction(
+                {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()},
+                group_metadata,
+            )
+        producer.commit_transaction()
 
-    def abort(self) -> None:
-        """Drop the open transaction, if any."""
-        with self._lock:
-            self._abort_quietly()
+    def _abort(self, producer: KafkaProducer) -> None:
+        producer.abort_transaction()
 
-    def _abort_quietly(self) -> None:
-        from kafka.errors import KafkaError
-
-        if self._producer is not None and self._open_txn:
-            try:
-                self._producer.abort_transaction()
-            except KafkaError as exc:
-                logger.warning("aborting the transaction of %r failed: %r",
-                               self.transactional_id, exc)  # fmt: skip
-                self._producer.close(timeout=5)
-                self._producer = None
-        self._open_txn = False
-
-    def close(self) -> None:
-        """Abort what is uncommitted and close the producer; harmless twice."""
-        with self._lock:
-            self._abort_quietly()
-            if self._producer is not None:
-                self._producer.close(timeout=10)
-                self._producer = None
-
-    def __repr__(self) -> str:
-        return f"KafkaTransactions(transactional_id={self.transactional_id!r})"
+    def _close(self, producer: KafkaProducer, timeout_s: float) -> None:
+        producer.close(timeout=timeout_s)
 
 
 class TransactionalSink(Closing, MessageSink):
@@ -248,10 +334,8 @@ class TransactionalSink(Closing, MessageSink):
         *,
         headers: Callable[[], list[tuple[str, bytes]]] | None = None,
     ) -> None:
-        if not isinstance(topic, str) or not topic:
-            raise ConnectorError(f"topic must be a non-empty str, got {topic!r}")
         self._output = output
-        self.topic = topic
+        self.topic = check_topic(topic)
         self._headers = headers
 
     def write(self, line: bytes) -> None:

@@ -277,6 +277,9 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             return False
         return True
 
+    def _group_metadata(self, consumer: Any) -> Any:
+        return consumer.consumer_group_metadata()
+
     def _close_client(self, consumer: Any) -> None:
         try:
             self._revoke(self.assignment)  # librdkafka's own revoke then finds nothing to do

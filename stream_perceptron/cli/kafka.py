@@ -161,17 +161,39 @@ def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
     return outputs
 
 
+def _transactions_class(client: str) -> Any:
+    """The :class:`~connectors.kafka_transactions.TransactionalOutput` of ``client``."""
+    if client == CONFLUENT_KAFKA:
+        from connectors.rdkafka_transactions import RdKafkaTransactions
+
+        return RdKafkaTransactions
+    from connectors.kafka_transactions import KafkaTransactions
+
+    return KafkaTransactions
+
+
+def _model_log_class(client: str) -> Any:
+    """The :class:`~connectors.kafka_model_topic.ModelLog` of ``client``."""
+    if client == CONFLUENT_KAFKA:
+        from connectors.rdkafka_model_topic import RdKafkaModelLog
+
+        return RdKafkaModelLog
+    from connectors.kafka_model_topic import KafkaModelLog
+
+    return KafkaModelLog
+
+
 def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outputs]:
     """``--model-topic``: this worker's coordinator (transactions, model topic, mixing) and
     its outputs, topic sinks writing into its transactions."""
-    from connectors.kafka_model_topic import KafkaModelLog
-    from connectors.kafka_transactions import KafkaTransactions, TransactionalSink
+    from connectors.kafka_transactions import TransactionalSink
     from stream_perceptron.engine.shared_model import SharedModelCoordinator
 
+    client = getattr(args, "kafka_client", KAFKA_PYTHON)
     servers = args.bootstrap_servers.split(",")
     worker = args.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    security = client_options(args)
-    transactions = KafkaTransactions(
+    security = client_options(args, client)
+    transactions = _transactions_class(client)(
         servers,
         f"stream-perceptron-{args.group}-{worker}",
         client_options={**consumer_options(args.producer_option), **security},
@@ -180,7 +202,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
     if mix_interval is None and args.mix_every is None:
         mix_interval = 5.0
     coordinator = SharedModelCoordinator(
-        KafkaModelLog(servers, args.model_topic, client_options=security),
+        _model_log_class(client)(servers, args.model_topic, client_options=security),
         transactions,
         args.model_topic,
         worker,
@@ -207,11 +229,15 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
 def pull_model_command(args: argparse.Namespace) -> int:
     """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
     from connectors import ConnectorError
-    from connectors.kafka_model_topic import KafkaModelLog
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
     from stream_perceptron.engine.shared_model import pull_model
 
-    log = KafkaModelLog(args.bootstrap_servers.split(","), args.model_topic)
+    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    unusable = missing_client(client)
+    if unusable:
+        print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
+        return 2
+    log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
     try:
         model, version, offsets, bad = pull_model(log)
         save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))

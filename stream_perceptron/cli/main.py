@@ -400,6 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pull.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]")
     pull.add_argument("--model-topic", required=True, metavar="TOPIC")
+    pull.add_argument(
+        "--kafka-client",
+        choices=("kafka-python", "confluent-kafka"),
+        default="kafka-python",
+        help="the Kafka client library that reads the model topic (default kafka-python)",
+    )
     pull.add_argument("--output", required=True, metavar="PATH", help="checkpoint file to write")
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]

@@ -64,13 +64,18 @@ def produce(bootstrap: str, topic: str, data: list[tuple[dict, int]], start: int
         producer.close()
 
 
-def worker_args(bootstrap: str, topic: str, group: str, model_topic: str, *extra: str) -> list[str]:
+def worker_args(
+    bootstrap: str, topic: str, group: str, model_topic: str, *extra: str,
+    client: str = "kafka-python",
+) -> list[str]:  # fmt: skip
+    """A worker's command line; ``client`` is its ``--kafka-client`` (options in its naming)."""
+    sep = "." if client == "confluent-kafka" else "_"
     return [
         "run", "--source", "kafka", "--bootstrap-servers", bootstrap, "--topic", topic,
         "--group", group, "--format", "jsonl", "--metrics-port", "-1",
-        "--model-topic", model_topic,
-        "--kafka-option", "session_timeout_ms=6000",
-        "--kafka-option", "heartbeat_interval_ms=1000",
+        "--model-topic", model_topic, "--kafka-client", client,
+        "--kafka-option", f"session{sep}timeout{sep}ms=6000",
+        "--kafka-option", f"heartbeat{sep}interval{sep}ms=1000",
         *extra,
     ]  # fmt: skip
 
@@ -84,10 +89,12 @@ def start_worker(args: list[str], log: Path) -> subprocess.Popen:
     )
 
 
-def pull(bootstrap: str, model_topic: str, path: Path) -> StreamClassifier:
+def pull(
+    bootstrap: str, model_topic: str, path: Path, client: str = "kafka-python"
+) -> StreamClassifier:
     proc = run_cli(
         "pull-model", "--bootstrap-servers", bootstrap, "--model-topic", model_topic,
-        "--output", str(path),
+        "--output", str(path), "--kafka-client", client,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()
     return StreamClassifier.from_state(json.loads(path.read_text())["model"])

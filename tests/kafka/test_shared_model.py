@@ -48,8 +48,11 @@ def _run_workers(args: list[str], ids: list[str], logs, timeout: float = 180) ->
     assert codes == [0] * len(ids), [(logs / f"{i}.log").read_text()[-3000:] for i in ids]
 
 
-@pytest.mark.parametrize(("noise", "averaged"), [(0.1, True), (0.0, False)])
-def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, averaged):
+@pytest.mark.parametrize(
+    ("noise", "averaged", "client"),
+    [(0.1, True, "kafka-python"), (0.1, True, "confluent-kafka"), (0.0, False, "kafka-python")],
+)
+def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, averaged, client):
     n = 18_000
     data = examples(n, seed=3, noise=noise, margin=0.0 if noise else 0.2)
     held_out = examples(4000, seed=4, noise=0.0)
@@ -60,10 +63,10 @@ def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, average
     args = worker_args(
         kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end",
         "--mix-every", "1000", "--checkpoint-interval", "0.5",
-        "--predictions-topic", predictions, *flags,
+        "--predictions-topic", predictions, *flags, client=client,
     )  # fmt: skip
     _run_workers(args, ["w0", "w1", "w2"], tmp_path)
-    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json")
+    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json", client)
     assert pulled.n_seen == n  # every record learned exactly once, cluster-wide
     sequential = _sequential(data, averaged=averaged)
     gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
@@ -87,19 +90,22 @@ def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, average
         assert again.n_mistakes - first <= first // 20, (first, again.n_mistakes)
 
 
-@pytest.mark.parametrize("model", ["binary", "multiclass"])
-def test_pulled_model_is_a_checkpoint(kafka_bootstrap, tmp_path, model):
+@pytest.mark.parametrize(
+    ("model", "client"),
+    [("binary", "kafka-python"), ("multiclass", "kafka-python"), ("binary", "confluent-kafka")],
+)
+def test_pulled_model_is_a_checkpoint(kafka_bootstrap, tmp_path, model, client):
     data = examples(3000, seed=5, noise=0.05)
     (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
     produce(kafka_bootstrap, topic, data)
     model_topic = name("model")
     args = worker_args(
         kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end", "--model", model,
-        "--averaged", "--mix-every", "300", "--checkpoint-interval", "0.2",
+        "--averaged", "--mix-every", "300", "--checkpoint-interval", "0.2", client=client,
     )  # fmt: skip
     _run_workers(args, ["a", "b"], tmp_path)
     path = tmp_path / "model.json"
-    pulled = pull(kafka_bootstrap, model_topic, path)
+    pulled = pull(kafka_bootstrap, model_topic, path, client)
     assert pulled.n_seen == 3000
     assert type(pulled).__name__ == {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}[
         model
@@ -190,13 +196,28 @@ def _drain(kafka_bootstrap, group, topic, n, procs, timeout=150) -> None:
         p.wait(timeout=60)
 
 
-def _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data) -> None:
+def _finish(kafka_bootstrap, group, topic, data, producing, procs) -> None:
+    """Wait for the producer thread, then for every record to be committed; stop the workers."""
+    producing.join(timeout=60)
+    assert producing.error is None
+    _drain(kafka_bootstrap, group, topic, len(data), procs)
+
+
+def _kill_all(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+
+
+def _check_exact(
+    kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, client="kafka-python"
+) -> None:
     n = len(data)
     states = partition_records(kafka_bootstrap, model_topic)
     for p in range(PARTITIONS):
         end = n // PARTITIONS + (p < n % PARTITIONS)
         assert (states[p].next_offset, states[p].n_seen) == (end, end), states[p]
-    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json")
+    pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json", client)
     assert pulled.n_seen == n
     out = read_committed(kafka_bootstrap, predictions, 3)
     assert prediction_positions(out) == sorted(
@@ -207,13 +228,16 @@ def _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, dat
     assert gap <= 0.01, gap  # within 1 point
 
 
-def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(kafka_bootstrap, tmp_path):
+def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
+    kafka_bootstrap, tmp_path, kafka_client
+):
     data = examples(60_000, seed=11, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     model_topic, group = name("model"), name("group")
     args = worker_args(
         kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
         "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+        client=kafka_client,
     )  # fmt: skip
     producing = _Producing(kafka_bootstrap, topic, data, 15.0)
     producing.start()
@@ -234,14 +258,15 @@ def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(kafka_bootstr
             kills += 1
             since[victim] = logs[victim].stat().st_size
             procs[victim] = start_worker([*args, "--instance-id", victim], logs[victim])
-        producing.join(timeout=60)
-        assert producing.error is None
-        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
+        _finish(kafka_bootstrap, group, topic, data, producing, list(procs.values()))
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
+        _kill_all(procs.values())
+    # the workers ran on the client asked for (its source says so when it subscribes)
+    assert all(
+        ("(confluent-kafka)" in logs[i].read_text()) == (kafka_client == "confluent-kafka")
+        for i in ids
+    )
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
 
 
 def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
@@ -268,13 +293,9 @@ def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
         late = [start_worker([*args, "--instance-id", f"late{i}"], tmp_path / f"late{i}.log")
                 for i in range(2)]  # fmt: skip
         procs += late
-        producing.join(timeout=60)
-        assert producing.error is None
-        _drain(kafka_bootstrap, group, topic, len(data), procs)
+        _finish(kafka_bootstrap, group, topic, data, producing, procs)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        _kill_all(procs)
     _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
     # the late joiners predicted with a mixed model from their first prediction on
     out = read_committed(kafka_bootstrap, predictions, 3)
@@ -320,3 +341,35 @@ def test_worker_metrics(kafka_bootstrap, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def test_workers_of_both_clients_learn_one_model(kafka_bootstrap, tmp_path):
+    """The clients write the same records: a kafka-python and a confluent-kafka worker share
+    one group and one model topic, and either client's pull-model reads the same model."""
+    data = examples(12_000, seed=13, noise=0.1)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    model_topic, group = name("model"), name("group")
+    extra = ("--averaged", "--mix-every", "1000", "--checkpoint-interval", "0.5",
+             "--predictions-topic", predictions, "-v")  # fmt: skip
+    clients = ["kafka-python", "confluent-kafka"]
+    logs = [tmp_path / f"{c}.log" for c in clients]
+    producing = _Producing(kafka_bootstrap, topic, data, 6.0)
+    producing.start()
+    procs = [
+        start_worker(worker_args(kafka_bootstrap, topic, group, model_topic, *extra, client=c),
+                     log)  # fmt: skip
+        for c, log in zip(clients, logs, strict=True)
+    ]
+    try:
+        for log in logs:  # each worker owned partitions and committed them
+            wait_for(log, "committed")
+        _finish(kafka_bootstrap, group, topic, data, producing, procs)
+    finally:
+        _kill_all(procs)
+    assert "(confluent-kafka)" in logs[1].read_text()
+    assert "(confluent-kafka)" not in logs[0].read_text()
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data,
+                 "confluent-kafka")  # fmt: skip
+    pull(kafka_bootstrap, model_topic, tmp_path / "other.json", "kafka-python")
+    pulled, other = (json.loads((tmp_path / f).read_text()) for f in ("pulled.json", "other.json"))
+    assert pulled["model"] == other["model"]

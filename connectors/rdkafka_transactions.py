@@ -1,0 +1,127 @@
+"""Kafka transactions for shared-model mode through confluent-kafka (librdkafka): the
+:class:`~connectors.kafka_transactions.TransactionalOutput` of ``--kafka-client
+confluent-kafka``, with the behaviour of
+:class:`~connectors.kafka_transactions.KafkaTransactions` (the shared part is
+:class:`~connectors.kafka_transactions.TransactionsBase`).
+
+librdkafka's ``commit_transaction`` flushes the transaction's messages and fails when one of
+them was not delivered, so no delivery callback is needed; the group metadata is the source
+consumer's ``consumer_group_metadata()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from connectors.kafka_common import TopicPartitionKey, merge_client_options, servers_text
+from connectors.kafka_transactions import (
+    MAX_MESSAGE_BYTES,
+    TRANSACTION_TIMEOUT_MS,
+    TransactionsBase,
+)
+from connectors.rdkafka_source import QUIET_LOGS, require_confluent_kafka
+
+__all__ = ["RdKafkaTransactions"]
+
+logger = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 30.0  # one transactional call (init, offsets, commit, abort)
+FULL_QUEUE_WAIT_S = 0.05
+_RESERVED = frozenset(
+    {"bootstrap.servers", "transactional.id", "enable.idempotence", "error_cb", "on_delivery"}
+)
+
+
+class RdKafkaTransactions(TransactionsBase):
+    """A confluent-kafka transactional producer.
+
+    The parameters are those of :class:`~connectors.kafka_transactions.KafkaTransactions`,
+    except that ``client_options`` are librdkafka producer settings. Defaults here:
+    ``transaction.timeout.ms=10000``, ``linger.ms=5``, ``message.max.bytes`` 17 MiB (a 16 MiB
+    model and its headers).
+
+    Examples
+    --------
+    A client option overrides a default; the id is the source's own (no connection is made
+    before the first send):
+
+    >>> from connectors.kafka_transactions import TransactionalOutput
+    >>> out = RdKafkaTransactions("h:9", "w0", client_options={"linger.ms": 20})
+    >>> isinstance(out, TransactionalOutput), out._config["linger.ms"]
+    (True, 20)
+    >>> out._config["transactional.id"], out._config["transaction.timeout.ms"]
+    ('w0', 10000)
+    """
+
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
+            {
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                "linger.ms": 5,
+                "message.max.bytes": MAX_MESSAGE_BYTES + 1024 * 1024,  # room for the headers
+                "reconnect.backoff.max.ms": 5000,
+                **QUIET_LOGS,
+            },
+            client_options,
+            _RESERVED,
+        )
+        config.update(
+            {
+                "bootstrap.servers": servers_text(bootstrap_servers),
+                "transactional.id": self.transactional_id,
+                "error_cb": self._client_error,
+            }
+        )
+        return config
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        return (require_confluent_kafka().KafkaException,)
+
+    def _create(self) -> Any:
+        producer = require_confluent_kafka().Producer(self._config)
+        producer.init_transactions(CALL_TIMEOUT_S)
+        return producer
+
+    def _begin(self, producer: Any) -> None:
+        producer.begin_transaction()
+
+    def _send(
+        self, producer: Any, topic: str, value: bytes, key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:  # fmt: skip
+        while True:
+            try:
+                producer.produce(topic, value, key, headers=headers)
+                return
+            except BufferError:  # the local queue is full: let librdkafka send some
+                producer.poll(FULL_QUEUE_WAIT_S)
+
+    def _commit(
+        self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
+    ) -> None:
+        ck = require_confluent_kafka()
+        if offsets:
+            producer.send_offsets_to_transaction(
+                [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                group_metadata,
+                CALL_TIMEOUT_S,
+            )
+        producer.commit_transaction(CALL_TIMEOUT_S)
+
+    def _abort(self, producer: Any) -> None:
+        producer.abort_transaction(CALL_TIMEOUT_S)
+
+    def _close(self, producer: Any, timeout_s: float) -> None:
+        # librdkafka has no close: what is queued is flushed (or dropped after the timeout);
+        # the object goes with its last reference
+        try:
+            producer.flush(timeout_s)
+        except self._client_errors() as exc:  # a fenced (fatal) producer refuses to flush
+            logger.debug("closing the transactional producer %r: %r", self.transactional_id, exc)
+
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback: a lost broker is retried; commits report failures."""
+        logger.debug("transactional producer %r: %r", self.transactional_id, error)
