@@ -72,7 +72,7 @@ class TransactionalOutput(Protocol):
         ...
 
     def send(
-        self, topic: str, value: bytes, key: bytes | None = None,
+        self, topic: str, value: bytes | None, key: bytes | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None: ...  # fmt: skip
 
@@ -131,15 +131,16 @@ class TransactionsBase(Closing):
     def send(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         key: bytes | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
-        """Queue one message in the current transaction."""
+        """Queue one message in the current transaction (``value`` ``None``: a tombstone, which
+        deletes ``key`` from a compacted topic)."""
         with self._lock:
             producer = self._ready()
             try:
-                self._send(producer, topic, bytes(value), key, headers)
+                self._send(producer, topic, None if value is None else bytes(value), key, headers)
             except self._client_errors() + (ValueError, TypeError) as exc:
                 raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
 
@@ -209,7 +210,7 @@ class TransactionsBase(Closing):
         raise NotImplementedError
 
     def _send(
-        self, producer: Any, topic: str, value: bytes, key: bytes | None,
+        self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
         headers: list[tuple[str, bytes]] | None,
     ) -> None:  # fmt: skip
         raise NotImplementedError
@@ -284,7 +285,7 @@ class KafkaTransactions(TransactionsBase):
         producer.begin_transaction()
 
     def _send(
-        self, producer: KafkaProducer, topic: str, value: bytes, key: bytes | None,
+        self, producer: KafkaProducer, topic: str, value: bytes | None, key: bytes | None,
         headers: list[tuple[str, bytes]] | None,
     ) -> None:  # fmt: skip
         producer.send(topic, value=value, key=key, headers=headers)

@@ -89,7 +89,7 @@ class RdKafkaTransactions(TransactionsBase):
         producer.begin_transaction()
 
     def _send(
-        self, producer: Any, topic: str, value: bytes, key: bytes | None,
+        self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
         headers: list[tuple[str, bytes]] | None,
     ) -> None:  # fmt: skip
         while True:

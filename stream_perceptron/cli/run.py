@@ -282,11 +282,6 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
             "--scale and --hash-bits are not for --model-topic yet: a mixture of models "
             "standardised by different running statistics is not one model"
         )
-    if args.kafka_client != "kafka-python":
-        parser.error(
-            "--model-topic runs with --kafka-client kafka-python for now (an intermittent bug of "
-            "the confluent-kafka shared model is open)"
-        )
     if args.average_half_life is not None:
         parser.error("--model-topic mixes plain averages: not with --average-half-life")
     for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),

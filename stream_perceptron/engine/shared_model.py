@@ -5,22 +5,25 @@ shares lives in the model topic (a compacted log, :class:`~connectors.kafka_mode
 
 * ``partition:<topic>:<n>``: the partition's next offset and the examples and mistakes learned
   from it since the stream began (:class:`~stream_perceptron.sharing.PartitionState`);
-* ``worker:<id>``: the worker's model as of its last commit, with the examples it learned since
-  it last mixed (:class:`~stream_perceptron.sharing.Publication`);
+* ``increment:<worker>:<seq>``: what a worker learned between two of its commits
+  (:class:`~stream_perceptron.sharing.Increment`), until a mixture holds it;
 * ``mixture``: the numbered mixtures (:class:`~stream_perceptron.sharing.Mixture`).
 
 Every commit is one Kafka transaction (:class:`~connectors.kafka_transactions.TransactionalOutput`):
 the predictions and dead letters since the last commit, the owned partitions' records, this
-worker's publication and the consumed offsets. A ``kill -9`` loses exactly the open
-transaction: its records are read again, by whoever owns their partition next, from the
-offsets and counts that were committed with the model that learned them.
+worker's increment and the consumed offsets. A ``kill -9`` loses exactly the open transaction:
+its records are read again, by whoever owns their partition next, from the offsets and counts
+that were committed with the increments that learned them.
 
-Mixing (:func:`~stream_perceptron.sharing.mix_states`): every ``mix_every`` examples of this
-worker and/or ``mix_interval`` seconds, right after a commit, the worker reads the model topic
-to its end and replaces its model by the average of its own and of every other worker's
-latest publication it has not mixed yet, weighted by the examples each learned since its last
-mix. The mixture gets the next version number and the exact cluster-wide counts (the sum of
-the partition records), and is written to the model topic.
+Mixing (:mod:`~stream_perceptron.sharing.increments`): one worker mixes, the one that owns the
+first input topic's partition 0 (Kafka's group assignment elects it, and moves the job with
+the partition). Every ``mix_every`` examples of some worker and/or ``mix_interval`` seconds,
+right after a commit, it folds every increment no mixture holds yet into the newest mixture
+(iterative parameter mixing: per worker the weighted average of the local changes, the sums of
+the running average added) and writes the next mixture, with tombstones for the increments it
+now holds, in its next transaction. Mixtures form one chain, so none is lost to a concurrent
+one. Every worker, after each commit, moves onto a newer mixture when there is one: its model
+becomes the mixture plus what it learned that the mixture does not hold yet, exactly.
 """
 
 from __future__ import annotations
@@ -38,14 +41,14 @@ from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.sharing import (
+    Increment,
     MixError,
     Mixture,
     PartitionState,
-    Publication,
     RecordFormatError,
     divergence,
-    mix_states,
 )
+from stream_perceptron.sharing.increments import Form, fold, form, increment, translate
 from stream_perceptron.sharing.records import decode
 
 __all__ = ["ModelView", "PartitionCounting", "SharedModelCoordinator", "adopt", "pull_model"]
@@ -66,13 +69,16 @@ class ModelView:
     """The latest record of each key of the model topic, as read so far."""
 
     partitions: dict[PositionKey, PartitionState] = field(default_factory=dict)
-    publications: dict[str, Publication] = field(default_factory=dict)
+    increments: dict[str, dict[int, Increment]] = field(default_factory=dict)
     mixture: Mixture | None = None
     bad_records: int = 0
 
     def ingest(self, records: list[tuple[bytes | None, bytes | None]]) -> None:
         """Take records in log order; one that does not parse is logged, counted, ignored."""
         for key, value in records:
+            if value is None:  # a tombstone: a mixture holds that increment
+                self._forget(key)
+                continue
             try:
                 record = decode(value)
             except RecordFormatError as e:
@@ -81,10 +87,17 @@ class ModelView:
                 continue
             if isinstance(record, PartitionState):
                 self.partitions[(record.topic, record.partition)] = record
-            elif isinstance(record, Publication):
-                self.publications[record.worker] = record
+            elif isinstance(record, Increment):
+                self.increments.setdefault(record.worker, {})[record.seq] = record
             elif self.mixture is None or record.version >= self.mixture.version:
-                self.mixture = record  # concurrent mixes: the highest version wins
+                self.mixture = record  # one chain: the highest version is the newest
+
+    def _forget(self, key: bytes | None) -> None:
+        text = (key or b"").decode("utf-8", "replace")
+        kind, _, rest = text.partition(":")
+        worker, _, seq = rest.rpartition(":")
+        if kind == "increment" and seq.isdigit():
+            self.increments.get(worker, {}).pop(int(seq), None)
 
     def counts(self, own: dict[PositionKey, list[int]] | None = None) -> tuple[int, int]:
         """Examples and mistakes learned cluster-wide: the partition records, with ``own``
@@ -99,27 +112,46 @@ class ModelView:
                 n, m = n + p.n_seen, m + p.n_mistakes
         return n, m
 
+    def included(self) -> dict[str, int]:
+        """Per worker, the ``seq`` of its latest increment the newest mixture holds."""
+        return dict(self.mixture.included) if self.mixture is not None else {}
+
+    def fresh(self) -> dict[str, list[Increment]]:
+        """Per worker, its increments the newest mixture does not hold, in order."""
+        included = self.included()
+        out = {}
+        for worker, steps in sorted(self.increments.items()):
+            new = [steps[q] for q in sorted(steps) if q > included.get(worker, 0)]
+            if new:
+                out[worker] = new
+        return out
+
+    def folded(self) -> tuple[dict[str, Any], dict[str, list[Increment]]] | None:
+        """The newest mixture with every increment it does not hold folded in (the next
+        mixture), and those increments; ``None`` before any mixture."""
+        if self.mixture is None:
+            return None
+        fresh = self.fresh()
+        state = fold(self.mixture.state, [
+            (steps[-1].meta, [Form.decode(i.delta) for i in steps]) for steps in fresh.values()
+        ])  # fmt: skip
+        return state, fresh
+
     def current(self) -> tuple[dict[str, Any], int] | None:
-        """The cluster's current model and its version: the newest mixture, or when workers
-        learned on top of it, the mixture of their latest publications (weighted by the
-        examples each learned since its last mix), with the exact cluster-wide counts."""
-        base = self.mixture.version if self.mixture is not None else 0
-        fresh = [
-            p for _, p in sorted(self.publications.items())
-            if p.n_since > 0 and p.base_version >= base
-        ]  # fmt: skip
+        """The cluster's current model and its version: the newest mixture with every
+        increment it does not hold folded in (version + 1 then), with the exact cluster-wide
+        counts."""
+        folded = self.folded()
+        if folded is None or self.mixture is None:
+            return None
+        state, fresh = folded
         n_seen, n_mistakes = self.counts()
-        if not fresh:
-            if self.mixture is None:
-                return None
-            state = dict(self.mixture.state, n_seen=n_seen, n_mistakes=n_mistakes)
-            return state, self.mixture.version
-        state = mix_states(
-            [p.state for p in fresh], [p.n_since for p in fresh],
-            n_seen=n_seen, n_mistakes=n_mistakes,
-            base=self.mixture.state if self.mixture is not None else None,
-        )  # fmt: skip
-        return state, base + 1
+        if state["n_seen"] != n_seen:
+            logger.warning("the model holds %d examples, the partition records count %d",
+                           state["n_seen"], n_seen)  # fmt: skip
+        state = translate(state, [])  # a copy
+        state["n_mistakes"] = n_mistakes
+        return state, self.mixture.version + (1 if fresh else 0)
 
 
 def pull_model(log: ModelLog) -> tuple[StreamClassifier, int, dict[PositionKey, int], int]:
@@ -170,7 +202,11 @@ class SharedModelCoordinator(CheckpointCoordinator):
     every, interval
         Commit after this many records / seconds (whichever first).
     mix_every, mix_interval
-        Mix after this many examples of this worker / seconds (whichever first).
+        Mix after some worker learned this many examples no mixture holds / after this many
+        seconds (whichever first).
+    leader
+        The input partition whose owner mixes (default: partition 0 of the first input topic
+        this worker is assigned).
     """
 
     def __init__(
@@ -184,6 +220,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         interval: float | None = 1.0,
         mix_every: int | None = None,
         mix_interval: float | None = None,
+        leader: PositionKey | None = None,
     ) -> None:
         super().__init__(None, every=every, interval=interval)
         self.log = log
@@ -192,12 +229,13 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.worker = worker
         self.mix_every = mix_every
         self.mix_interval = mix_interval
+        self.leader = leader
         self.view = ModelView()
         self.counts: dict[PositionKey, list[int]] = {}  # owned partitions: [examples, mistakes]
         self.owned: set[PositionKey] = set()
         self.version = 0  # of the mixture the model is based on
-        self.n_since = 0  # examples learned since the last mix
-        self.mixes = 0
+        self.n_since = 0  # examples learned since the model moved onto a mixture
+        self.mixes = 0  # mixtures this worker made or moved onto
         self.last_mix_at: float | None = None  # wall clock
         self.divergence = 0.0
         self.restores = 0
@@ -206,13 +244,13 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.commit_seconds = 0.0  # spent in transaction commits
         self.mix_seconds = 0.0  # spent reading the model topic and mixing
         self.committed: dict[PositionKey, int] = {}  # offsets committed, per partition
-        self._seq = 0
-        self._published_n = -1  # learner.n_seen at the last publication
-        self._included: dict[str, int] = {}  # worker -> seq of its publication last mixed
+        self._seq = 0  # of this worker's last increment
         self._last_mix_time = time.monotonic()
         self._group: Callable[[], Any] | None = None
-        self._mixture: Mixture | None = None  # the last mix, written with the next commit
-        self._base_state: dict[str, Any] | None = None  # the model the local steps start from
+        self._base: dict[str, Any] | None = None  # the mixture the model is based on
+        self._published: Form | None = None  # the model's form at its last increment
+        self._pending: list[Increment] = []  # its increments no mixture holds yet
+        self._outbox: list[tuple[str, bytes | None]] = []  # for the next transaction
 
     # -- wiring --------------------------------------------------------------------------------
     def install(self, engine: Any) -> None:
@@ -228,37 +266,44 @@ class SharedModelCoordinator(CheckpointCoordinator):
 
     def start(self) -> None:
         """Before the first record: fence a former self (aborting the transaction it left
-        open), create the model topic if missing, and start from the newest model: this
-        worker's own last publication when it is based on the newest mixture (a restart), else
-        the newest mixture (a late joiner)."""
+        open), create the model topic if missing, and start from the newest mixture plus this
+        worker's own increments it does not hold (a restart), or from a fresh model as mixture
+        0 when there is none yet."""
         self.output.start()
         self.log.ensure()
         self._read_log()
         state = self._state
         if state is None:
             raise RuntimeError("SharedModelCoordinator.start before attach()")
-        mixture, own = self.view.mixture, self.view.publications.get(self.worker)
-        newest = mixture.version if mixture is not None else 0
         with state.lock:
-            # what the model is learned on top of (a fresh model at first)
-            self._base_state = mixture.state if mixture is not None else state.learner.get_state()
-            if own is not None and own.base_version >= newest:
-                adopt(state.learner, own.state)
-                self.version, self.n_since, self._seq = own.base_version, own.n_since, own.seq
-                self._included = {w: p.seq for w, p in self.view.publications.items()
-                                  if p.base_version < own.base_version}  # fmt: skip
-                logger.warning("worker %s continues its own model (mixture %d + %d examples)",
-                               self.worker, self.version, self.n_since)  # fmt: skip
-            elif mixture is not None:
-                adopt(state.learner, mixture.state)
+            learner = state.learner
+            mixture = self.view.mixture
+            if mixture is None:  # the first worker: mixture 0 is a fresh model
+                base = learner.get_state()
+                first = Mixture(0, base, self.worker)
+                self._outbox.append((Mixture.key, first.encode()))
+                self.view.mixture = first  # written with the first commit
+                self.version = 0
+            else:
+                base = mixture.state
                 self.version = mixture.version
-                self._included = {w: p.seq for w, p in self.view.publications.items()
-                                  if p.base_version < mixture.version}  # fmt: skip
-                if own is not None:
-                    self._seq = own.seq
-                logger.warning("worker %s starts from mixture %d (%d examples)",
-                               self.worker, self.version, state.learner.n_seen)  # fmt: skip
-            self._published_n = state.learner.n_seen
+            own = self.view.increments.get(self.worker, {})
+            included = self.view.included().get(self.worker, 0)
+            self._seq = max([included, *own])
+            self._pending = [own[q] for q in sorted(own) if q > included]
+            model = translate(base, [(1.0, Form.decode(i.delta)) for i in self._pending],
+                              labels_from=[i.meta for i in self._pending])  # fmt: skip
+            adopt(learner, model)
+            self._base = base
+            self._published = form(model)
+            self.n_since = sum(i.examples for i in self._pending)
+            if mixture is not None:
+                logger.warning(
+                    "worker %s starts from mixture %d (%d examples)%s", self.worker,
+                    self.version, mixture.state["n_seen"],
+                    f" with {len(self._pending)} of its own increments ({self.n_since} "
+                    "examples) it does not hold yet" if self._pending else "",
+                )  # fmt: skip
 
     # -- per record ----------------------------------------------------------------------------
     def count(self, key: PositionKey, mistake: bool) -> None:
@@ -276,15 +321,27 @@ class SharedModelCoordinator(CheckpointCoordinator):
         now = time.monotonic() if now is None else now
         return self.interval is not None and now - self._last_time >= self.interval
 
-    def mix_due(self, now: float | None = None) -> bool:
-        if self.mix_every and self.n_since >= self.mix_every:
+    @property
+    def is_leader(self) -> bool:
+        """Whether this worker mixes: it owns the leader partition."""
+        if self.leader is not None:
+            return self.leader in self.owned
+        topics = sorted({t for t, _ in self.owned})
+        return bool(topics) and (topics[0], 0) in self.owned
+
+    def mix_due(self, fresh: dict[str, list[Increment]], now: float | None = None) -> bool:
+        if not fresh:
+            return False
+        if self.mix_every and any(
+            sum(i.examples for i in steps) >= self.mix_every for steps in fresh.values()
+        ):
             return True
         now = time.monotonic() if now is None else now
         return self.mix_interval is not None and now - self._last_mix_time >= self.mix_interval
 
     def after_batch(self, records: int) -> None:
-        """Commit when due; a mix that is due commits first (mixes happen between commits)."""
-        if self.due(records) or self.mix_due():
+        """Commit when due."""
+        if self.due(records):
             self.save()
 
     def finish(self) -> None:
@@ -329,10 +386,18 @@ class SharedModelCoordinator(CheckpointCoordinator):
     # -- commit and mix ------------------------------------------------------------------------
     def save(self) -> None:
         """One transaction: what was output since the last one, the owned partitions' records,
-        this worker's model, and the consumed offsets."""
+        this worker's increment, the next mixture when this worker is the leader and a mix is
+        due (with tombstones for the increments it folds in), and the consumed offsets; then
+        move onto the newest mixture."""
         state = self._state
         if state is None:
             raise RuntimeError("SharedModelCoordinator.save before attach()")
+        mixture = None
+        leader = self.is_leader
+        if leader:
+            # read before this transaction writes to the model topic: a read_committed reader
+            # waits for every open transaction on it, its own one too
+            self._read_log()
         with state.lock:
             offsets = {k: self.positions[k] for k in sorted(self.owned, key=repr)
                        if k in self.positions}  # fmt: skip
@@ -340,17 +405,12 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 n, m = self.counts.get((topic, partition), (0, 0))
                 record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
                 self._send(record.key, record.encode())
-            learner = state.learner
-            if self._mixture is not None:
-                self._send(self._mixture.key, self._mixture.encode())
-                self._mixture = None
-            if learner.n_seen != self._published_n:
-                self._seq += 1
-                publication = Publication(
-                    self.worker, self._seq, self.version, self.n_since, learner.get_state()
-                )
-                self._send(publication.key, publication.encode())
-                self._published_n = learner.n_seen
+            for key, value in self._outbox:
+                self._send(key, value)
+            self._outbox = []
+            self._publish(state.learner)
+            if leader:
+                mixture = self._next_mixture()
             group = self._group() if self._group is not None else None
             if offsets and group is None:
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
@@ -364,59 +424,97 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self.last_saved_at = time.time()
             self._last_records = state.stats.records
             self._last_time = time.monotonic()
-        if self.mix_due():
-            self.mix()
+            if mixture is not None:  # committed: the chain goes on from it
+                self.view.ingest([(k.encode(), None) for k in _held_keys(mixture, self.view)])
+                self.view.mixture = mixture
+        self.mix()
 
-    def mix(self) -> bool:
-        """Mix this worker's model with the others' new publications; False if there was
-        nothing to mix. The mixture is written with the next commit."""
+    def _publish(self, learner: StreamClassifier) -> None:
+        """This worker's increment since its last one, into the open transaction."""
+        assert self._published is not None
+        now = learner.get_state()
+        step = increment(now, self._published)
+        if not step.t:
+            return
+        self._seq += 1
+        meta = {k: v for k, v in now.items() if k not in _WEIGHTS}
+        record = Increment(self.worker, self._seq, self.version, step.encode(), meta)
+        self._send(record.key, record.encode())
+        self._pending.append(record)
+        self._published = form(now)
+
+    def _next_mixture(self) -> Mixture | None:
+        """The leader's next mixture, into the open transaction (with tombstones for the
+        increments it holds), when one is due: every increment the newest mixture lacks,
+        this worker's own in this transaction included, folded in."""
         started = time.perf_counter()
         try:
-            return self._mix()
+            view = self.view  # read just before the transaction began
+            for own in self._pending:  # the one in this transaction is not in the log yet
+                view.increments.setdefault(self.worker, {})[own.seq] = own
+            current = view.mixture
+            if current is None or not self.mix_due(view.fresh()):
+                return None
+            try:
+                folded = view.folded()
+            except MixError as e:
+                logger.error("not mixing: %s", e)
+                return None
+            assert folded is not None
+            mixed, fresh = folded
+            included = {**current.included, **{w: s[-1].seq for w, s in fresh.items()}}
+            mixture = Mixture(current.version + 1, mixed, self.worker, included=included)
+            self._send(mixture.key, mixture.encode())
+            for steps in fresh.values():
+                for i in steps:
+                    self._send(i.key, None)
+            self._last_mix_time = time.monotonic()
+            logger.info("worker %s mixed %d increments of %d workers into version %d",
+                        self.worker, sum(map(len, fresh.values())), len(fresh),
+                        mixture.version)  # fmt: skip
+            return mixture
         finally:
             self.mix_seconds += time.perf_counter() - started
 
-    def _mix(self) -> bool:
-        self._read_log()
-        state = self._state
-        assert state is not None
-        with state.lock:
-            self._last_mix_time = time.monotonic()
-            others = [
-                p for w, p in sorted(self.view.publications.items())
-                if w != self.worker and p.n_since > 0 and self._included.get(w, -1) < p.seq
-            ]  # fmt: skip
-            weights = [self.n_since] + [p.n_since for p in others]
-            if not sum(weights):
-                return False
-            learner = state.learner
-            local = learner.get_state()
-            n_seen, n_mistakes = self.view.counts(self.counts)
-            try:
-                mixed = mix_states(
-                    [local, *(p.state for p in others)], weights,
-                    n_seen=n_seen, n_mistakes=n_mistakes, base=self._base_state,
-                )  # fmt: skip
-            except MixError as e:
-                logger.error("not mixing: %s", e)
-                return False
-            newest = self.view.mixture.version if self.view.mixture is not None else 0
-            self.version = max([self.version, newest, *(p.base_version for p in others)]) + 1
-            self.divergence = divergence(local, mixed)
-            adopt(learner, mixed)
-            self._base_state = mixed
-            for p in others:
-                self._included[p.worker] = p.seq
-            self.n_since = 0
-            self.mixes += 1
-            self.last_mix_at = time.time()
-            # written with the next commit (the model topic is in a transaction only while a
-            # commit is being written, so readers seldom wait for one)
-            self._mixture = Mixture(self.version, mixed, self.worker)
-            self._published_n = -1  # publish the mixed model with the next commit
-        logger.info("worker %s mixed %d publications into version %d (divergence %.4g)",
-                    self.worker, len(others), self.version, self.divergence)  # fmt: skip
-        return True
+    def mix(self) -> bool:
+        """Read the model topic and move onto a newer mixture if there is one; True if the
+        model moved."""
+        started = time.perf_counter()
+        try:
+            self._read_log()
+            state = self._state
+            assert state is not None
+            with state.lock:
+                mixture = self.view.mixture
+                if mixture is None or mixture.version <= self.version:
+                    return False
+                self._move_onto(state.learner, mixture)
+            return True
+        finally:
+            self.mix_seconds += time.perf_counter() - started
+
+    def _move_onto(self, learner: StreamClassifier, mixture: Mixture) -> None:
+        """The model becomes ``mixture`` plus what this worker learned that it does not hold."""
+        assert self._base is not None and self._published is not None
+        holds = mixture.included.get(self.worker, 0)
+        held = [i for i in self._pending if i.seq <= holds]
+        shift = [(1.0, form(mixture.state)), (-1.0, form(self._base))]
+        shift += [(-1.0, Form.decode(i.delta)) for i in held]
+        local = learner.get_state()
+        unpublished = local["n_seen"] - int(round(self._published.t))
+        moved = translate(local, shift, labels_from=[mixture.state])
+        for coef, f in shift:  # the last increment's form moves alike
+            self._published = self._published.plus(f, coef)
+        self.divergence = divergence(local, moved)
+        adopt(learner, moved)
+        self._pending = [i for i in self._pending if i.seq > holds]
+        self._base = mixture.state
+        self.version = mixture.version
+        self.n_since = sum(i.examples for i in self._pending) + unpublished
+        self.mixes += 1
+        self.last_mix_at = time.time()
+        logger.info("worker %s moved onto mixture %d (divergence %.4g)", self.worker,
+                    self.version, self.divergence)  # fmt: skip
 
     def close(self) -> None:
         """Close the transactions (aborting anything uncommitted) and the model-topic reader."""
@@ -430,11 +528,23 @@ class SharedModelCoordinator(CheckpointCoordinator):
         finally:
             self.log.close()
 
-    def _send(self, key: str, value: bytes) -> None:
+    def _send(self, key: str, value: bytes | None) -> None:
         self.output.send(self.topic, value, key.encode())
 
     def _read_log(self) -> None:
         self.view.ingest(self.log.read_new())
+
+
+#: the parts of a learner state an increment's ``meta`` leaves out
+_WEIGHTS = frozenset({"weights", "bias", "avg_weights_acc", "avg_bias_acc", "classes"})
+
+
+def _held_keys(mixture: Mixture, view: ModelView) -> list[str]:
+    """The keys of the increments in ``view`` that ``mixture`` holds."""
+    return [
+        i.key for w, steps in view.increments.items() for q, i in steps.items()
+        if q <= mixture.included.get(w, 0)
+    ]  # fmt: skip
 
 
 def _describe(offsets: dict[PositionKey, int]) -> str:

@@ -60,17 +60,19 @@ class SharedModelCollector(Collector):
             value=float(version),
         )
         yield CounterMetricFamily(
-            f"{PREFIX}_mixes", "Mixes done by this worker.", value=float(mixes)
+            f"{PREFIX}_mixes",
+            "Mixtures this worker's model moved onto (made by the leader, or by itself as leader).",
+            value=float(mixes),
         )
         if last_mix is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_seconds_since_last_mix",
-                "Seconds since this worker last mixed.",
+                "Seconds since this worker's model last moved onto a mixture.",
                 value=max(0.0, time.time() - last_mix),
             )
         yield GaugeMetricFamily(
             f"{PREFIX}_mix_divergence",
-            "Norm of the difference between the local model and the mixture, at the last mix.",
+            "Norm of the change of this worker's model when it last moved onto a mixture.",
             value=div,
         )
         yield GaugeMetricFamily(

@@ -1,6 +1,7 @@
 """What shared-model workers write about the model, as versioned JSON: per input partition its
-state (next offset and counts), per worker its latest published model, and the numbered
-mixtures. Each record has a key, so a compacted log keeps only the latest of each.
+state (next offset and counts), per worker what it learned between two commits (increments,
+until a mixture holds them), and the numbered mixtures. Each record has a key, so a compacted
+log keeps only the latest of each (an increment a mixture holds is deleted with a tombstone).
 
 A record that does not parse (another program's, a future version's) raises
 :class:`RecordFormatError`; readers count and skip it.
@@ -18,9 +19,9 @@ from stream_perceptron.errors import StreamPerceptronError
 __all__ = [
     "KIND",
     "SCHEMA_VERSION",
+    "Increment",
     "Mixture",
     "PartitionState",
-    "Publication",
     "RecordFormatError",
     "decode",
 ]
@@ -91,44 +92,58 @@ class PartitionState:
 
 
 @dataclass(frozen=True)
-class Publication:
-    """A worker's model as it published it: ``n_since`` examples learned since it last mixed,
-    on top of the mixture numbered ``base_version``; ``seq`` counts its publications."""
+class Increment:
+    """What a worker learned between two of its commits (:class:`~stream_perceptron.sharing.
+    increments.Form`, encoded), numbered ``seq`` per worker, learned on top of the mixture
+    numbered ``base_version``; ``meta``: its learner state without the weights (learner,
+    hyperparameters, label encoding, norm). Once a mixture holds it, it is deleted (a
+    tombstone on its key)."""
 
     worker: str
     seq: int
     base_version: int
-    n_since: int
-    state: dict[str, Any]
+    delta: dict[str, Any]
+    meta: dict[str, Any]
     published_at: float = field(default_factory=time.time)
 
     @property
     def key(self) -> str:
-        return f"worker:{self.worker}"
+        return increment_key(self.worker, self.seq)
+
+    @property
+    def examples(self) -> int:
+        return int(self.delta.get("n", 0))
 
     def encode(self) -> bytes:
         return _envelope(
-            "publication",
+            "increment",
             {
                 "worker": self.worker,
                 "seq": self.seq,
                 "base_version": self.base_version,
-                "n_since": self.n_since,
                 "published_at": self.published_at,
-                "state": self.state,
+                "meta": self.meta,
+                "delta": self.delta,
             },
         )
+
+
+def increment_key(worker: str, seq: int) -> str:
+    """The model-topic key of a worker's increment ``seq``."""
+    return f"increment:{worker}:{seq}"
 
 
 @dataclass(frozen=True)
 class Mixture:
     """A mixed model, numbered: version 0 is the empty model, each mix adds one to the largest
-    version it mixed."""
+    version it mixed. ``included``: per worker, the ``seq`` of its latest increment the
+    mixture holds (it holds every earlier one too)."""
 
     version: int
     state: dict[str, Any]
     worker: str = ""
     mixed_at: float = field(default_factory=time.time)
+    included: dict[str, int] = field(default_factory=dict)
 
     key = MIXTURE_KEY
 
@@ -140,11 +155,12 @@ class Mixture:
                 "worker": self.worker,
                 "mixed_at": self.mixed_at,
                 "state": self.state,
+                "included": self.included,
             },
         )
 
 
-def decode(value: bytes | None) -> PartitionState | Publication | Mixture:
+def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
     """The record a model-topic message holds.
 
     Raises
@@ -184,19 +200,30 @@ def decode(value: bytes | None) -> PartitionState | Publication | Mixture:
             _count(data, "n_mistakes"),
             str(data.get("worker", "")),
         )
-    stamp = data.get("published_at" if kind == "publication" else "mixed_at", 0.0)
+    stamp = data.get("published_at" if kind == "increment" else "mixed_at", 0.0)
     if not isinstance(stamp, (int, float)):
         raise RecordFormatError(f"the time stamp is {stamp!r}")
-    if kind == "publication":
-        return Publication(
+    if kind == "increment":
+        delta, meta = data.get("delta"), data.get("meta")
+        if not isinstance(delta, dict) or not isinstance(delta.get("classes"), list):
+            raise RecordFormatError("delta is not an increment")
+        if not isinstance(meta, dict) or not isinstance(meta.get("learner"), str):
+            raise RecordFormatError("meta is not a learner description")
+        _count(delta, "n")
+        return Increment(
             _text(data, "worker"),
             _count(data, "seq"),
             _count(data, "base_version"),
-            _count(data, "n_since"),
-            _state(data),
+            delta,
+            meta,
             float(stamp),
         )
     if kind == "mixture":
+        included = data.get("included", {})
+        if not isinstance(included, dict) or not all(
+            isinstance(w, str) and type(s) is int for w, s in included.items()
+        ):
+            raise RecordFormatError(f"included is {included!r}, not publications per worker")
         return Mixture(_count(data, "version"), _state(data), str(data.get("worker", "")),
-                       float(stamp))  # fmt: skip
+                       float(stamp), dict(included))  # fmt: skip
     raise RecordFormatError(f"unknown record type {kind!r}")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stream_perceptron import Perceptron
-from stream_perceptron.sharing import Mixture, PartitionState, Publication, RecordFormatError
+from stream_perceptron.sharing import Increment, Mixture, PartitionState, RecordFormatError
 from stream_perceptron.sharing.records import KIND, decode
 
 
@@ -15,8 +15,9 @@ def test_round_trips() -> None:
     state = Perceptron().get_state()
     for record in (
         PartitionState("t", 3, 100, 90, 4, "w1"),
-        Publication("w1", 7, 2, 55, state, 12.5),
+        Increment("w1", 8, 2, {"n": 55, "classes": []}, {"learner": "Perceptron"}, 12.5),
         Mixture(3, state, "w2", 13.0),
+        Mixture(3, state, "w2", 13.0, {"w1": 8, "w2": 1}),
     ):
         assert decode(record.encode()) == record
 
@@ -34,6 +35,14 @@ def test_round_trips() -> None:
                     "partition": -1, "next_offset": 0, "n_seen": 0, "n_mistakes": 0}).encode(),
         json.dumps({"kind": KIND, "schema_version": 1, "type": "mixture", "version": 1,
                     "state": "x"}).encode(),
+        json.dumps({"kind": KIND, "schema_version": 1, "type": "mixture", "version": 1,
+                    "state": {}, "included": {"w1": "8"}}).encode(),
+        json.dumps({"kind": KIND, "schema_version": 1, "type": "increment", "worker": "w",
+                    "seq": 1, "base_version": 0, "meta": {"learner": "Perceptron"},
+                    "delta": {"n": 1.5, "classes": []}}).encode(),
+        json.dumps({"kind": KIND, "schema_version": 1, "type": "increment", "worker": "w",
+                    "seq": 1, "base_version": 0, "meta": {}, "delta": {"n": 1,
+                    "classes": []}}).encode(),
     ],
 )
 def test_what_is_not_a_record(value: bytes | None) -> None:

@@ -1,0 +1,127 @@
+"""Increments, folding and moving onto a mixture, against references computed here from the
+learners' public properties (weights, biases, averages) and a hand-kept sum of the weights
+after each step."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron.sharing import MixError
+from stream_perceptron.sharing.increments import Form, fold, form, increment, translate
+
+
+def _stream(seed: int, n: int) -> list[tuple[dict, bool]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        x = {f"f{j}": rng.uniform(-1, 1) for j in range(rng.randint(1, 4))}
+        out.append((x, sum(x.values()) + rng.uniform(-0.3, 0.3) > 0))
+    return out
+
+
+def _learn(model: Perceptron, data) -> tuple[dict, float]:
+    """Learn ``data``; the sum over the steps of the weights and bias after each step."""
+    sums: dict = {}
+    sum_b = 0.0
+    for x, y in data:
+        model.learn_one(x, y)
+        for k, v in model.weights.items():
+            sums[k] = sums.get(k, 0.0) + v
+        sum_b += model.bias
+    return sums, sum_b
+
+
+def _add(*dicts: dict, coefs: tuple = ()) -> dict:
+    coefs = coefs or (1.0,) * len(dicts)
+    keys = {k for d in dicts for k in d}
+    return {k: sum(c * d.get(k, 0.0) for c, d in zip(coefs, dicts)) for k in keys}
+
+
+def test_fold_averages_the_changes_and_adds_the_sums() -> None:
+    base = Perceptron(averaged=True)
+    base_sum, base_b = _learn(base, _stream(1, 50))
+    workers, local = [], []
+    for seed, n in ((2, 30), (3, 10)):
+        w = Perceptron.from_state(base.get_state())
+        local.append(_learn(w, _stream(seed, n)))
+        workers.append(w)
+    steps = [(w.get_state(), [increment(w.get_state(), form(base.get_state()))])
+             for w in workers]  # fmt: skip
+    mixed = Perceptron.from_state(fold(base.get_state(), steps))
+    assert mixed.n_seen == 90
+    # weights: the base plus the example-weighted average of the workers' changes
+    changes = [_add(w.weights, base.weights, coefs=(1, -1)) for w in workers]
+    expected = _add(base.weights, *changes, coefs=(1, 30 / 40, 10 / 40))
+    assert mixed.weights == pytest.approx(expected)
+    assert mixed.bias == pytest.approx(base.bias + 0.75 * (workers[0].bias - base.bias)
+                                       + 0.25 * (workers[1].bias - base.bias))  # fmt: skip
+    # the running average: every step's weights, summed, over the 90 examples
+    total = _add(base_sum, local[0][0], local[1][0])
+    assert mixed.average_weights == pytest.approx({k: v / 90 for k, v in total.items()})
+    assert math.isclose(mixed.average_bias, (base_b + local[0][1] + local[1][1]) / 90)
+
+
+def test_increments_split_anywhere_fold_the_same() -> None:
+    base = Perceptron(averaged=True)
+    _learn(base, _stream(4, 20))
+    w = Perceptron.from_state(base.get_state())
+    _learn(w, _stream(5, 15))
+    middle = w.get_state()
+    _learn(w, _stream(6, 15))
+    whole = fold(base.get_state(), [(w.get_state(), [increment(w.get_state(),
+                                                               form(base.get_state()))])])
+    parts = [increment(middle, form(base.get_state())), increment(w.get_state(), form(middle))]
+    split = fold(base.get_state(), [(w.get_state(), parts)])
+    a, b = Perceptron.from_state(whole), Perceptron.from_state(split)
+    assert a.weights == pytest.approx(b.weights)
+    assert a.average_weights == pytest.approx(b.average_weights)
+    assert a.n_seen == b.n_seen == 50
+
+
+def test_moving_onto_a_newer_mixture_keeps_what_it_does_not_hold() -> None:
+    old = Perceptron(averaged=True)
+    _learn(old, _stream(7, 40))
+    new = Perceptron.from_state(old.get_state())
+    _learn(new, _stream(8, 25))  # what the others added meanwhile
+    worker = Perceptron.from_state(old.get_state())
+    _learn(worker, _stream(9, 12))
+    moved = Perceptron.from_state(
+        translate(worker.get_state(), [(1.0, form(new.get_state())),
+                                       (-1.0, form(old.get_state()))])  # fmt: skip
+    )
+    assert moved.n_seen == 40 + 25 + 12
+    assert moved.weights == pytest.approx(
+        _add(new.weights, worker.weights, old.weights, coefs=(1, 1, -1))
+    )
+    # and it goes on learning from there like any learner
+    before = moved.n_seen
+    moved.learn_one({"f0": 1.0}, True)
+    assert moved.n_seen == before + 1
+
+
+def test_multiclass_folds_per_class_and_a_new_class_joins() -> None:
+    base = MulticlassPerceptron(averaged=True)
+    for x, y in _stream(10, 20):
+        base.learn_one(x, "a" if y else "b")
+    w = MulticlassPerceptron.from_state(base.get_state())
+    w.learn_one({"f0": 1.0}, "c")  # a class the base never saw
+    step = increment(w.get_state(), form(base.get_state()))
+    mixed = MulticlassPerceptron.from_state(fold(base.get_state(), [(w.get_state(), [step])]))
+    assert mixed.predict_one({"f0": 1.0}) == w.predict_one({"f0": 1.0})
+    assert mixed.n_seen == 21
+
+
+def test_other_hyperparameters_are_refused() -> None:
+    base, other = Perceptron().get_state(), Perceptron(lr=0.5)
+    other.learn_one({"x": 1.0}, True)
+    with pytest.raises(MixError, match="same model"):
+        fold(base, [(other.get_state(), [increment(other.get_state(), form(base))])])
+
+
+def test_a_malformed_increment_is_refused() -> None:
+    with pytest.raises(MixError, match="malformed"):
+        Form.decode({"n": 1, "classes": [{"label": None}]})
