@@ -4,14 +4,7 @@ coordinator joins it to the model topic."""
 
 from __future__ import annotations
 
-from stream_perceptron.sharing.mixing import (
-    MixError,
-    divergence,
-    history_sums,
-    mix_states,
-    subtract_sums,
-    sums_since,
-)
+from stream_perceptron.sharing.mixing import MixError, divergence, mix_states
 from stream_perceptron.sharing.records import (
     Increment,
     Mixture,
@@ -26,8 +19,5 @@ __all__ = [
     "PartitionState",
     "RecordFormatError",
     "divergence",
-    "history_sums",
     "mix_states",
-    "subtract_sums",
-    "sums_since",
 ]

@@ -11,14 +11,7 @@ import pytest
 
 from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.learners import CentroidClassifier, StreamClassifier
-from stream_perceptron.sharing import (
-    MixError,
-    divergence,
-    history_sums,
-    mix_states,
-    subtract_sums,
-    sums_since,
-)
+from stream_perceptron.sharing import MixError, divergence, mix_states
 
 
 def _stream(seed: int, n: int, classes: int = 2) -> list[tuple[dict, object]]:
@@ -146,114 +139,6 @@ def test_labels_encoded_differently_are_refused() -> None:
     b.learn_one({"x": 1.0}, -1)  # settles -1/+1
     with pytest.raises(MixError, match="encode labels"):
         mix_states([a.get_state(), b.get_state()], [1, 1])
-
-
-def _learn_recording(learner: Perceptron, data) -> tuple[dict, float]:
-    """Learn ``data``; return the sum, over the steps, of the weights and bias after each step
-    (what an averaged perceptron averages), kept here by hand."""
-    sums: dict = {}
-    sum_b = 0.0
-    for x, y in data:
-        learner.learn_one(x, y)
-        for k, v in learner.weights.items():
-            sums[k] = sums.get(k, 0.0) + v
-        sum_b += learner.bias
-    return sums, sum_b
-
-
-def test_history_sums_are_the_sums_of_the_weights_after_each_step() -> None:
-    learner = Perceptron(averaged=True)
-    sums, sum_b = _learn_recording(learner, _stream(30, 50))
-    got = history_sums(learner.get_state())
-    assert got["n"] == 50
-    (only,) = got["classes"]
-    assert _close(dict(only["weights"]), sums)
-    assert math.isclose(only["bias"], sum_b, abs_tol=1e-9)
-    assert subtract_sums(got, got)["n"] == 0
-    assert all(v == 0 for _, v in subtract_sums(got, got)["classes"][0]["weights"])
-
-
-def _add(a: dict, b: dict) -> dict:
-    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in a.keys() | b.keys()}
-
-
-def test_with_a_base_the_averages_add_up_as_one_sequential_average() -> None:
-    base = Perceptron(averaged=True)
-    base_sum, base_b = _learn_recording(base, _stream(20, 60))
-    # the reference: the average is the mean of the weights after each step
-    assert _close(base.average_weights, {k: v / 60 for k, v in base_sum.items()})
-    base_sums = history_sums(base.get_state())
-    workers, local = [], []
-    for seed, n in ((21, 40), (22, 25), (23, 10)):
-        learner = Perceptron.from_state(base.get_state())
-        local.append(_learn_recording(learner, _stream(seed, n)))
-        workers.append(learner)
-    counts = [40, 25, 10]
-    t = 60 + sum(counts)
-    states = [m.get_state() for m in workers]
-    mixed = Perceptron.from_state(
-        mix_states(states, counts, n_seen=t, base=base_sums,
-                   local=[sums_since(s, base_sums) for s in states])  # fmt: skip
-    )
-    total = dict(base_sum)
-    for sums, _ in local:
-        total = _add(total, sums)
-    assert _close(mixed.average_weights, {k: v / t for k, v in total.items()})
-    expected_b = (base_b + sum(b for _, b in local)) / t
-    assert math.isclose(mixed.average_bias, expected_b, abs_tol=1e-9)
-    # the working weights are still the weighted average (IPM)
-    lambdas = [c / sum(counts) for c in counts]
-    assert _close(mixed.weights, _avg([m.weights for m in workers], lambdas))
-
-
-def test_workers_on_different_bases_add_their_own_local_sums() -> None:
-    """Workers mix at their own times, so each learned its local steps on its own base: the
-    mixture's average is the mixing worker's base average for the examples before the local
-    steps plus each worker's sum over its own local steps (taken against its own base), over
-    ``t``. A worker whose base is far from the mixing worker's must not bend the average: the
-    bug this guards against subtracted the mixing worker's base from everyone, and the pulled
-    models of a 3-worker cluster ended 5-10 points behind one sequential model."""
-    # two bases that differ: b learned 80 more examples, of another stream
-    a_base = Perceptron(averaged=True)
-    _learn_recording(a_base, _stream(40, 100))
-    b_base = Perceptron.from_state(a_base.get_state())
-    _learn_recording(b_base, [(x, not y) for x, y in _stream(41, 80)])
-    a_sums, b_sums = history_sums(a_base.get_state()), history_sums(b_base.get_state())
-    a, b = Perceptron.from_state(a_base.get_state()), Perceptron.from_state(b_base.get_state())
-    (a_local, a_b), (b_local, b_b) = (
-        _learn_recording(a, _stream(42, 30)), _learn_recording(b, _stream(43, 20))
-    )
-    t = 300  # cluster-wide
-    states = [a.get_state(), b.get_state()]
-    mixed = Perceptron.from_state(
-        mix_states(states, [30, 20], n_seen=t, base=a_sums,
-                   local=[sums_since(states[0], a_sums), sums_since(states[1], b_sums)])
-    )  # fmt: skip
-    rest = t - 50
-    expected = _add(
-        {k: rest * v for k, v in a_base.average_weights.items()}, _add(a_local, b_local)
-    )
-    assert _close(mixed.average_weights, {k: v / t for k, v in expected.items()})
-    expected_b = (rest * a_base.average_bias + a_b + b_b) / t
-    assert math.isclose(mixed.average_bias, expected_b, abs_tol=1e-9)
-
-
-def test_without_local_sums_a_state_counts_its_own_average() -> None:
-    """A publication of an earlier release carries no local sums: its running average stands
-    for its local steps."""
-    base = Perceptron(averaged=True)
-    _learn_recording(base, _stream(50, 40))
-    worker = Perceptron.from_state(base.get_state())
-    _learn_recording(worker, _stream(51, 10))
-    mixed = Perceptron.from_state(
-        mix_states([worker.get_state()], [10], n_seen=100,
-                   base=history_sums(base.get_state()), local=[None])  # fmt: skip
-    )
-    expected = _add(
-        {k: 90 * v for k, v in base.average_weights.items()},
-        {k: 10 * v for k, v in worker.average_weights.items()},
-    )
-    assert _close(mixed.average_weights, {k: v / 100 for k, v in expected.items()})
 
 
 def test_a_forgetting_average_is_not_mixed():
