@@ -49,7 +49,7 @@ from stream_perceptron.sharing import (
     divergence,
 )
 from stream_perceptron.sharing.increments import Form, fold, form, increment, translate
-from stream_perceptron.sharing.records import decode
+from stream_perceptron.sharing.records import decode, increment_key
 
 __all__ = ["ModelView", "PartitionCounting", "SharedModelCoordinator", "adopt", "pull_model"]
 
@@ -69,15 +69,22 @@ class ModelView:
     """The latest record of each key of the model topic, as read so far."""
 
     partitions: dict[PositionKey, PartitionState] = field(default_factory=dict)
-    increments: dict[str, dict[int, Increment]] = field(default_factory=dict)
+    #: per worker, per seq: its increments no mixture is known to hold, decoded when needed
+    #: (only the leader and a restarting worker read them)
+    increments: dict[str, dict[int, Increment | bytes]] = field(default_factory=dict)
     mixture: Mixture | None = None
     bad_records: int = 0
 
     def ingest(self, records: list[tuple[bytes | None, bytes | None]]) -> None:
         """Take records in log order; one that does not parse is logged, counted, ignored."""
         for key, value in records:
+            named = _increment_key(key)
             if value is None:  # a tombstone: a mixture holds that increment
-                self._forget(key)
+                if named is not None:
+                    self.increments.get(named[0], {}).pop(named[1], None)
+                continue
+            if named is not None:
+                self.increments.setdefault(named[0], {})[named[1]] = value
                 continue
             try:
                 record = decode(value)
@@ -92,12 +99,28 @@ class ModelView:
             elif self.mixture is None or record.version >= self.mixture.version:
                 self.mixture = record  # one chain: the highest version is the newest
 
-    def _forget(self, key: bytes | None) -> None:
-        text = (key or b"").decode("utf-8", "replace")
-        kind, _, rest = text.partition(":")
-        worker, _, seq = rest.rpartition(":")
-        if kind == "increment" and seq.isdigit():
-            self.increments.get(worker, {}).pop(int(seq), None)
+    def steps(self, worker: str, after: int = 0) -> list[Increment]:
+        """``worker``'s increments numbered above ``after``, in order, decoded (one that does
+        not parse is logged, counted and dropped)."""
+        held = self.increments.get(worker, {})
+        out = []
+        for seq in sorted(q for q in held if q > after):
+            value = held[seq]
+            if isinstance(value, bytes):
+                try:
+                    record = decode(value)
+                    if not isinstance(record, Increment) or (record.worker, record.seq) != (
+                        worker, seq
+                    ):
+                        raise RecordFormatError("not the increment its key names")
+                except RecordFormatError as e:
+                    self.bad_records += 1
+                    logger.warning("ignoring increment %d of worker %r: %s", seq, worker, e)
+                    del held[seq]
+                    continue
+                held[seq] = value = record
+            out.append(value)
+        return out
 
     def counts(self, own: dict[PositionKey, list[int]] | None = None) -> tuple[int, int]:
         """Examples and mistakes learned cluster-wide: the partition records, with ``own``
@@ -120,8 +143,8 @@ class ModelView:
         """Per worker, its increments the newest mixture does not hold, in order."""
         included = self.included()
         out = {}
-        for worker, steps in sorted(self.increments.items()):
-            new = [steps[q] for q in sorted(steps) if q > included.get(worker, 0)]
+        for worker in sorted(self.increments):
+            new = self.steps(worker, included.get(worker, 0))
             if new:
                 out[worker] = new
         return out
@@ -287,10 +310,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
             else:
                 base = mixture.state
                 self.version = mixture.version
-            own = self.view.increments.get(self.worker, {})
             included = self.view.included().get(self.worker, 0)
-            self._seq = max([included, *own])
-            self._pending = [own[q] for q in sorted(own) if q > included]
+            self._seq = max([included, *self.view.increments.get(self.worker, {})])
+            self._pending = self.view.steps(self.worker, included)
             model = translate(base, [(1.0, Form.decode(i.delta)) for i in self._pending],
                               labels_from=[i.meta for i in self._pending])  # fmt: skip
             adopt(learner, model)
@@ -542,9 +564,17 @@ _WEIGHTS = frozenset({"weights", "bias", "avg_weights_acc", "avg_bias_acc", "cla
 def _held_keys(mixture: Mixture, view: ModelView) -> list[str]:
     """The keys of the increments in ``view`` that ``mixture`` holds."""
     return [
-        i.key for w, steps in view.increments.items() for q, i in steps.items()
+        increment_key(w, q) for w, steps in view.increments.items() for q in steps
         if q <= mixture.included.get(w, 0)
     ]  # fmt: skip
+
+
+def _increment_key(key: bytes | None) -> tuple[str, int] | None:
+    """``(worker, seq)`` of an increment's key, else ``None``."""
+    if not key or not key.startswith(b"increment:"):
+        return None
+    worker, _, seq = key[len(b"increment:"):].decode("utf-8", "replace").rpartition(":")
+    return (worker, int(seq)) if seq.isdigit() and worker else None
 
 
 def _describe(offsets: dict[PositionKey, int]) -> str:

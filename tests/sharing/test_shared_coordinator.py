@@ -346,3 +346,17 @@ def test_a_restart_keeps_what_no_mixture_holds_yet() -> None:
     assert again.average_weights == pytest.approx(
         Perceptron.from_state(committed_model).average_weights
     )
+
+
+def test_increments_are_decoded_only_when_read_and_a_bad_one_is_counted() -> None:
+    from stream_perceptron.sharing import Increment
+
+    good = Increment("w", 2, 0, {"n": 1, "classes": []}, {"learner": "Perceptron"})
+    view = ModelView()
+    view.ingest([(b"increment:w:1", b"not json"), (good.key.encode(), good.encode()),
+                 (b"increment:w:3", good.encode())])  # fmt: skip
+    assert view.bad_records == 0  # nothing decoded yet
+    assert view.steps("w") == [good]  # 1 does not parse, 3 is not the increment its key names
+    assert view.bad_records == 2 and set(view.increments["w"]) == {2}
+    view.ingest([(good.key.encode(), None)])  # a tombstone: a mixture holds it
+    assert view.steps("w") == []
