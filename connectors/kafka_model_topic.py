@@ -80,20 +80,23 @@ class ModelLogBase:
         self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
         self._consumer: Any = None
         self._latest: Any = None
+        self._carry: list[tuple[bytes | None, bytes | None]] = []  # read by a failed call
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         """Read to the end. A transaction still open on the topic (a worker that died in the
         middle of a commit, until its restart or the transaction timeout aborts it) hides what
-        was committed after it: the read waits for it to end, up to ``stable_wait_s``."""
+        was committed after it: the read waits for it to end, up to ``stable_wait_s``. What a
+        call read before it failed is returned by the next call, first (nothing is skipped)."""
         deadline = time.monotonic() + timeout_s
         stable_by = time.monotonic() + self.stable_wait_s
-        out: list[tuple[bytes | None, bytes | None]] = []
+        out, self._carry = self._carry, []
         try:
             while True:
                 # read_committed: the end is the last stable offset (open transactions excluded)
                 end = self._stable_end()
                 while self._position() < end:
                     if time.monotonic() > deadline:
+                        self._carry = out
                         raise ConnectorError(
                             f"reading the model topic {self.topic!r} to offset {end} took more "
                             f"than {timeout_s:g} s"
@@ -111,6 +114,7 @@ class ModelLogBase:
                     return out
                 time.sleep(0.1)
         except self._client_errors() as exc:
+            self._carry = out
             raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
 
     def _created(self) -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GroupMember",
     "KafkaTransactions",
+    "TransactionFailed",
     "TransactionalOutput",
     "TransactionalSink",
     "TransactionsBase",
@@ -45,6 +46,22 @@ _RESERVED = frozenset(
 )  # fmt: skip
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
 TRANSACTION_TIMEOUT_MS = 10_000  # a dead worker's open transaction stops blocking readers soon
+#: kafka-python errors saying another producer or group member took over: retrying cannot help
+_KAFKA_PYTHON_FENCED = frozenset(
+    {"ProducerFencedError", "InvalidProducerEpochError", "FencedInstanceIdError",
+     "IllegalGenerationError", "UnknownMemberIdError", "CommitFailedError",
+     "TransactionalIdAuthorizationFailedError"}
+)  # fmt: skip
+
+
+class TransactionFailed(ConnectorError):
+    """A transaction could not be committed (it was aborted: nothing of it is visible).
+    ``retriable``: the broker could not be reached, rather than another producer or group
+    member taking over; :meth:`TransactionsBase.retry` may then commit it later."""
+
+    def __init__(self, message: str, *, retriable: bool) -> None:
+        super().__init__(message)
+        self.retriable = retriable
 
 
 @runtime_checkable
@@ -78,6 +95,8 @@ class TransactionalOutput(Protocol):
 
     def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None: ...
 
+    def retry(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None: ...
+
     def abort(self) -> None: ...
 
     def close(self) -> None: ...
@@ -108,6 +127,8 @@ class TransactionsBase(Closing):
         self._producer: Any = None
         self._open_txn = False
         self._lock = threading.Lock()
+        # the open transaction's messages, to send again if its commit fails
+        self._sent: list[tuple[str, bytes | None, bytes | None, Any]] = []
 
     def start(self) -> None:
         """Create the producer and fence a former self (its open transaction is aborted)."""
@@ -139,8 +160,10 @@ class TransactionsBase(Closing):
         deletes ``key`` from a compacted topic)."""
         with self._lock:
             producer = self._ready()
+            message = (topic, None if value is None else bytes(value), key, headers)
+            self._sent.append(message)
             try:
-                self._send(producer, topic, None if value is None else bytes(value), key, headers)
+                self._send(producer, *message)
             except self._client_errors() + (ValueError, TypeError) as exc:
                 raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
 
@@ -159,10 +182,43 @@ class TransactionsBase(Closing):
             try:
                 self._commit(producer, offsets, group_metadata)
                 self._open_txn = False
+                self._sent = []
             except self._client_errors() as exc:
-                self._abort_quietly()
-                raise ConnectorError(
-                    f"transaction of {self.transactional_id!r} failed: {exc!r}"
+                self._abort_quietly(keep=True)
+                raise TransactionFailed(
+                    f"transaction of {self.transactional_id!r} failed: {exc!r}",
+                    retriable=not self._fenced(exc),
+                ) from exc
+
+    def retry(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
+        """Commit again, in a new transaction of a new producer, every message of the one whose
+        :meth:`commit` failed, with ``offsets`` (after a broker outage: nothing of the failed
+        one is visible, so the outputs stay exactly once).
+
+        Raises
+        ------
+        TransactionFailed
+            As :meth:`commit` does.
+        """
+        with self._lock:
+            self._abort_quietly(keep=True)
+            if self._producer is not None:
+                self._close(self._producer, 1.0)
+                self._producer = None
+            try:
+                producer = self._ready()
+                for message in self._sent:
+                    self._send(producer, *message)
+                self._commit(producer, offsets, group_metadata)
+                self._open_txn = False
+                self._sent = []
+            except ConnectorError as exc:
+                raise TransactionFailed(str(exc), retriable=True) from exc
+            except self._client_errors() as exc:
+                self._abort_quietly(keep=True)
+                raise TransactionFailed(
+                    f"transaction of {self.transactional_id!r} failed again: {exc!r}",
+                    retriable=not self._fenced(exc),
                 ) from exc
 
     def abort(self) -> None:
@@ -170,7 +226,9 @@ class TransactionsBase(Closing):
         with self._lock:
             self._abort_quietly()
 
-    def _abort_quietly(self) -> None:
+    def _abort_quietly(self, keep: bool = False) -> None:
+        if not keep:
+            self._sent = []
         if self._producer is not None and self._open_txn:
             try:
                 self._abort(self._producer)
@@ -201,6 +259,11 @@ class TransactionsBase(Closing):
         raise NotImplementedError
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _fenced(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says another producer or group member took over (retrying cannot
+        help), rather than that the broker could not be reached."""
         raise NotImplementedError
 
     def _create(self) -> Any:
@@ -273,6 +336,9 @@ class KafkaTransactions(TransactionsBase):
         from kafka.errors import KafkaError
 
         return (KafkaError,)
+
+    def _fenced(self, exc: BaseException) -> bool:
+        return type(exc).__name__ in _KAFKA_PYTHON_FENCED
 
     def _create(self) -> KafkaProducer:
         from kafka.producer import KafkaProducer

@@ -80,6 +80,15 @@ class RdKafkaTransactions(TransactionsBase):
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return (require_confluent_kafka().KafkaException,)
 
+    def _fenced(self, exc: BaseException) -> bool:
+        ck = require_confluent_kafka()
+        error = exc.args[0] if exc.args else None
+        if not isinstance(error, ck.KafkaError):
+            return False
+        return error.code() in _fencing_codes(ck) or (
+            error.fatal() and error.code() != ck.KafkaError._TIMED_OUT
+        )
+
     def _create(self) -> Any:
         producer = require_confluent_kafka().Producer(self._config)
         producer.init_transactions(CALL_TIMEOUT_S)
@@ -125,3 +134,10 @@ class RdKafkaTransactions(TransactionsBase):
     def _client_error(self, error: Any) -> None:
         """librdkafka's error callback: a lost broker is retried; commits report failures."""
         logger.debug("transactional producer %r: %r", self.transactional_id, error)
+
+
+def _fencing_codes(ck: Any) -> set[int]:
+    """librdkafka's codes for another producer or group member having taken over."""
+    names = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID",
+             "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+    return {getattr(ck.KafkaError, n) for n in names if hasattr(ck.KafkaError, n)}

@@ -29,14 +29,15 @@ becomes the mixture plus what it learned that the mixture does not hold yet, exa
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors import PositionKey, Record, Source
+from connectors import ConnectorError, PositionKey, Record, Source
 from connectors.kafka_model_topic import ModelLog
-from connectors.kafka_transactions import GroupMember, TransactionalOutput
+from connectors.kafka_transactions import GroupMember, TransactionalOutput, TransactionFailed
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.learners import StreamClassifier
@@ -274,6 +275,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._published: Form | None = None  # the model's form at its last increment
         self._pending: list[Increment] = []  # its increments no mixture holds yet
         self._outbox: list[tuple[str, bytes | None]] = []  # for the next transaction
+        self._saving = threading.RLock()
+        self.outages = 0  # transactions committed again after a broker outage
+        self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
 
     # -- wiring --------------------------------------------------------------------------------
     def install(self, engine: Any) -> None:
@@ -411,6 +415,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
         this worker's increment, the next mixture when this worker is the leader and a mix is
         due (with tombstones for the increments it folds in), and the consumed offsets; then
         move onto the newest mixture."""
+        with self._saving:  # one save at a time (a revocation's comes from a helper thread)
+            self._save()
+
+    def _save(self) -> None:
         state = self._state
         if state is None:
             raise RuntimeError("SharedModelCoordinator.save before attach()")
@@ -419,7 +427,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         if leader:
             # read before this transaction writes to the model topic: a read_committed reader
             # waits for every open transaction on it, its own one too
-            self._read_log()
+            leader = self._try_read_log()
         with state.lock:
             offsets = {k: self.positions[k] for k in sorted(self.owned, key=repr)
                        if k in self.positions}  # fmt: skip
@@ -436,8 +444,16 @@ class SharedModelCoordinator(CheckpointCoordinator):
             group = self._group() if self._group is not None else None
             if offsets and group is None:
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
-            started = time.perf_counter()
+        # the commit outside the state's lock, which the metrics read under (a commit can wait
+        # out a broker outage); saves are serialised by their own lock
+        started = time.perf_counter()
+        try:
             self.output.commit(offsets, group)
+        except TransactionFailed as e:
+            if not e.retriable:
+                raise
+            self._ride_out(e, offsets, group)
+        with state.lock:
             self.commit_seconds += time.perf_counter() - started
             self.committed.update(offsets)
             self.commits += 1
@@ -449,7 +465,49 @@ class SharedModelCoordinator(CheckpointCoordinator):
             if mixture is not None:  # committed: the chain goes on from it
                 self.view.ingest([(k.encode(), None) for k in _held_keys(mixture, self.view)])
                 self.view.mixture = mixture
-        self.mix()
+        try:
+            self.mix()
+        except ConnectorError as e:  # the broker away: the next commit tries again
+            logger.warning("worker %s did not read the model topic: %s", self.worker, e)
+
+    def _ride_out(self, failure: TransactionFailed, offsets: dict[PositionKey, int],
+                  group: Any) -> None:  # fmt: skip
+        """Commit the failed transaction again, in a new one, until the broker is back (the
+        failed one was aborted: nothing of it is visible, so its outputs stay exactly once);
+        give up after ``outage_limit`` seconds, or at once when another producer or group
+        member took over."""
+        started = time.monotonic()
+        delay = 0.5
+        logger.warning("worker %s: the transaction failed (%s); committing it again when the "
+                       "broker is back", self.worker, failure)  # fmt: skip
+        self.outages += 1
+        while True:
+            if time.monotonic() - started > self.outage_limit:
+                raise EngineError(
+                    f"the broker stayed unreachable for {self.outage_limit:g} s: {failure}"
+                ) from failure
+            time.sleep(delay)
+            delay = min(2 * delay, 5.0)
+            try:
+                self.output.retry(offsets, group)
+            except TransactionFailed as e:
+                if not e.retriable:
+                    raise
+                failure = e
+                logger.info("worker %s: the transaction failed again: %s", self.worker, e)
+                continue
+            logger.warning("worker %s: committed after %.1f s of broker outage", self.worker,
+                           time.monotonic() - started)  # fmt: skip
+            return
+
+    def _try_read_log(self) -> bool:
+        """Read the model topic; False (logged) when the broker cannot be reached."""
+        try:
+            self._read_log()
+        except ConnectorError as e:
+            logger.warning("worker %s did not read the model topic: %s", self.worker, e)
+            return False
+        return True
 
     def _publish(self, learner: StreamClassifier) -> None:
         """This worker's increment since its last one, into the open transaction."""

@@ -360,3 +360,65 @@ def test_increments_are_decoded_only_when_read_and_a_bad_one_is_counted() -> Non
     assert view.bad_records == 2 and set(view.increments["w"]) == {2}
     view.ingest([(good.key.encode(), None)])  # a tombstone: a mixture holds it
     assert view.steps("w") == []
+
+
+class _FlakyTransactions(MemoryTransactions):
+    """Commits fail (retriably, as when the broker is away) ``failures`` times; a retry sends
+    the failed transaction's messages again, as the real one does."""
+
+    def __init__(self, cluster: Cluster, failures: int, retriable: bool = True) -> None:
+        super().__init__(cluster)
+        self.failures, self.retriable, self.attempts = failures, retriable, 0
+
+    def commit(self, offsets, group_metadata) -> None:
+        from connectors.kafka_transactions import TransactionFailed
+
+        self.attempts += 1
+        if self.failures:
+            self.failures -= 1
+            raise TransactionFailed("the broker is away", retriable=self.retriable)
+        super().commit(offsets, group_metadata)
+
+    def retry(self, offsets, group_metadata) -> None:
+        self.commit(offsets, group_metadata)
+
+
+def _flaky_worker(cluster, failures, retriable=True):
+    transactions = _FlakyTransactions(cluster, failures, retriable)
+    coordinator = SharedModelCoordinator(
+        MemoryLog(cluster), transactions, MODEL_TOPIC, "a", every=50, interval=None,
+        mix_every=60,
+    )  # fmt: skip
+    outputs = Outputs(predictions=TransactionalSink(transactions, "predictions"))
+    engine = Engine(Perceptron(averaged=True), make_parser("jsonl"), outputs,
+                    coordinator=coordinator, dense=False)  # fmt: skip
+    coordinator.install(engine)
+    coordinator.start()
+    return engine, coordinator, transactions
+
+
+def test_a_commit_that_fails_while_the_broker_is_away_is_committed_again(monkeypatch) -> None:
+    import stream_perceptron.engine.shared_model as shared_model
+
+    monkeypatch.setattr(shared_model.time, "sleep", lambda s: None)
+    cluster, data = Cluster(), _data(2, 200)
+    engine, coordinator, transactions = _flaky_worker(cluster, failures=3)
+    engine.run(PartitionSource(cluster, data, [0, 1], coordinator))
+    assert coordinator.outages == 1 and transactions.attempts > coordinator.commits
+    assert _predicted(cluster) == sorted((p, o) for p in range(2) for o in range(200))
+    view = ModelView()
+    view.ingest([(k, v) for k, v, _ in cluster.topics[MODEL_TOPIC]])
+    current = view.current()
+    assert current is not None and current[0]["n_seen"] == 400
+
+
+def test_a_fenced_commit_is_not_retried() -> None:
+    from connectors.kafka_transactions import TransactionFailed
+
+    cluster, data = Cluster(), _data(1, 100)
+    engine, coordinator, transactions = _flaky_worker(cluster, failures=9, retriable=False)
+    with pytest.raises(TransactionFailed):
+        engine.run(PartitionSource(cluster, data, [0], coordinator))
+    # the failed commit, and the final one on the way out: no retries, nothing committed
+    assert transactions.attempts == 2 and coordinator.outages == 0
+    assert "predictions" not in cluster.topics

@@ -1,0 +1,79 @@
+"""Shared-model mode rides out a broker outage: the broker stops for ~10 s mid-stream and
+restarts; the workers' failed transactions are committed again once it is back, and every
+record is still learned and predicted exactly once, by one model."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from kafka_broker import free_port, start_broker, stop_broker
+from shared_model_helpers import (
+    PARTITIONS,
+    committed,
+    examples,
+    make_topics,
+    name,
+    produce,
+    start_worker,
+    wait_for,
+    worker_args,
+)
+from test_shared_model import _check_exact
+
+
+def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
+    state, port = tmp_path / "kafka", free_port()
+    bootstrap = start_broker(state_dir=state, port=port)
+    procs = []
+    try:
+        data = examples(36_000, seed=21, noise=0.1)
+        topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
+        model_topic, group = name("model"), name("group")
+        args = worker_args(
+            bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "1000",
+            "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+            client=kafka_client,
+        )  # fmt: skip
+        produce(bootstrap, topic, data[:30_000])
+        logs = [tmp_path / f"w{i}.log" for i in range(2)]
+        procs = [start_worker([*args, "--instance-id", f"w{i}"], log)
+                 for i, log in enumerate(logs)]  # fmt: skip
+        for i, log in enumerate(logs):
+            wait_for(log, f"worker w{i} committed", timeout=90)
+        # mid-stream (the workers are learning what they fetched): commits fail from here
+        stop_broker(state_dir=state)
+        time.sleep(10)
+        assert all(p.poll() is None for p in procs), "a worker died while the broker was away"
+        start_broker(state_dir=state, port=port)
+        produce(bootstrap, topic, data[30_000:], start=30_000)
+        want = {p: len(data) // PARTITIONS for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 180
+        restarts = 0
+        while committed(bootstrap, group, topic) != want:
+            assert time.monotonic() < deadline, committed(bootstrap, group, topic)
+            for i, p in enumerate(procs):
+                if p.poll() is None:
+                    continue
+                # librdkafka cannot rejoin a static group after a broker restart (its open
+                # issues 3437 and confluent-kafka-go 494): the consumer is fenced, fatally, and
+                # the worker exits 1 for its orchestrator to restart it, as done here
+                tail = logs[i].read_text()[-3000:]
+                assert kafka_client == "confluent-kafka" and "FENCED_INSTANCE_ID" in tail, tail
+                assert p.returncode == 1 and restarts < 4, tail
+                restarts += 1
+                procs[i] = start_worker([*args, "--instance-id", f"w{i}"], logs[i])
+            time.sleep(1)
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        assert [p.wait(timeout=60) for p in procs] == [0, 0]
+        # the outage met the workers mid-stream: the client waited it out inside a commit, or
+        # the commit failed and was committed again once the broker was back
+        text = "".join(log.read_text() for log in logs)
+        assert "ECONNREFUSED" in text or "Connection refused" in text
+        _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        stop_broker(state_dir=state)
