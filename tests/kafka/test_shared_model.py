@@ -270,13 +270,14 @@ def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
     _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
 
 
-def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
+def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path, kafka_client):
     data = examples(48_000, seed=12, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     model_topic, group = name("model"), name("group")
     args = worker_args(
         kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
         "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
+        client=kafka_client,
     )  # fmt: skip
     producing = _Producing(kafka_bootstrap, topic, data, 15.0)
     producing.start()
@@ -297,7 +298,7 @@ def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path):
         _finish(kafka_bootstrap, group, topic, data, producing, procs)
     finally:
         _kill_all(procs)
-    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data)
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
     # the late joiners predicted with a mixed model from their first prediction on
     out = read_committed(kafka_bootstrap, predictions, 3)
     versions = [int(dict(m.headers)["model_version"]) for m in out
