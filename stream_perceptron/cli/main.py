@@ -200,13 +200,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--mix-every",
         type=_positive_int,
         metavar="N",
-        help="mix the workers' models after every N examples of this worker",
+        help="mix as soon as some worker learned N examples that no mixture holds (the owner "
+        "of partition 0 of the first topic mixes; every worker then moves onto the mixture)",
     )
     shared.add_argument(
         "--mix-interval",
         type=_float_upto(MAX_SECONDS),
         metavar="SECONDS",
-        help="mix every T seconds (default 5 when --mix-every is not given)",
+        help="mix every SECONDS (default 5 when --mix-every is not given)",
     )
     model = run.add_argument_group("model")
     model.add_argument(

@@ -223,7 +223,7 @@ def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
         if not isinstance(included, dict) or not all(
             isinstance(w, str) and type(s) is int for w, s in included.items()
         ):
-            raise RecordFormatError(f"included is {included!r}, not publications per worker")
+            raise RecordFormatError(f"included is {included!r}, not increments per worker")
         return Mixture(_count(data, "version"), _state(data), str(data.get("worker", "")),
                        float(stamp), dict(included))  # fmt: skip
     raise RecordFormatError(f"unknown record type {kind!r}")
