@@ -80,6 +80,19 @@ def worker_args(
     ]  # fmt: skip
 
 
+def streaming_workers(
+    bootstrap: str, topic: str, predictions: str, client: str, mix_every: int = 2000
+) -> tuple[list[str], str, str]:
+    """``(args, model topic, group)`` of averaged workers that commit every 0.5 s, publish
+    predictions and log their commits (``-v``): the failover tests' workers."""
+    model_topic, group = name("model"), name("group")
+    args = worker_args(
+        bootstrap, topic, group, model_topic, "--averaged", "--mix-every", str(mix_every),
+        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v", client=client,
+    )  # fmt: skip
+    return args, model_topic, group
+
+
 def start_worker(args: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [*CLI, *args],

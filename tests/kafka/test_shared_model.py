@@ -23,6 +23,7 @@ from shared_model_helpers import (
     pull,
     read_committed,
     start_worker,
+    streaming_workers,
     wait_for,
     worker_args,
 )
@@ -234,12 +235,7 @@ def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
 ):
     data = examples(60_000, seed=11, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    model_topic, group = name("model"), name("group")
-    args = worker_args(
-        kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
-        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
-        client=kafka_client,
-    )  # fmt: skip
+    args, model_topic, group = streaming_workers(kafka_bootstrap, topic, predictions, kafka_client)
     producing = _Producing(kafka_bootstrap, topic, data, 15.0)
     producing.start()
     ids = ["w0", "w1", "w2"]
@@ -273,12 +269,7 @@ def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
 def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path, kafka_client):
     data = examples(48_000, seed=12, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    model_topic, group = name("model"), name("group")
-    args = worker_args(
-        kafka_bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "2000",
-        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
-        client=kafka_client,
-    )  # fmt: skip
+    args, model_topic, group = streaming_workers(kafka_bootstrap, topic, predictions, kafka_client)
     producing = _Producing(kafka_bootstrap, topic, data, 15.0)
     producing.start()
     # dynamic membership (no --instance-id): a stopped worker leaves the group at once

@@ -13,11 +13,10 @@ from shared_model_helpers import (
     committed,
     examples,
     make_topics,
-    name,
     produce,
     start_worker,
+    streaming_workers,
     wait_for,
-    worker_args,
 )
 from test_shared_model import _check_exact
 
@@ -29,12 +28,9 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
     try:
         data = examples(36_000, seed=21, noise=0.1)
         topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
-        model_topic, group = name("model"), name("group")
-        args = worker_args(
-            bootstrap, topic, group, model_topic, "--averaged", "--mix-every", "1000",
-            "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v",
-            client=kafka_client,
-        )  # fmt: skip
+        args, model_topic, group = streaming_workers(
+            bootstrap, topic, predictions, kafka_client, mix_every=1000
+        )
         produce(bootstrap, topic, data[:30_000])
         logs = [tmp_path / f"w{i}.log" for i in range(2)]
         procs = [start_worker([*args, "--instance-id", f"w{i}"], log)
