@@ -131,6 +131,10 @@ class RdKafkaSource(GroupSource, PartitionedSource):
                 "reconnect.backoff.max.ms": 5000,
                 # Read ahead: librdkafka fetches in its own threads while Python works.
                 "queued.max.messages.kbytes": 262144,
+                # Once queued.min.messages wait, librdkafka pauses fetching for this long
+                # (default 1 s): draining faster than that, a consumer would wait half the
+                # time (measured: 120k messages/s instead of 200k here).
+                "fetch.queue.backoff.ms": 10,
                 **QUIET_LOGS,
             },
             client_options,
