@@ -216,13 +216,19 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
             values = list(map(_value, messages))
             if None in values:  # tombstones
                 values = [b"" if v is None else v for v in values]
-            if self._as_blocks and not (self._split_lines and needs_split(values)):
+            split = self._split_lines and needs_split(values)
+            block = None
+            if self._as_blocks:
+                offsets, keys = list(map(_offset, messages)), list(map(_key, messages))
+                block = MessageBlock(topic, partition, values, offsets, keys)
+                if split:
+                    block = block.split_lines()  # None: split message by message below
+            if block is not None:
                 if records:
                     units.append(records)
                     records = []
-                offsets, keys = list(map(_offset, messages)), list(map(_key, messages))
-                units.append(MessageBlock(topic, partition, values, offsets, keys))
-            elif self._split_lines and needs_split(values):
+                units.append(block)
+            elif split:
                 for message, value in zip(messages, values):
                     position = Position(topic, message.offset, partition)
                     if b"\n" in value or value.endswith(b"\r"):

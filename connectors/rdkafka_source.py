@@ -222,13 +222,14 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             values = list(map(message_type.value, messages))
             if None in values:  # tombstones
                 values = [b"" if v is None else v for v in values]
-            if self._split_lines and needs_split(values):
-                records = self._split_records(messages, values)
-            elif self._as_blocks:
-                blocks = _blocks(messages, values)
+            split = self._split_lines and needs_split(values)
+            blocks = _blocks(messages, values, split) if self._as_blocks else None
+            if blocks is not None:
                 for block in blocks:
                     positions[(block.topic, block.partition)] = block.end
                 units = list(blocks)
+            elif split:
+                records = self._split_records(messages, values)
             else:
                 records = build_message_records(
                     values,
@@ -248,7 +249,8 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             )
             self._lost_since = None
         self._note_read(positions)
-        self._note_batch(len(messages), len(records) if records else len(messages))
+        read = sum(len(unit) if isinstance(unit, list) else unit.count for unit in units)
+        self._note_batch(len(messages), read)
         return units
 
     @staticmethod
@@ -403,8 +405,17 @@ class RdKafkaSource(GroupSource, PartitionedSource):
         self._note_ends(highwaters)
 
 
-def _blocks(messages: list[Any], values: list[bytes]) -> list[MessageBlock]:
-    """The messages of a poll (no error among them) as one block per run of one partition."""
+def _blocks(messages: list[Any], values: list[bytes], split: bool) -> list[MessageBlock] | None:
+    """The messages of a poll (no error among them) as one block per run of one partition, with
+    ``split`` their lines as records (``None`` when some cannot be split in bulk)."""
+    blocks = _runs(messages, values)
+    if not split:
+        return blocks
+    lines = [block.split_lines() for block in blocks]
+    return None if None in lines else [block for block in lines if block is not None]
+
+
+def _runs(messages: list[Any], values: list[bytes]) -> list[MessageBlock]:
     message_type = type(messages[0])
     offsets = list(map(message_type.offset, messages))
     keys = list(map(message_type.key, messages))

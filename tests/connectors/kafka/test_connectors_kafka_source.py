@@ -483,24 +483,34 @@ def test_message_blocks_are_the_records_of_batches_as_columns(
     assert lag == {(topic, 0): 0, (topic, 1): 0, (topic, 2): 0}
 
 
-def test_message_blocks_give_multi_line_messages_as_records(
-    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
+@pytest.mark.parametrize(
+    ("values", "as_block"),
+    [
+        ([b"a", b"b\nc", b"", b"d\n\ne"], True),  # lines split in bulk
+        ([b"a", b"b\nc", b"x\r\ny", b"d\n"], False),  # a \r, a final newline: records
+    ],
+)
+def test_message_blocks_split_multi_line_messages_as_batches_do(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produce,
+    group_id: str,
+    kafka_client: str,
+    values: list[bytes],
+    as_block: bool,
 ) -> None:
     from connectors import MessageBlock
 
     topic = make_topic()
-    values = [b"a", b"b\nc", b"d"]
-    produce(topic, values, [b"k0", b"k1", b"k2"])
+    keys = [b"k%d" % i for i in range(len(values))]
+    produce(topic, values, keys)
     with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
         units = _collect_units(source)
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id + "-batches") as source:
+        expected = collect(source)
     records = []
     for unit in units:
         records += unit.records() if isinstance(unit, MessageBlock) else unit
-    assert [(r.position.offset, r.value, r.key) for r in records] == [
-        (0, b"a", b"k0"),
-        (1, b"b", b"k1"),
-        (1, b"c", b"k1"),
-        (2, b"d", b"k2"),
-    ]
-    # The poll holding the two-line message comes as records, not a block.
-    assert any(isinstance(unit, list) for unit in units)
+    assert records == expected
+    assert [(r.position.offset, r.key) for r in records][:3] == [(0, b"k0"), (1, b"k1"), (1, b"k1")]
+    assert all(isinstance(unit, MessageBlock) for unit in units) == as_block
