@@ -174,3 +174,41 @@ def test_block_path_keys_every_prediction_of_several_partitions(
         assert message.key == f"k{3 * where[2] + where[1]}".encode()
         assert line["label"] == examples[3 * where[2] + where[1]][1]
     assert len(seen) == len(values)
+
+
+def test_block_path_keys_the_lines_of_multi_line_messages(kafka_bootstrap, tmp_path, kafka_client):
+    topic, preds = make_topic(kafka_bootstrap), make_topic(kafka_bootstrap)
+    examples = binary_examples(2000, seed=43)
+    lines = [json.dumps({**x, "y": y}).encode() for x, y in examples]
+    values, where = [], []  # where[j]: the offset of the message holding line j
+    while len(where) < len(lines):
+        size = min(1 + len(values) % 3, len(lines) - len(where))  # 1, 2 or 3 lines a message
+        values.append(b"\n".join(lines[len(where) : len(where) + size]))
+        where += [len(values) - 1] * size
+    produce(kafka_bootstrap, topic, values)  # message i has key k{i}
+    ck = tmp_path / "m.json"
+    args = kafka_args(
+        kafka_bootstrap,
+        topic,
+        _name("group"),
+        "--exit-at-end",
+        "--predictions-topic",
+        preds,
+        "--checkpoint",
+        str(ck),
+        client=kafka_client,
+    )
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr.decode()
+    reference = Perceptron()
+    expected = []
+    for offset, (x, y) in zip(where, examples):
+        expected.append(_expected_line(topic, offset, reference.predict_one(x), y))
+        reference.learn_one(x, y)
+    got = _read(kafka_bootstrap, preds, len(lines))
+    assert [json.loads(m.value) for m in got] == expected
+    assert [m.key for m in got] == [f"k{offset}".encode() for offset in where]
+    assert model_of(ck).get_state() == reference.get_state()
+    assert json.loads(ck.read_text())["positions"] == [
+        {"source": topic, "partition": 0, "next_offset": len(values)}
+    ]
