@@ -23,6 +23,7 @@ from connectors.base import (
     BatchMessageSink,
     BlockSource,
     CommittingSource,
+    MessageBlockSource,
     MessageSink,
     PartitionedSource,
     PositionKey,
@@ -37,6 +38,7 @@ from connectors.kafka_source import KafkaSource
 from connectors.line_block import LineBlock
 from connectors.lines import LineSource
 from connectors.memory import MemorySink, MemorySource
+from connectors.message_block import MessageBlock
 from connectors.open_lines import open_line_source
 from connectors.rdkafka_sink import RdKafkaSink
 from connectors.rdkafka_source import RdKafkaSource
@@ -46,6 +48,8 @@ __all__ = [
     "BatchMessageSink",
     "BlockSource",
     "CommittingSource",
+    "MessageBlock",
+    "MessageBlockSource",
     "MessageSink",
     "PartitionedSource",
     "PositionKey",

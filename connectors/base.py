@@ -13,12 +13,14 @@ from connectors.record import Record
 
 if TYPE_CHECKING:
     from connectors.line_block import LineBlock
+    from connectors.message_block import MessageBlock
 
 __all__ = [
     "BatchMessageSink",
     "BlockSource",
     "Closing",
     "CommittingSource",
+    "MessageBlockSource",
     "MessageSink",
     "PartitionedSource",
     "Sink",
@@ -87,6 +89,18 @@ class BlockSource(Source, Protocol):
 
     def blocks(self) -> Iterator[LineBlock | list[Record]]:
         """Like :meth:`Source.batches`, with runs of good lines as one block each."""
+        ...
+
+
+@runtime_checkable
+class MessageBlockSource(Source, Protocol):
+    r"""A message source that can also hand each partition's run of one-record messages of a
+    poll as one :class:`~connectors.MessageBlock` (columns of values, offsets and keys), so a
+    vectorised parser takes them without a record per message."""
+
+    def message_blocks(self) -> Iterator[MessageBlock | list[Record]]:
+        """Like :meth:`Source.batches` (iterated instead of it, once), with runs of
+        one-record messages as blocks; messages holding several lines come as records."""
         ...
 
 

@@ -17,9 +17,13 @@ from typing import Any
 from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.kafka_common import SourceState, TopicPartitionKey, check_offsets
+from connectors.message_block import MessageBlock
 from connectors.record import Record
 
-__all__ = ["GroupSource"]
+__all__ = ["GroupSource", "PollUnit"]
+
+#: What a poll hands on: a partition's run of one-record messages as a block, or records.
+PollUnit = MessageBlock | list[Record]
 
 logger = logging.getLogger("connectors.kafka_source")  # the sources' own log
 
@@ -29,7 +33,9 @@ class GroupSource(SourceState, Closing):
     :class:`~connectors.kafka_source.KafkaSource` for the parameters).
 
     A client subclass implements ``_open()`` (create and subscribe the consumer),
-    ``_poll(consumer)`` (one poll's records, ``[]`` for none), ``_at_end(consumer, refresh=)``,
+    ``_poll(consumer)`` (one poll's units, ``[]`` for none: its records as one list, or with
+    ``_as_blocks`` set its partitions' runs of one-record messages as
+    :class:`~connectors.MessageBlock` s), ``_at_end(consumer, refresh=)``,
     ``_commit_offsets(todo)``, ``_group_metadata(consumer)`` and ``_close_client(consumer)``.
     """
 
@@ -100,6 +106,7 @@ class GroupSource(SourceState, Closing):
         self._close_lock = threading.Lock()
         self._started = False
         self._closed = False
+        self._as_blocks = False  # message_blocks() is iterated, not batches()
         self._poll_count = max_poll_records  # messages asked of the next poll
         self._config = self._configure(bootstrap_servers, client_options)
 
@@ -150,12 +157,29 @@ class GroupSource(SourceState, Closing):
             or (``exit_at_end``) no assignment arrives in time. Exceptions of
             ``on_assign`` / ``on_revoke`` propagate unchanged.
         """
+        self._start()
+        return self._iterate()  # type: ignore[return-value]  # units are lists of records
+
+    def message_blocks(self) -> Iterator[PollUnit]:
+        """Iterate as :meth:`batches` does (instead of it), with each partition's run of
+        one-record messages in a poll as one :class:`~connectors.MessageBlock`, made without a
+        record per message; a poll holding a message of several lines comes as records.
+
+        Raises
+        ------
+        ConnectorError
+            As :meth:`batches`.
+        """
+        self._start()
+        self._as_blocks = True
+        return self._iterate()
+
+    def _start(self) -> None:
         if self._closed:
             raise ConnectorError(f"Kafka source {self.topics!r} is closed")
         if self._started:
             raise ConnectorError(f"batches() of Kafka source {self.topics!r} can be iterated once")
         self._started = True
-        return self._iterate()
 
     def commit(self, next_offsets: dict[TopicPartitionKey, int]) -> bool:
         """Commit offsets (the next offset to read, per partition) synchronously.
@@ -253,7 +277,7 @@ class GroupSource(SourceState, Closing):
     def _open(self) -> Any:
         raise NotImplementedError
 
-    def _poll(self, consumer: Any) -> list[Record]:
+    def _poll(self, consumer: Any) -> list[PollUnit]:
         raise NotImplementedError
 
     def _at_end(self, consumer: Any, *, refresh: bool) -> bool:
@@ -290,22 +314,22 @@ class GroupSource(SourceState, Closing):
         self._raise_callback_error()
 
     # -- the loop ------------------------------------------------------------------------------
-    def _iterate(self) -> Iterator[list[Record]]:
+    def _iterate(self) -> Iterator[PollUnit]:
         consumer = self._open()
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
             with self._poll_lock:
                 if self._closed:
                     break
-                records = self._poll(consumer)
+                units = self._poll(consumer)
             if self._closed:
                 break
-            if records:
-                yield records
+            if units:
+                yield from units
             elif self._on_idle is not None:
                 self._on_idle()
             if self._exit_at_end:
-                if self._at_end(consumer, refresh=not records):
+                if self._at_end(consumer, refresh=not units):
                     logger.info("end of %s reached for group %r", self.topics, self.group_id)
                     return
                 if not self._had_partitions:

@@ -136,7 +136,9 @@ class TopicSink(Closing, BatchMessageSink):
             raise ConnectorError(f"{len(values)} values but {len(keys)} keys")
         if not all(map(isinstance, values, repeat(bytes))):
             raise ConnectorError("values must be bytes")
-        if not all(k is None or isinstance(k, bytes) for k in keys):
+        if keys.count(None) != len(keys) and not all(
+            k is None or isinstance(k, bytes) for k in keys
+        ):
             raise ConnectorError("keys must be bytes or None")
         if self._producer is None:
             self._producer = self._open()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from connectors import kafka_client
 from connectors.base import PartitionedSource
 from connectors.errors import ConnectorError
+from connectors.kafka_base import PollUnit
 from connectors.kafka_common import (
     TopicPartitionKey,
     fatal_errors,
@@ -28,6 +29,7 @@ from connectors.kafka_common import (
 )
 from connectors.kafka_progress import ProgressTracking
 from connectors.kafka_rebalance import RETRY_PAUSE_S, RebalanceHandling
+from connectors.message_block import MessageBlock
 from connectors.record import Position, Record, build_message_records
 
 if TYPE_CHECKING:
@@ -179,7 +181,7 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         logger.info("subscribed to %s as group %r", self.topics, self.group_id)
         return consumer
 
-    def _poll(self, consumer: KafkaConsumer) -> list[Record]:
+    def _poll(self, consumer: KafkaConsumer) -> list[PollUnit]:
         from kafka.errors import KafkaError
 
         try:
@@ -196,14 +198,16 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         self._watch_coordinator(consumer)
         if not polled:
             return []
-        records = self._records(polled)
-        self._note_batch(sum(map(len, polled.values())), len(records))
-        return records
+        units = self._units(polled)
+        records = sum(len(u) if isinstance(u, list) else u.count for u in units)
+        self._note_batch(sum(map(len, polled.values())), records)
+        return units
 
-    def _records(self, polled: dict[Any, list[Any]]) -> list[Record]:
+    def _units(self, polled: dict[Any, list[Any]]) -> list[PollUnit]:
         """The records of one poll, built in bulk (C-level loops) unless a message holds
-        several lines."""
+        several lines, or with ``_as_blocks`` each partition's messages as one block."""
         records: list[Record] = []
+        units: list[PollUnit] = []
         positions: dict[TopicPartitionKey, int] = {}
         for tp, messages in polled.items():
             if not messages:
@@ -212,7 +216,19 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
             values = list(map(_value, messages))
             if None in values:  # tombstones
                 values = [b"" if v is None else v for v in values]
-            if self._split_lines and needs_split(values):
+            split = self._split_lines and needs_split(values)
+            block = None
+            if self._as_blocks:
+                offsets, keys = list(map(_offset, messages)), list(map(_key, messages))
+                block = MessageBlock(topic, partition, values, offsets, keys)
+                if split:
+                    block = block.split_lines()  # None: split message by message below
+            if block is not None:
+                if records:
+                    units.append(records)
+                    records = []
+                units.append(block)
+            elif split:
                 for message, value in zip(messages, values):
                     position = Position(topic, message.offset, partition)
                     if b"\n" in value or value.endswith(b"\r"):
@@ -230,7 +246,9 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
                 )
             positions[(topic, partition)] = messages[-1].offset + 1
         self._note_read(positions)
-        return records
+        if records:
+            units.append(records)
+        return units
 
     def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
         from kafka.errors import KafkaError

@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import length_hint
 from typing import Any
 
 from connectors.errors import ConnectorError
@@ -16,6 +20,7 @@ __all__ = ["RdKafkaSink"]
 logger = logging.getLogger("connectors.kafka_sink")  # the sinks' own log
 
 _RESERVED_PRODUCER_OPTIONS = frozenset({"bootstrap.servers", "on_delivery", "error_cb"})
+_exhaust: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
 POLL_EVERY = 1000  # messages queued between two serves of delivery reports
 FULL_QUEUE_WAIT_S = 0.05  # the local queue is full: serve reports this long, then retry
 
@@ -90,12 +95,17 @@ class RdKafkaSink(TopicSink):
 
     def _produce_many(self, values: list[bytes], keys: list[bytes | None]) -> None:
         producer = self._producer
-        produce, topic = producer.produce, self.topic
-        for i, value in enumerate(values):
-            try:
-                produce(topic, value, keys[i])
+        n = len(values)
+        pending_values, pending_keys = iter(values), iter(keys)
+        while True:
+            try:  # one C-level loop: no Python frame per message
+                _exhaust(map(producer.produce, repeat(self.topic, n), pending_values, pending_keys))
+                break
             except BufferError:  # the local queue is full: let librdkafka send some, go on
-                self._produce(value, keys[i], None)
+                # map took the failed message from both iterators: it is the one before
+                # those left.
+                failed = n - length_hint(pending_values) - 1
+                self._produce(values[failed], keys[failed], None)
             except Exception as exc:  # confluent_kafka.KafkaException, TypeError...
                 raise ConnectorError(f"cannot send to Kafka topic {self.topic!r}: {exc!r}") from exc
         self._unpolled = 0

@@ -19,7 +19,7 @@ from typing import Any
 
 from connectors.base import PartitionedSource
 from connectors.errors import ConnectorError
-from connectors.kafka_base import GroupSource
+from connectors.kafka_base import GroupSource, PollUnit
 from connectors.kafka_common import (
     TopicPartitionKey,
     last_offsets,
@@ -29,6 +29,7 @@ from connectors.kafka_common import (
     servers_text,
     split_message,
 )
+from connectors.message_block import MessageBlock
 from connectors.record import Position, Record, build_message_records
 
 __all__ = ["RdKafkaSource", "require_confluent_kafka"]
@@ -131,6 +132,10 @@ class RdKafkaSource(GroupSource, PartitionedSource):
                 "reconnect.backoff.max.ms": 5000,
                 # Read ahead: librdkafka fetches in its own threads while Python works.
                 "queued.max.messages.kbytes": 262144,
+                # Once queued.min.messages wait, librdkafka pauses fetching for this long
+                # (default 1 s): draining faster than that, a consumer would wait half the
+                # time (measured: 120k messages/s instead of 200k here).
+                "fetch.queue.backoff.ms": 10,
                 **QUIET_LOGS,
             },
             client_options,
@@ -180,7 +185,7 @@ class RdKafkaSource(GroupSource, PartitionedSource):
 
         return callback
 
-    def _poll(self, consumer: Any) -> list[Record]:
+    def _poll(self, consumer: Any) -> list[PollUnit]:
         ck = require_confluent_kafka()
         try:
             messages = consumer.consume(self._poll_count, self._poll_timeout_ms / 1000)
@@ -196,13 +201,12 @@ class RdKafkaSource(GroupSource, PartitionedSource):
         self._refresh_ends(consumer)
         if not messages:
             return []
-        records = self._records(messages)
-        self._note_batch(len(messages), len(records))
-        return records
+        return self._units(messages)
 
-    def _records(self, messages: list[Any]) -> list[Record]:
+    def _units(self, messages: list[Any]) -> list[PollUnit]:
         """The records of one poll, built in bulk (C-level loops) unless a message holds
-        several lines; end-of-partition events move the positions."""
+        several lines, or with ``_as_blocks`` each partition's run of messages as a block;
+        end-of-partition events move the positions."""
         message_type = type(messages[0])
         errors = list(map(message_type.error, messages))
         positions: dict[TopicPartitionKey, int] = {}
@@ -213,11 +217,18 @@ class RdKafkaSource(GroupSource, PartitionedSource):
                     self._message_error(message, error, positions)
             messages = good
         records: list[Record] = []
+        units: list[PollUnit] = []
         if messages:
             values = list(map(message_type.value, messages))
             if None in values:  # tombstones
                 values = [b"" if v is None else v for v in values]
-            if self._split_lines and needs_split(values):
+            split = self._split_lines and needs_split(values)
+            blocks = _blocks(messages, values, split) if self._as_blocks else None
+            if blocks is not None:
+                for block in blocks:
+                    positions[(block.topic, block.partition)] = block.end
+                units = list(blocks)
+            elif split:
                 records = self._split_records(messages, values)
             else:
                 records = build_message_records(
@@ -227,8 +238,10 @@ class RdKafkaSource(GroupSource, PartitionedSource):
                     map(message_type.offset, messages),
                     map(message_type.partition, messages),
                 )
-            positions.update(last_offsets(records, max(1, len(self._assigned))))
-        if records and self._lost_since is not None:
+            if records:
+                positions.update(last_offsets(records, max(1, len(self._assigned))))
+                units = [records]
+        if units and self._lost_since is not None:
             logger.info(
                 "group %r reached the brokers again after %.1f s",
                 self.group_id,
@@ -236,7 +249,9 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             )
             self._lost_since = None
         self._note_read(positions)
-        return records
+        read = sum(len(unit) if isinstance(unit, list) else unit.count for unit in units)
+        self._note_batch(len(messages), read)
+        return units
 
     @staticmethod
     def _split_records(messages: list[Any], values: list[bytes]) -> list[Record]:
@@ -388,6 +403,39 @@ class RdKafkaSource(GroupSource, PartitionedSource):
                 continue
             highwaters[key] = high if high >= 0 else None
         self._note_ends(highwaters)
+
+
+def _blocks(messages: list[Any], values: list[bytes], split: bool) -> list[MessageBlock] | None:
+    """The messages of a poll (no error among them) as one block per run of one partition, with
+    ``split`` their lines as records (``None`` when some cannot be split in bulk)."""
+    blocks = _runs(messages, values)
+    if not split:
+        return blocks
+    lines = [block.split_lines() for block in blocks]
+    return None if None in lines else [block for block in lines if block is not None]
+
+
+def _runs(messages: list[Any], values: list[bytes]) -> list[MessageBlock]:
+    message_type = type(messages[0])
+    offsets = list(map(message_type.offset, messages))
+    keys = list(map(message_type.key, messages))
+    partitions = list(map(message_type.partition, messages))
+    topics = list(map(message_type.topic, messages))
+    n = len(messages)
+    if partitions.count(partitions[0]) == n and topics.count(topics[0]) == n:
+        return [MessageBlock(topics[0], partitions[0], values, offsets, keys)]
+    blocks: list[MessageBlock] = []
+    start = 0
+    for i in range(1, n + 1):
+        if i == n or partitions[i] != partitions[start] or topics[i] != topics[start]:
+            blocks.append(
+                MessageBlock(
+                    topics[start], partitions[start], values[start:i], offsets[start:i],
+                    keys[start:i],
+                )  # fmt: skip
+            )
+            start = i
+    return blocks
 
 
 def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:

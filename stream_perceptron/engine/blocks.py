@@ -1,11 +1,13 @@
 """The engine's block path: a whole block of plain CSV or flat JSON lines learned in one call
 of the learner's block learning (``learn_dense``), exact to the per-record path.
 
-Used automatically when the learner and the parser can: a line source's blocks, record
-batches (a Kafka batch one partition at a time). Anything it cannot take whole (a bad line,
-lines still to be skipped on resume, the header) goes the per-record way. Both paths leave the
-same model, counts and outputs, and both hand their results to the same
-:class:`~stream_perceptron.engine.outcomes.Outcomes`: ``tests/fast``,
+Used automatically when the learner and the parser can: a line source's blocks, a Kafka
+source's message blocks (a partition's one-record messages of one poll), record batches (a
+Kafka batch one partition at a time). Predictions leave as columns (offsets, keys, and a code
+per row for its prediction, label and mistake), formatted a block at a time. Anything it cannot
+take whole (a bad line, lines still to be skipped on resume, the header) goes the per-record
+way. Both paths leave the same model, counts and outputs, and both hand their results to the
+same :class:`~stream_perceptron.engine.outcomes.Outcomes`: ``tests/fast``,
 ``tests/engine/test_dense_batches.py`` and ``tests/engine/test_dense_multiclass.py`` check it.
 """
 
@@ -16,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from connectors import LineBlock, PositionKey, Record
+from connectors import LineBlock, MessageBlock, PositionKey, Record
+from stream_perceptron.engine.outputs import BlockOrigin, PredictionBlock
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.formats.base import (
     LABEL_OUTSIDE_ENCODING,
@@ -62,7 +65,22 @@ class BlockPath:
         if any(record.error is not None for record in batch):
             return False
         dense = self.parser.parse_dense([record.value for record in batch])
-        return self._learn(dense, key, last.offset + 1, lambda: batch)
+
+        def origin() -> BlockOrigin:
+            offsets = [record.position.offset for record in batch]
+            return BlockOrigin(key[0], key[1], offsets, [record.key for record in batch])
+
+        return self._learn(dense, key, last.offset + 1, lambda: batch, origin)
+
+    def process_messages(self, block: MessageBlock) -> bool:
+        """Process a block of Kafka messages whole and return True, or return False having
+        changed nothing (then the caller gives its records to the per-record path)."""
+        key = (block.topic, block.partition)
+        if not self._ready(key, block.offsets[0]):
+            return False
+        dense = self.parser.parse_dense(block.values)
+        origin = BlockOrigin(block.topic, block.partition, block.offsets, block.keys)
+        return self._learn(dense, key, block.end, block.records, lambda: origin)
 
     def process_block(self, block: LineBlock) -> bool:
         """Process a block of lines whole and return True, or return False having changed
@@ -73,7 +91,8 @@ class BlockPath:
         parser = self.parser
         assert isinstance(parser, BlockParser)
         dense = parser.parse_dense_block(block.data, block.count)
-        return self._learn(dense, key, block.end, block.records)
+        origin = BlockOrigin(block.source, None, range(block.start, block.end))
+        return self._learn(dense, key, block.end, block.records, lambda: origin)
 
     def _ready(self, key: PositionKey, first_offset: int) -> bool:
         """False while the header is to come or the lines are still to be skipped (resume)."""
@@ -83,21 +102,25 @@ class BlockPath:
 
     def _learn(
         self, dense: DenseBatch | None, key: PositionKey, end: int,
-        records: Callable[[], list[Record]],
+        records: Callable[[], list[Record]], origin: Callable[[], BlockOrigin],
     ) -> bool:  # fmt: skip
         """Learn the parsed lines (``None``: not plain, nothing done); ``records`` gives the
-        lines as records, made only when a prediction or a dead letter needs them."""
+        lines as records, made only when a dead letter needs them, ``origin`` their offsets
+        and keys, asked only when predictions are written."""
         if dense is None:
             return False
         if isinstance(base_learner(self.learner), Perceptron):  # a binary one, maybe preprocessed
-            done = self._learn_binary(dense, records)
+            done = self._learn_binary(dense, records, origin)
         else:
-            done = self._learn_multiclass(dense, records)
+            done = self._learn_multiclass(dense, origin)
         if done:
             self.coordinator.positions[key] = end
         return done
 
-    def _learn_binary(self, dense: DenseBatch, records: Callable[[], list[Record]]) -> bool:
+    def _learn_binary(
+        self, dense: DenseBatch, records: Callable[[], list[Record]],
+        origin: Callable[[], BlockOrigin],
+    ) -> bool:  # fmt: skip
         learner: Any = self.learner  # a Perceptron, or a Preprocessed one
         outcomes = self.outcomes
         features, X, label_cells = dense
@@ -123,9 +146,10 @@ class BlockPath:
             return False
         labelled = signs != 0
         mistakes = (predicted != signs) & labelled
-        batch = records() if errors or outcomes.writes_predictions else []
-        for i, error in errors.items():
-            outcomes.bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
+        if errors:
+            batch = records()
+            for i, error in errors.items():
+                outcomes.bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
 
         def window_rows() -> tuple[list[str], Any, list[bytes]]:
             # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
@@ -134,20 +158,40 @@ class BlockPath:
                 return features, X[picked], [label_cells[i] for i in rows[picked]]
             return features, X, label_cells
 
-        def output_rows() -> Any:
-            # Python values, not numpy scalars, row by row (several times faster).
-            positive_rows, signed = (predicted > 0).tolist(), signs.tolist()
-            for i, positive, sign, mistake in zip(
-                rows.tolist(), positive_rows, signed, mistakes.tolist()
-            ):
-                y = parsed[label_cells[i]] if sign else None
-                yield batch[i], classes[i][positive], y, mistake
+        def predictions() -> PredictionBlock:
+            where = origin()
+            kept = rows.tolist() if errors else None
+            cells = label_cells if kept is None else [label_cells[i] for i in kept]
+            if kept is not None:
+                keys = where.keys
+                where = BlockOrigin(
+                    where.source, where.partition, [where.offsets[i] for i in kept],
+                    None if keys is None else [keys[i] for i in kept],
+                )  # fmt: skip
+            if classes.count(classes[0]) != len(classes):  # the encoding settled in the block
+                shown = [classes[i][p] for i, p in zip(kept or range(n), (predicted > 0).tolist())]
+                labels = list(map(parsed.__getitem__, cells))
+                return PredictionBlock.of_rows(where, shown, labels, mistakes.tolist())
+            # A row's case follows from its label cell (a kept row is unlabelled exactly when
+            # its cell parses to None), whether it predicted positive, and whether that was a
+            # mistake: codes by numpy, no Python per row but the cell lookup.
+            ids = {cell: i for i, cell in enumerate(dict.fromkeys(cells))}
+            cell_ids = np.fromiter(map(ids.__getitem__, cells), dtype=np.intp, count=len(cells))
+            codes = (cell_ids * 2 + (predicted > 0)) * 2 + mistakes
+            negative, positive = classes[0]
+            cases = [
+                (shown, parsed[cell], wrong)
+                for cell in ids
+                for shown in (negative, positive)
+                for wrong in (False, True)
+            ]
+            return PredictionBlock(where, codes.tolist(), cases)
 
         unlabelled = int((~labelled).sum())
-        outcomes.learned_block(mistakes[labelled].tolist(), unlabelled, window_rows, output_rows)
+        outcomes.learned_block(mistakes[labelled].tolist(), unlabelled, window_rows, predictions)
         return True
 
-    def _learn_multiclass(self, dense: DenseBatch, records: Callable[[], list[Record]]) -> bool:
+    def _learn_multiclass(self, dense: DenseBatch, origin: Callable[[], BlockOrigin]) -> bool:
         features, X, cells = dense
         parsed = self.parser.label_cache
         labels = list(map(parsed.__getitem__, cells))
@@ -163,11 +207,9 @@ class BlockPath:
             picked = [i for i, y in enumerate(labels) if y is not None]
             return features, X[picked], [cells[i] for i in picked]
 
-        def output_rows() -> Any:
-            for record, prediction, y in zip(records(), predictions, labels):
-                yield record, prediction, y, y is not None and prediction != y
+        def output() -> PredictionBlock:
+            wrong = [y is not None and p != y for p, y in zip(predictions, labels)]
+            return PredictionBlock.of_rows(origin(), list(predictions), labels, wrong)
 
-        self.outcomes.learned_block(
-            mistakes, len(labels) - len(mistakes), window_rows, output_rows
-        )
+        self.outcomes.learned_block(mistakes, len(labels) - len(mistakes), window_rows, output)
         return True

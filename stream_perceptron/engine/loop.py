@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from connectors import BlockSource, LineBlock, PositionKey, Record, Source
+from connectors import (
+    BlockSource,
+    LineBlock,
+    MessageBlock,
+    MessageBlockSource,
+    PositionKey,
+    Record,
+    Source,
+)
 from stream_perceptron.checkpoint import CheckpointCoordinator, RunState
 from stream_perceptron.engine.blocks import BlockPath
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
@@ -155,6 +163,8 @@ class Engine:
                 with self.lock:
                     if isinstance(unit, LineBlock):
                         self._process_block(unit)
+                    elif isinstance(unit, MessageBlock):
+                        self._process_messages(unit)
                     else:
                         self._process(unit)
                 if self.on_batch is not None:
@@ -166,13 +176,16 @@ class Engine:
             coordinator.finish()
         return self.stats
 
-    def _batches(self, source: Source) -> Iterator[list[Record] | LineBlock]:
-        # A line source can hand whole reads to the block path, without a record per line.
+    def _batches(self, source: Source) -> Iterator[list[Record] | LineBlock | MessageBlock]:
+        # A line source can hand whole reads to the block path, without a record per line, and
+        # a Kafka source each partition's messages of a poll, without a record per message.
         batches: Iterator[Any]
         if self._blocks is not None and self._blocks.takes_blocks and isinstance(
             source, BlockSource
         ):
             batches = source.blocks()
+        elif self._blocks is not None and isinstance(source, MessageBlockSource):
+            batches = source.message_blocks()
         else:
             batches = source.batches()
         while not self._stop:
@@ -199,6 +212,28 @@ class Engine:
             block = LineBlock(block.data[cut:], block.source, block.start + 1, block.count - 1)
         if blocks is not None and blocks.process_block(block):
             return
+        records = block.records()
+        size = BLOCK_BATCH_SIZE
+        for lo in range(0, len(records), size):
+            self._process(records[lo : lo + size])
+
+    def _process_messages(self, block: MessageBlock) -> None:
+        blocks = self._blocks
+        assert blocks is not None
+        if self.parser.header_pending and block.count > 1:
+            # The header alone the per-record way, then the rest of the block whole (the first
+            # poll may hold a whole topic).
+            head = MessageBlock(
+                block.topic, block.partition, block.values[:1], block.offsets[:1], block.keys[:1]
+            )
+            self._process_records(head.records())
+            block = MessageBlock(
+                block.topic, block.partition, block.values[1:], block.offsets[1:], block.keys[1:]
+            )
+        if blocks.process_messages(block):
+            return
+        # Not plain (a bad record, a header, lines to skip on resume): in smaller batches, each
+        # whole if it can be, else record by record.
         records = block.records()
         size = BLOCK_BATCH_SIZE
         for lo in range(0, len(records), size):

@@ -7,11 +7,11 @@ of recent examples, prediction output and dead letters are each written once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from connectors import Record
-from stream_perceptron.engine.outputs import Outputs, prediction_line
+from stream_perceptron.engine.outputs import Outputs, PredictionBlock, prediction_line
 from stream_perceptron.engine.window import RecentWindow
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.stats import RunStats
@@ -27,10 +27,6 @@ class EngineError(StreamPerceptronError):
 
 class BadRecordError(EngineError):
     """A bad record under ``on_error="fail"``."""
-
-
-#: A block's rows for the outputs: ``(record, prediction, label or None, mistake)``.
-BlockRows = Iterable[tuple[Record, Any, Any, bool]]
 
 
 class Outcomes:
@@ -97,17 +93,17 @@ class Outcomes:
         mistakes: list[bool],
         unlabelled: int,
         window_rows: Callable[[], tuple[list[str], Any, list[bytes]]],
-        rows: Callable[[], BlockRows],
+        predictions: Callable[[], PredictionBlock],
     ) -> None:
         """A block was predicted and learned: ``mistakes`` of its labelled rows in order,
         ``unlabelled`` rows only predicted; ``window_rows`` gives its labelled rows for the
-        window (names, values, raw label cells) and ``rows`` each row for the outputs, both
-        called only when needed."""
+        window (names, values, raw label cells) and ``predictions`` its rows for the outputs,
+        both called only when needed."""
         self.stats.count_many(mistakes, unlabelled=unlabelled)
         if self.window is not None:
             self.window.defer(*window_rows())
         if self._write_predictions is not None:
-            self._write_predictions(list(rows()))
+            self._write_predictions(predictions())
 
     def bad(self, record: Record, reason: str, detail: str) -> None:
         """A record was refused: counted by reason and kept as a dead letter, the model left

@@ -51,24 +51,50 @@ def test_prediction_lines_equal_json_dumps(source, offset, partition, prediction
 
 
 @given(
+    source=st.sampled_from(["t", "data.csv", 'a"%s\\', "é"]),
+    partition=st.one_of(st.none(), st.integers(min_value=0, max_value=3)),
     rows=st.lists(
-        st.tuples(
-            st.sampled_from(["t", "data.csv", 'a"%s\\', "é"]),
-            st.integers(min_value=0, max_value=2**63),
-            st.one_of(st.none(), st.integers(min_value=0, max_value=3)),
-            VALUES,
-            VALUES,
-            st.booleans(),
-        ),
+        st.tuples(st.integers(min_value=0, max_value=2**63), VALUES, VALUES, st.booleans()),
         max_size=12,
-    )
+    ),
+    keyed=st.booleans(),
 )
-def test_block_prediction_lines_equal_line_by_line(rows):
-    from stream_perceptron.engine.outputs import prediction_lines
+def test_block_prediction_lines_equal_line_by_line(source, partition, rows, keyed):
+    from stream_perceptron.engine.outputs import (
+        BlockOrigin,
+        PredictionBlock,
+        block_prediction_lines,
+    )
 
-    block = [
+    offsets = [offset for offset, *_ in rows]
+    keys = [str(i).encode() for i in range(len(rows))] if keyed else None
+    block = PredictionBlock.of_rows(
+        BlockOrigin(source, partition, offsets, keys),
+        [row[1] for row in rows],
+        [row[2] for row in rows],
+        [row[3] for row in rows],
+    )
+    records = [
         (Record(b"", Position(source, offset, partition)), prediction, y, mistake)
-        for source, offset, partition, prediction, y, mistake in rows
+        for offset, prediction, y, mistake in rows
     ]
-    assert prediction_lines(block) == [reference(*row) for row in block]
-    assert prediction_lines(block) == [prediction_line(*row) for row in block]
+    assert block_prediction_lines(block) == [reference(*row) for row in records]
+    assert block_prediction_lines(block) == [prediction_line(*row) for row in records]
+
+
+def test_block_prediction_lines_keep_true_and_one_apart():
+    from stream_perceptron.engine.outputs import (
+        BlockOrigin,
+        PredictionBlock,
+        block_prediction_lines,
+    )
+
+    values = [True, 1, False, 0, 1, True, None, "1"]
+    block = PredictionBlock.of_rows(
+        BlockOrigin("t", 2, range(8)), values, values[::-1], [True] * 8
+    )
+    expected = [
+        reference(Record(b"", Position("t", o, 2)), p, y, True)
+        for o, p, y in zip(range(8), values, values[::-1])
+    ]
+    assert block_prediction_lines(block) == expected

@@ -431,3 +431,86 @@ def test_on_idle_is_called_after_an_empty_poll_that_follows_the_batches(
     assert sum(sizes) == 20 and all(0 < size <= 5 for size in sizes)
     # The topic drained, the next poll found nothing: an idle call came after the last batch.
     assert events[-1] == "idle"
+
+
+def _collect_units(source: KafkaSource | RdKafkaSource, timeout: float = 60) -> list:
+    units: list = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            units.extend(source.message_blocks())
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    if not done.wait(timeout):
+        source.close()
+        pytest.fail(f"message_blocks() of {source!r} did not end within {timeout:g} s")
+    return units
+
+
+def test_message_blocks_are_the_records_of_batches_as_columns(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
+) -> None:
+    from connectors import MessageBlock, MessageBlockSource
+
+    topic = make_topic(3)
+    values = [b"m%d" % i for i in range(60)]
+    values[7], values[31] = None, b""  # a tombstone, an empty value
+    keys = [b"k%d" % i for i in range(59)] + [None]
+    sent = produce(topic, values, keys)
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id, max_poll_records=9) as source:
+        assert isinstance(source, MessageBlockSource)
+        units = _collect_units(source)
+        lag = source.lag()  # 0: the blocks moved each partition's position to its end
+    assert units and all(isinstance(u, MessageBlock) and u.count > 0 for u in units)
+    got = {}
+    for block in units:
+        assert block.topic == topic and block.count <= 9
+        assert block.offsets == sorted(block.offsets) and block.end == block.offsets[-1] + 1
+        assert len(block.values) == len(block.keys) == block.count
+        for record in block.records():  # the records batches() would give
+            assert (record.position.source, record.position.partition) == (topic, block.partition)
+            assert record.error is None
+            got[(record.position.partition, record.position.offset)] = (record.value, record.key)
+    expected = {pos: (v if v is not None else b"", k) for pos, v, k in zip(sent, values, keys)}
+    assert got == expected
+    for partition in range(3):
+        offsets = [o for b in units if b.partition == partition for o in b.offsets]
+        assert offsets == list(range(len(offsets)))
+    assert lag == {(topic, 0): 0, (topic, 1): 0, (topic, 2): 0}
+
+
+@pytest.mark.parametrize(
+    ("values", "as_block"),
+    [
+        ([b"a", b"b\nc", b"", b"d\n\ne"], True),  # lines split in bulk
+        ([b"a", b"b\nc", b"x\r\ny", b"d\n"], False),  # a \r, a final newline: records
+    ],
+)
+def test_message_blocks_split_multi_line_messages_as_batches_do(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    produce,
+    group_id: str,
+    kafka_client: str,
+    values: list[bytes],
+    as_block: bool,
+) -> None:
+    from connectors import MessageBlock
+
+    topic = make_topic()
+    keys = [b"k%d" % i for i in range(len(values))]
+    produce(topic, values, keys)
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id) as source:
+        units = _collect_units(source)
+    with source_for(kafka_client, kafka_bootstrap, topic, group_id + "-batches") as source:
+        expected = collect(source)
+    records = []
+    for unit in units:
+        records += unit.records() if isinstance(unit, MessageBlock) else unit
+    assert records == expected
+    assert [(r.position.offset, r.key) for r in records][:3] == [(0, b"k0"), (1, b"k1"), (1, b"k1")]
+    assert all(isinstance(unit, MessageBlock) for unit in units) == as_block
