@@ -956,6 +956,24 @@ typedef struct {
     Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
 } MultiState;
 
+/* Class c's plain score dot + b[c] and averaged score (dot + b[c]) - (udot + ub[c]) / tp
+ * into the two running argmaxes (the first class wins ties). */
+static inline void avg_argmax_step(Py_ssize_t c, double dot, double udot, const double *b,
+                                   const double *ub, double tp, int64_t *best,
+                                   double *best_score, int64_t *abest, double *abest_score)
+{
+    double score = dot + b[c];
+    double ascore = score - (udot + ub[c]) / tp;
+    if (*abest < 0 || ascore > *abest_score) {
+        *abest = c;
+        *abest_score = ascore;
+    }
+    if (*best < 0 || score > *best_score) {
+        *best = c;
+        *best_score = score;
+    }
+}
+
 static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
                               double *W, double *b, unsigned char *updated, double *U,
                               double *ub, unsigned char *u_updated, int averaged, double lr,
@@ -970,30 +988,47 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         double best_score = 0.0, abest_score = 0.0;
         int with_average = averaged && n_seen > 0;
         double tp = (double)n_seen;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            const double *wc = W + c * d;
-            double dot = 0.0;
-            if (with_average) {
-                const double *uc = U + c * d;
-                double udot = 0.0;
+        if (with_average) {
+            /* two classes at a time: four independent folds in flight instead of two (each
+             * fold still a left fold over j, the classes still compared in order) */
+            Py_ssize_t c = 0;
+            for (; c + 1 < n_active; c += 2) {
+                const double *w0 = W + c * d, *w1 = w0 + d, *u0 = U + c * d, *u1 = u0 + d;
+                double dot[2] = {0.0, 0.0}, udot[2] = {0.0, 0.0};
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double xj = x[j];
+                    dot[0] += w0[j] * xj;
+                    udot[0] += u0[j] * xj;
+                    dot[1] += w1[j] * xj;
+                    udot[1] += u1[j] * xj;
+                }
+                for (int k = 0; k < 2; k++) {
+                    avg_argmax_step(c + k, dot[k], udot[k], b, ub, tp, &best, &best_score,
+                                    &abest, &abest_score);
+                }
+            }
+            if (c < n_active) {
+                const double *wc = W + c * d, *uc = U + c * d;
+                double dot = 0.0, udot = 0.0;
                 for (Py_ssize_t j = 0; j < d; j++) {
                     dot += wc[j] * x[j];
                     udot += uc[j] * x[j];
                 }
-                double ascore = (dot + b[c]) - (udot + ub[c]) / tp;
-                if (abest < 0 || ascore > abest_score) {
-                    abest = c;
-                    abest_score = ascore;
-                }
+                avg_argmax_step(c, dot, udot, b, ub, tp, &best, &best_score, &abest,
+                                &abest_score);
             }
-            else {
+        }
+        else {
+            for (Py_ssize_t c = 0; c < n_active; c++) {
+                const double *wc = W + c * d;
+                double dot = 0.0;
                 for (Py_ssize_t j = 0; j < d; j++)
                     dot += wc[j] * x[j];
-            }
-            double score = dot + b[c];
-            if (best < 0 || score > best_score) {
-                best = c;
-                best_score = score;
+                double score = dot + b[c];
+                if (best < 0 || score > best_score) {
+                    best = c;
+                    best_score = score;
+                }
             }
         }
         preds[i] = with_average ? abest : best;
