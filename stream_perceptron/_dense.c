@@ -947,14 +947,45 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
  * has none: a term 0.0 * v, a zero, changes no left fold from +0.0); the prediction is the
  * argmax of _average_scores, s - (udot + ub) / t with s the plain score and udot the left
  * fold of u * v, while learning uses the plain argmax, as _learn does.
+ *
+ * The forgetting average (half_life > 0; LinearHyperparameters): an update at example t adds
+ * c(t) * delta to u, c(t) = pow(beta, ref - t), and the average divides u by
+ * D(t) = pow(beta, ref - t - 1) (math.pow is libm's pow, so the same doubles); after each
+ * learned example with t - ref >= RENORMALISE_HALF_LIVES * half_life, every accumulator (U,
+ * ub, of every class) is multiplied by pow(beta, t - ref) and ref moves to t, as _renormalise
+ * does; each such factor is written to factors[], for the glue to rescale the accumulators of
+ * features outside the block the same way.
  */
+
+#define RENORMALISE_HALF_LIVES 256.0
 
 typedef struct {
     double max_norm;
     long long n_seen, n_mistakes;
     Py_ssize_t n_active;
     Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
+    double half_life;   /* > 0: the forgetting average; 0: the plain one */
+    double beta;
+    long long avg_ref;
+    double *factors;    /* the renormalisations' factors (n at most) */
+    Py_ssize_t n_factors;
 } MultiState;
+
+/* _renormalise_due / _renormalise after learned example t (the forgetting average). */
+static inline void renormalise_multi(MultiState *st, long long t, double *U, double *ub,
+                                     Py_ssize_t n_active, Py_ssize_t d)
+{
+    if (!(st->half_life > 0.0 &&
+          (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
+        return;
+    double factor = pow(st->beta, (double)(t - st->avg_ref));
+    for (Py_ssize_t k = 0; k < n_active * d; k++)
+        U[k] = U[k] * factor;
+    for (Py_ssize_t c = 0; c < n_active; c++)
+        ub[c] = ub[c] * factor;
+    st->factors[st->n_factors++] = factor;
+    st->avg_ref = t;
+}
 
 /* Class c's plain score dot + b[c] and averaged score (dot + b[c]) - (udot + ub[c]) / tp
  * into the two running argmaxes (the first class wins ties). */
@@ -987,7 +1018,8 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         int64_t best = -1, abest = -1;
         double best_score = 0.0, abest_score = 0.0;
         int with_average = averaged && n_seen > 0;
-        double tp = (double)n_seen;
+        double tp = st->half_life > 0.0 ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                                        : (double)n_seen;
         if (with_average) {
             /* two classes at a time: four independent folds in flight instead of two (each
              * fold still a left fold over j, the classes still compared in order) */
@@ -1048,14 +1080,17 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         }
         if (r > max_norm)
             max_norm = r;
-        if (y == best && y < n_active)
+        if (y == best && y < n_active) {
+            renormalise_multi(st, t, U, ub, n_active, d);
             continue;
+        }
         if (y >= n_active)
             n_active = y + 1; /* a class seen for the first time: always a mistake */
         n_mistakes += 1;
         double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
-        int averaging = averaged && t > 1;
-        double tm = (double)(t - 1);
+        int averaging = averaged && (t > 1 || st->half_life > 0.0);
+        double tm = st->half_life > 0.0 ? pow(st->beta, (double)(st->avg_ref - t))
+                                        : (double)(t - 1); /* c(t) */
         double *wy = W + y * d;
         b[y] += db;
         double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
@@ -1111,6 +1146,7 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
             st->refused = i;
             return;
         }
+        renormalise_multi(st, t, U, ub, n_active, d);
     }
     st->max_norm = max_norm;
     st->n_seen = n_seen;
@@ -1120,32 +1156,42 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
 
 PyDoc_STRVAR(kernel_multiclass_doc,
 "kernel_multiclass(X, labels, W, b, updated, U, ub, u_updated, averaged, n_active, lr,\n"
-"                  bias_mode, max_norm, n_seen, n_mistakes, preds, n, d, n_classes)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
+"                  bias_mode, max_norm, n_seen, n_mistakes, preds, n, d, n_classes,\n"
+"                  half_life, beta, avg_ref, factors)\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors)\n\n"
 "MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
 "index, -1 unlabelled), W and U float64 (n_classes, d), b and ub float64 (n_classes) updated\n"
 "in place, updated and u_updated uint8 (n_classes) set for every class whose weights\n"
 "(accumulators) learned, preds int64 (n) the class predicted before learning (-1: no class\n"
 "yet; averaged: the argmax of the averaged scores). refused: the first row whose update\n"
 "would make R, a bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
-"there, the arrays partly written: the caller drops them, with the other results.");
+"there, the arrays partly written: the caller drops them, with the other results.\n"
+"half_life > 0: the forgetting average (beta, avg_ref as the model's _beta, _avg_ref);\n"
+"factors float64 (n) receives the factors of the n_factors renormalisations made, in order.");
 
 static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 {
     PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_U, *o_ub, *o_u_updated, *o_preds;
+    PyObject *o_factors;
     Py_ssize_t n_active, n, d, n_classes;
-    double lr, max_norm;
+    double lr, max_norm, half_life, beta;
     int bias_mode, averaged;
-    long long n_seen, n_mistakes;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOpndidLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
-                          &o_U, &o_ub, &o_u_updated, &averaged, &n_active, &lr, &bias_mode,
-                          &max_norm, &n_seen, &n_mistakes, &o_preds, &n, &d, &n_classes))
+    long long n_seen, n_mistakes, avg_ref;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOpndidLLOnnnddLO", &o_X, &o_labels, &o_W, &o_b,
+                          &o_updated, &o_U, &o_ub, &o_u_updated, &averaged, &n_active, &lr,
+                          &bias_mode, &max_norm, &n_seen, &n_mistakes, &o_preds, &n, &d,
+                          &n_classes, &half_life, &beta, &avg_ref, &o_factors))
         return NULL;
     if (n < 0 || d < 0 || n_active < 0 || n_active > n_classes) {
         PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
         return NULL;
     }
-    const BufferSpec specs[9] = {
+    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
+        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+        return NULL;
+    }
+    int forgetting = half_life > 0.0;
+    const BufferSpec specs[10] = {
         {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
         {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
         {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
@@ -1155,28 +1201,30 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
         {o_U, 1, (averaged ? n_classes * d : 0) * (Py_ssize_t)sizeof(double), "U"},
         {o_ub, 1, (averaged ? n_classes : 0) * (Py_ssize_t)sizeof(double), "ub"},
         {o_u_updated, 1, averaged ? n_classes : 0, "u_updated"},
+        {o_factors, 1, (forgetting ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
     };
-    Py_buffer v[9];
-    if (get_buffers(specs, v, 9) < 0)
+    Py_buffer v[10];
+    if (get_buffers(specs, v, 10) < 0)
         return NULL;
     const int64_t *lab = v[1].buf;
     for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
         if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
-            release_buffers(v, 9);
+            release_buffers(v, 10);
             PyErr_SetString(PyExc_ValueError, "labels must bring new classes in order");
             return NULL;
         }
         if (lab[i] == next)
             next++;
     }
-    MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1};
+    MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1,
+                     half_life, beta, avg_ref, v[9].buf, 0};
     Py_BEGIN_ALLOW_THREADS
     kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[6].buf, v[7].buf,
                       v[8].buf, averaged, lr, bias_mode, v[5].buf, &st);
     Py_END_ALLOW_THREADS
-    release_buffers(v, 9);
-    return Py_BuildValue("ndLLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
-                         st.refused);
+    release_buffers(v, 10);
+    return Py_BuildValue("ndLLnLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
+                         st.refused, st.avg_ref, st.n_factors);
 }
 
 static PyMethodDef methods[] = {
