@@ -766,7 +766,29 @@ typedef struct {
     long long n_seen, n_mistakes;
     int w_updated, u_updated, finite;
     Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
+    double half_life;   /* > 0: the forgetting average (see the multi-class kernel); 0: plain */
+    double beta;
+    long long avg_ref;
+    double *factors;    /* the renormalisations' factors (n at most) */
+    Py_ssize_t n_factors;
 } KernelState;
+
+#define RENORMALISE_HALF_LIVES 256.0
+
+/* Perceptron._renormalise_due / _renormalise after learned example t: u and *ub rescaled. */
+static inline void renormalise_binary(KernelState *st, long long t, double *u, double *ub,
+                                      Py_ssize_t d)
+{
+    if (!(st->half_life > 0.0 &&
+          (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
+        return;
+    double factor = pow(st->beta, (double)(t - st->avg_ref));
+    for (Py_ssize_t j = 0; j < d; j++)
+        u[j] = u[j] * factor;
+    *ub = *ub * factor;
+    st->factors[st->n_factors++] = factor;
+    st->avg_ref = t;
+}
 
 static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
                    const unsigned char *present, double *u, double lr, int bias_mode,
@@ -783,7 +805,9 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         int y = signs[i];
         double dot = 0.0, udot = 0.0, sq = 0.0, nonfinite = 0.0;
         int with_average = averaged && n_seen > 0;
-        double tp = (double)n_seen;
+        double tp = st->half_life > 0.0 && with_average
+                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                        : (double)n_seen;
         if (all_present && !with_average) {
             for (Py_ssize_t j = 0; j < d; j++) {
                 double v = x[j];
@@ -848,9 +872,11 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             else
                 db = 0.0;
             b += db;
-            int averaging = averaged && t > 1;
+            int averaging = averaged && (t > 1 || st->half_life > 0.0);
+            double coef = st->half_life > 0.0 ? pow(st->beta, (double)(st->avg_ref - t))
+                                              : (double)(t - 1); /* c(t) */
             if (averaging)
-                ub += (double)(t - 1) * db;
+                ub += coef * db;
             double check = (b - b) + (ub - ub); /* 0.0 when finite, NaN otherwise */
             for (Py_ssize_t j = 0; j < d; j++) {
                 double wj = w[j] + step * x[j];
@@ -860,7 +886,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             all_present = 1;
             w_updated = 1;
             if (averaging) {
-                double c = (double)(t - 1) * step;
+                double c = coef * step;
                 for (Py_ssize_t j = 0; j < d; j++) {
                     double uj = u[j] + c * x[j];
                     u[j] = uj;
@@ -874,6 +900,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
                 return;
             }
         }
+        renormalise_binary(st, t, u, &ub, d);
     }
     st->b = b;
     st->ub = ub;
@@ -887,52 +914,62 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
 
 PyDoc_STRVAR(kernel_doc,
 "kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
-"       max_norm, preds, n, d)\n"
-"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused)\n\n"
+"       max_norm, preds, n, d, half_life, beta, avg_ref, factors)\n"
+"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused,\n"
+"        avg_ref, n_factors)\n\n"
 "Perceptron's learning, row by row (native/binary.py): X float64 (n, d), signs int8 (n;\n"
 "0 unlabelled), w and u float64 (d), present bool (d),\n"
 "preds int8 (n). w, u and preds are written in place. refused: the first row whose update\n"
 "would make R, the bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
-"there, w and u partly written: the caller drops them, with the other results.");
+"there, w and u partly written: the caller drops them, with the other results.\n"
+"half_life > 0: the forgetting average (beta, avg_ref as the model's _beta, _avg_ref);\n"
+"factors float64 (n) receives the factors of the n_factors renormalisations made, in order.");
 
 static PyObject *py_kernel(PyObject *self, PyObject *args)
 {
-    PyObject *o_X, *o_signs, *o_w, *o_present, *o_u, *o_preds;
-    double lr, b, ub, max_norm;
+    PyObject *o_X, *o_signs, *o_w, *o_present, *o_u, *o_preds, *o_factors;
+    double lr, b, ub, max_norm, half_life, beta;
     int bias_mode, averaged;
-    long long n_seen, n_mistakes;
+    long long n_seen, n_mistakes, avg_ref;
     Py_ssize_t n, d;
-    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnn", &o_X, &o_signs, &o_w, &o_present, &o_u, &lr,
-                          &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
-                          &o_preds, &n, &d))
+    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnnddLO", &o_X, &o_signs, &o_w, &o_present, &o_u,
+                          &lr, &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
+                          &o_preds, &n, &d, &half_life, &beta, &avg_ref, &o_factors))
         return NULL;
     if (n < 0 || d < 0) {
         PyErr_SetString(PyExc_ValueError, "bad n or d");
         return NULL;
     }
-    const BufferSpec specs[6] = {
+    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
+        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+        return NULL;
+    }
+    const BufferSpec specs[7] = {
         {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
         {o_signs, 0, n, "signs"},
         {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
         {o_present, 0, d, "present"},
         {o_u, 1, d * (Py_ssize_t)sizeof(double), "u"},
         {o_preds, 1, n, "preds"},
+        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
     };
-    Py_buffer v[6];
-    if (get_buffers(specs, v, 6) < 0)
+    Py_buffer v[7];
+    if (get_buffers(specs, v, 7) < 0)
         return NULL;
-    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1};
+    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
+                      half_life, beta, avg_ref, v[6].buf, 0};
     Py_BEGIN_ALLOW_THREADS
     kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
            v[5].buf, &st);
     Py_END_ALLOW_THREADS
-    release_buffers(v, 6);
+    release_buffers(v, 7);
     if (!st.finite || st.refused >= 0)
-        return Py_BuildValue("ddLLdOOOn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
-                             Py_False, st.finite ? Py_True : Py_False, st.refused);
-    return Py_BuildValue("ddLLdOOOn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
+        return Py_BuildValue("ddLLdOOOnLn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
+                             Py_False, st.finite ? Py_True : Py_False, st.refused, avg_ref,
+                             (Py_ssize_t)0);
+    return Py_BuildValue("ddLLdOOOnLn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
                          st.w_updated ? Py_True : Py_False, st.u_updated ? Py_True : Py_False,
-                         Py_True, st.refused);
+                         Py_True, st.refused, st.avg_ref, st.n_factors);
 }
 
 /* -- the multi-class kernel -------------------------------------------------------------------
@@ -956,8 +993,6 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
  * does; each such factor is written to factors[], for the glue to rescale the accumulators of
  * features outside the block the same way.
  */
-
-#define RENORMALISE_HALF_LIVES 256.0
 
 typedef struct {
     double max_norm;

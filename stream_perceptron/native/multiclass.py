@@ -22,17 +22,12 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.learners._base import check_class_kind
-from stream_perceptron.native.binary import BIAS_CODES, refusal
+from stream_perceptron.native.binary import BIAS_CODES, MIN_HALF_LIFE, refusal, rescale_outside
 
 if TYPE_CHECKING:
     from stream_perceptron.learners.multiclass import MulticlassPerceptron
 
 __all__ = ["supported", "learn_dense"]
-
-
-#: The shortest ``average_half_life`` the kernel takes: below about 1/768, ``math.pow`` in
-#: the learner's coefficients overflows (OverflowError), which the kernel would not raise.
-MIN_HALF_LIFE = 0.01
 
 
 def supported(model: Any) -> bool:
@@ -91,18 +86,8 @@ def _write_rescaled(
     accumulators the kernel did not write back (of the classes that did not learn) take the
     kernel's values where the dict has the feature, and those of features outside the block
     are multiplied by each factor in turn, as ``_renormalise`` does to every entry."""
-    inside = set(features)
     for i, cl in enumerate(classes):
-        uc = model._u[cl]
-        if not u_updated[i]:
-            for k, v in zip(features, U[i].tolist()):
-                if k in uc:
-                    uc[k] = v
-        for k in [k for k in uc if k not in inside]:
-            v = uc[k]
-            for f in factors:
-                v = v * f
-            uc[k] = v
+        rescale_outside(model._u[cl], features, U[i], bool(u_updated[i]), factors)
 
 
 def learn_dense(

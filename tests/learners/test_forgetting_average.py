@@ -177,10 +177,8 @@ def test_hyperparameter_checks():
         for bad in (0, -1, math.inf, math.nan, True, "10"):
             with pytest.raises(ValueError):
                 klass(averaged=True, average_half_life=bad)
-        # the multi-class dense kernel takes the forgetting average, the binary one not yet
-        assert klass(averaged=True, average_half_life=10).dense_capable == (
-            klass is MulticlassPerceptron and native.has_dense()
-        )
+        # the dense kernels take the forgetting average, down to a half-life of 0.01
+        assert klass(averaged=True, average_half_life=10).dense_capable == native.has_dense()
         assert not klass(averaged=True, average_half_life=0.001).dense_capable
         state = klass(averaged=True, average_half_life=10).get_state()
         state["avg_ref"] = 5
