@@ -1,9 +1,10 @@
 """The dense kernels with the forgetting average (``average_half_life``).
 
 ``learn_dense`` (multi-class and binary) must leave the model bit for bit as the pure-Python
-``predict_learn_one`` loop does, also when the accumulators are renormalised inside a block (several times), when the
-model holds accumulators of features outside the block (learned per record before: the glue
-rescales them by the kernel's factors, in order), and around unlabelled rows and new classes.
+``predict_learn_one`` loop does, also when the accumulators are renormalised inside a block
+(several times), when the model holds accumulators of features outside the block (learned per
+record before: the glue rescales them by the kernel's factors, in order), and around
+unlabelled rows and new classes.
 """
 
 from __future__ import annotations
