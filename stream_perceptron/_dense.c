@@ -797,6 +797,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
     double b = st->b, ub = st->ub, max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
     int all_present = 1, w_updated = 0, u_updated = 0;
+    const int forgetting = st->half_life > 0.0;
     for (Py_ssize_t j = 0; j < d; j++)
         if (!present[j])
             all_present = 0;
@@ -805,7 +806,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         int y = signs[i];
         double dot = 0.0, udot = 0.0, sq = 0.0, nonfinite = 0.0;
         int with_average = averaged && n_seen > 0;
-        double tp = st->half_life > 0.0 && with_average
+        double tp = forgetting && with_average
                         ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
                         : (double)n_seen;
         if (all_present && !with_average) {
@@ -872,8 +873,8 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             else
                 db = 0.0;
             b += db;
-            int averaging = averaged && (t > 1 || st->half_life > 0.0);
-            double coef = st->half_life > 0.0 ? pow(st->beta, (double)(st->avg_ref - t))
+            int averaging = averaged && (t > 1 || forgetting);
+            double coef = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
                                               : (double)(t - 1); /* c(t) */
             if (averaging)
                 ub += coef * db;
@@ -900,7 +901,8 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
                 return;
             }
         }
-        renormalise_binary(st, t, u, &ub, d);
+        if (forgetting)
+            renormalise_binary(st, t, u, &ub, d);
     }
     st->b = b;
     st->ub = ub;
@@ -1048,13 +1050,15 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
     double max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
     Py_ssize_t n_active = st->n_active;
+    const int forgetting = st->half_life > 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const double *x = X + i * d;
         int64_t best = -1, abest = -1;
         double best_score = 0.0, abest_score = 0.0;
         int with_average = averaged && n_seen > 0;
-        double tp = st->half_life > 0.0 ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
-                                        : (double)n_seen;
+        double tp = forgetting && with_average
+                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                        : (double)n_seen;
         if (with_average) {
             /* two classes at a time: four independent folds in flight instead of two (each
              * fold still a left fold over j, the classes still compared in order) */
@@ -1116,15 +1120,16 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         if (r > max_norm)
             max_norm = r;
         if (y == best && y < n_active) {
-            renormalise_multi(st, t, U, ub, n_active, d);
+            if (forgetting)
+                renormalise_multi(st, t, U, ub, n_active, d);
             continue;
         }
         if (y >= n_active)
             n_active = y + 1; /* a class seen for the first time: always a mistake */
         n_mistakes += 1;
         double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
-        int averaging = averaged && (t > 1 || st->half_life > 0.0);
-        double tm = st->half_life > 0.0 ? pow(st->beta, (double)(st->avg_ref - t))
+        int averaging = averaged && (t > 1 || forgetting);
+        double tm = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
                                         : (double)(t - 1); /* c(t) */
         double *wy = W + y * d;
         b[y] += db;
@@ -1181,7 +1186,8 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
             st->refused = i;
             return;
         }
-        renormalise_multi(st, t, U, ub, n_active, d);
+        if (forgetting)
+            renormalise_multi(st, t, U, ub, n_active, d);
     }
     st->max_norm = max_norm;
     st->n_seen = n_seen;
