@@ -959,6 +959,9 @@ dict_tag(PyObject *d)
 typedef struct {
     PyObject_HEAD
     int built;
+    int too_large;      /* the last build stopped at AVG_CACHE_MAX_CELLS */
+    PyObject *decl[4];  /* the dicts w, b, u, ub of the model last declined (or NULL) */
+    uint64_t decl_max;  /* model_tag() then; UINT64_MAX: declined for good (too large) */
     PyObject *w, *b, *u, *ub; /* the model's dicts, or NULL */
     uint64_t tw, tb, tu, tub;
     Py_ssize_t nc;
@@ -1037,6 +1040,7 @@ avg_cache_slot(AvgCache *self, PyObject *key)
     }
     Py_ssize_t s = self->ns;
     if ((s + 1) * self->nc > AVG_CACHE_MAX_CELLS) {
+        self->too_large = 1;
         return -2;
     }
     if (s == self->scap) {
@@ -1199,6 +1203,49 @@ avg_cache_build(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject 
     return 1;
 }
 
+/* The largest version tag of the model's dicts w, b, u, ub and w's class dicts: any change
+ * of one of them gives it a tag larger than every tag before (PEP 509). */
+static uint64_t
+model_tag(PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    uint64_t m = dict_tag(w);
+    PyObject *ds[3] = {b, u, ub};
+    for (int k = 0; k < 3; k++) {
+        m = dict_tag(ds[k]) > m ? dict_tag(ds[k]) : m;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *c, *wc;
+    while (PyDict_Next(w, &pos, &c, &wc)) {
+        if (PyDict_CheckExact(wc) && dict_tag(wc) > m) {
+            m = dict_tag(wc);
+        }
+    }
+    return m;
+}
+
+/* A model the copy declined (a key or weight of a type it does not take, or too large) is
+ * not read again at every call: only once one of its dicts changed (never, when too large,
+ * while the model's dicts are the same objects). Not reading it again is always exact: the
+ * caller then runs the module's kernels. */
+static int
+avg_cache_still_declined(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    if (self->decl[0] != w || self->decl[1] != b || self->decl[2] != u || self->decl[3] != ub) {
+        return 0;
+    }
+    return self->decl_max == UINT64_MAX || model_tag(w, b, u, ub) == self->decl_max;
+}
+
+static void
+avg_cache_note_declined(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    PyObject *ds[4] = {w, b, u, ub};
+    for (int k = 0; k < 4; k++) {
+        Py_XSETREF(self->decl[k], Py_NewRef(ds[k]));
+    }
+    self->decl_max = self->too_large ? UINT64_MAX : model_tag(w, b, u, ub);
+}
+
 /* The copy brought up to date with the model. 1: done; 0: not handled (the copy dropped);
  * -1: error (dropped). */
 static int
@@ -1311,9 +1358,19 @@ avg_cache_fold(AvgCache *self, const char *name, PyObject *const *args, Py_ssize
         !PyDict_CheckExact(ub) || !PyDict_CheckExact(x) || !count_value(args[4], t)) {
         return 0;
     }
+    if (self->decl[0] != NULL && avg_cache_still_declined(self, w, b, u, ub)) {
+        return 0;
+    }
+    self->too_large = 0;
     int status = avg_cache_sync(self, w, b, u, ub);
+    if (status == 0) {
+        avg_cache_note_declined(self, w, b, u, ub);
+    }
     if (status <= 0) {
         return status;
+    }
+    for (int k = 0; k < 4; k++) {
+        Py_CLEAR(self->decl[k]);
     }
     status = avg_cache_load_x(self, x, sq);
     if (status <= 0) {
@@ -1446,6 +1503,9 @@ avg_cache_traverse(AvgCache *self, visitproc visit, void *arg)
     Py_VISIT(self->u);
     Py_VISIT(self->ub);
     Py_VISIT(self->index);
+    for (int k = 0; k < 4; k++) {
+        Py_VISIT(self->decl[k]);
+    }
     for (Py_ssize_t c = 0; c < self->nc; c++) {
         Py_VISIT(self->cls[c]);
         Py_VISIT(self->wc[c]);
@@ -1461,6 +1521,9 @@ static int
 avg_cache_tp_clear(AvgCache *self)
 {
     avg_cache_clear(self);
+    for (int k = 0; k < 4; k++) {
+        Py_CLEAR(self->decl[k]);
+    }
     return 0;
 }
 
@@ -1468,7 +1531,7 @@ static void
 avg_cache_dealloc(AvgCache *self)
 {
     PyObject_GC_UnTrack(self);
-    avg_cache_clear(self);
+    avg_cache_tp_clear(self);
     PyMem_Free(self->lk);
     PyMem_Free(self->ls);
     PyMem_Free(self->slots);
@@ -1490,7 +1553,9 @@ PyDoc_STRVAR(avg_cache_doc,
 "\n"
 "A dense copy of an averaged multi-class model's weights, accumulators and biases, for\n"
 "its :meth:`avg_class_argmax`; checked against the model's dicts at every call and read\n"
-"again where they changed. Never saved: a learner makes a new one when it needs one.");
+"again where they changed. A model it declined is tried again only once one of its dicts\n"
+"changed (a model too large: not while its dicts are the same objects). Never saved: a\n"
+"learner makes a new one when it needs one.");
 
 static PyTypeObject AvgCacheType = {
     PyVarObject_HEAD_INIT(NULL, 0)

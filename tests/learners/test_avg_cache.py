@@ -210,6 +210,23 @@ def test_what_the_cache_declines_and_takes_back():
     assert cache.avg_class_argmax({}, {}, {}, {}, 1, x) == (None, (None, 1.0))
 
 
+@pytest.mark.skipif(not HANDLES, reason="the cache declines on Python 3.12+")
+def test_a_model_too_large_for_a_copy_is_declined_for_good():
+    n = (1 << 19) + 1  # two classes: past the 2**20 cells of a copy
+    w = {"red": dict.fromkeys(map(str, range(n)), 1.0), "blue": {"0": 2.0}}
+    b, u, ub = {"red": 0.0, "blue": 0.0}, {"red": {}, "blue": {}}, {"red": 0.0, "blue": 0.0}
+    cache = _speedups.AvgCache()
+    x = {"0": 1.0}
+    assert cache.avg_class_argmax(w, b, u, ub, 2, x) is None
+    w["blue"]["0"] = 0.5  # a change does not make it fit
+    assert cache.avg_class_argmax(w, b, u, ub, 2, x) is None
+    assert _speedups.avg_class_argmax(w, b, u, ub, 2, x) == ("red", ("red", 1.0))
+    w["red"].clear()  # not read again while the model's dicts are the same objects
+    assert cache.avg_class_argmax(w, b, u, ub, 2, x) is None
+    small = {"red": {"0": 1.0}, "blue": {"0": 2.0}}  # another model: taken
+    assert cache.avg_class_argmax(small, b, u, ub, 2, x) == ("blue", ("blue", 1.0))
+
+
 def stream(n: int) -> list[tuple[dict, str]]:
     """A small multi-class stream over str keys (what the cache handles)."""
     out = []
