@@ -1080,6 +1080,10 @@ avg_cache_read_class(AvgCache *self, Py_ssize_t c)
 {
     Py_ssize_t nc = self->nc;
     PyObject *wc = self->wc[c], *uc = self->uc[c];
+    /* the tags before reading: a change while reading (a finaliser run by an allocation)
+     * shows at the next call */
+    self->twc[c] = dict_tag(wc);
+    self->tuc[c] = dict_tag(uc);
     for (Py_ssize_t s = 0; s < self->ns; s++) {
         self->W[s * nc + c] = 0.0;
         self->U[s * nc + c] = 0.0;
@@ -1090,11 +1094,14 @@ avg_cache_read_class(AvgCache *self, Py_ssize_t c)
         if (!PyFloat_CheckExact(value)) {
             return 0;
         }
+        double wv = PyFloat_AS_DOUBLE(value);
+        Py_INCREF(key); /* avg_cache_slot allocates */
         Py_ssize_t s = avg_cache_slot(self, key);
+        Py_DECREF(key);
         if (s < 0) {
             return s == -1 ? -1 : 0;
         }
-        self->W[s * nc + c] = PyFloat_AS_DOUBLE(value);
+        self->W[s * nc + c] = wv;
     }
     pos = 0;
     while (PyDict_Next(uc, &pos, &key, &value)) {
@@ -1117,14 +1124,14 @@ avg_cache_read_class(AvgCache *self, Py_ssize_t c)
         }
         self->U[PyLong_AsSsize_t(slot) * nc + c] = PyFloat_AS_DOUBLE(value);
     }
-    self->twc[c] = dict_tag(wc);
-    self->tuc[c] = dict_tag(uc);
     return 1;
 }
 
 static int
 avg_cache_read_biases(AvgCache *self)
 {
+    self->tb = dict_tag(self->b);
+    self->tub = dict_tag(self->ub);
     for (Py_ssize_t c = 0; c < self->nc; c++) {
         PyObject *bc = PyDict_GetItemWithError(self->b, self->cls[c]);
         PyObject *ubc = bc == NULL ? NULL : PyDict_GetItemWithError(self->ub, self->cls[c]);
@@ -1137,8 +1144,6 @@ avg_cache_read_biases(AvgCache *self)
         self->bias[c] = PyFloat_AS_DOUBLE(bc);
         self->ubias[c] = PyFloat_AS_DOUBLE(ubc);
     }
-    self->tb = dict_tag(self->b);
-    self->tub = dict_tag(self->ub);
     return 1;
 }
 
@@ -1171,6 +1176,8 @@ avg_cache_build(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject 
         }
         return -1;
     }
+    self->tw = dict_tag(w);
+    self->tu = dict_tag(u);
     Py_ssize_t pos = 0;
     PyObject *c, *wc;
     while (PyDict_Next(w, &pos, &c, &wc)) {
@@ -1189,8 +1196,6 @@ avg_cache_build(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject 
         self->uc[self->nc] = Py_NewRef(uc);
         self->nc++;
     }
-    self->tw = dict_tag(w);
-    self->tu = dict_tag(u);
     int status = avg_cache_read_biases(self);
     for (Py_ssize_t k = 0; status == 1 && k < self->nc; k++) {
         status = avg_cache_read_class(self, k);
@@ -1337,12 +1342,15 @@ avg_cache_load_x(AvgCache *self, PyObject *x, double *sq)
 }
 
 /* A call's prologue and the folds: args checked, the copy brought up to date, x loaded,
- * self->dot and self->udot filled, *t the divisor, *sq R's sum of squares. 1: done; 0: not
- * handled; -1: error. */
+ * self->dot and self->udot filled, *t the divisor, *sq R's sum of squares; with
+ * *want_snapshot, *snap the tuple (k0, v0, k1, v1, ...) of x's items, taken right before
+ * they are read (no allocation between the two). 1: done; 0: not handled; -1: error (*snap
+ * NULL unless 1). */
 static int
 avg_cache_fold(AvgCache *self, const char *name, PyObject *const *args, Py_ssize_t nargs,
-               Py_ssize_t high, int *want_snapshot, double *t, double *sq)
+               Py_ssize_t high, int *want_snapshot, double *t, double *sq, PyObject **snap)
 {
+    *snap = NULL;
     if (check_nargs(name, nargs, 6, high) < 0) {
         return -1;
     }
@@ -1358,25 +1366,43 @@ avg_cache_fold(AvgCache *self, const char *name, PyObject *const *args, Py_ssize
         !PyDict_CheckExact(ub) || !PyDict_CheckExact(x) || !count_value(args[4], t)) {
         return 0;
     }
-    if (self->decl[0] != NULL && avg_cache_still_declined(self, w, b, u, ub)) {
-        return 0;
+    if (self->decl[0] != NULL) {
+        if (avg_cache_still_declined(self, w, b, u, ub)) {
+            return 0;
+        }
+        for (int k = 0; k < 4; k++) {
+            Py_CLEAR(self->decl[k]);
+        }
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(x);
+    if (*want_snapshot && (*snap = PyTuple_New(2 * n)) == NULL) {
+        return -1;
     }
     self->too_large = 0;
     int status = avg_cache_sync(self, w, b, u, ub);
     if (status == 0) {
         avg_cache_note_declined(self, w, b, u, ub);
     }
+    if (status == 1 && PyDict_GET_SIZE(x) != n) {
+        status = 0; /* x changed while the model was read (a finaliser): not handled */
+    }
+    if (status == 1 && *snap != NULL) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        while (i < n && PyDict_Next(x, &pos, &key, &value)) {
+            PyTuple_SET_ITEM(*snap, 2 * i, Py_NewRef(key));
+            PyTuple_SET_ITEM(*snap, 2 * i + 1, Py_NewRef(value));
+            i++;
+        }
+    }
+    if (status == 1) {
+        status = avg_cache_load_x(self, x, sq);
+    }
     if (status <= 0) {
+        Py_CLEAR(*snap);
         return status;
     }
-    for (int k = 0; k < 4; k++) {
-        Py_CLEAR(self->decl[k]);
-    }
-    status = avg_cache_load_x(self, x, sq);
-    if (status <= 0) {
-        return status;
-    }
-    Py_ssize_t nc = self->nc, n = PyDict_GET_SIZE(x);
+    Py_ssize_t nc = self->nc;
     double *dot = self->dot, *udot = self->udot;
     for (Py_ssize_t c = 0; c < nc; c++) {
         dot[c] = 0.0;
@@ -1413,13 +1439,13 @@ avg_cache_argmax(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int want_snapshot;
     double t, sq;
+    PyObject *snap;
     int status = avg_cache_fold(self, "avg_class_argmax", args, nargs, 7, &want_snapshot, &t,
-                                &sq);
+                                &sq, &snap);
     if (status <= 0) {
         return unhandled(status);
     }
-    PyObject *x = args[5];
-    Py_ssize_t nc = self->nc, n = PyDict_GET_SIZE(x);
+    Py_ssize_t nc = self->nc;
     const double *dot = self->dot, *udot = self->udot;
     Py_ssize_t best = -1, abest = -1;
     double best_score = -INFINITY, abest_score = -INFINITY;
@@ -1437,22 +1463,6 @@ avg_cache_argmax(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *y_hat = Py_NewRef(best < 0 ? Py_None : self->cls[best]);
     PyObject *a_hat = Py_NewRef(abest < 0 ? Py_None : self->cls[abest]);
-    PyObject *snap = NULL;
-    if (want_snapshot) {
-        snap = PyTuple_New(2 * n);
-        if (snap == NULL) {
-            Py_DECREF(y_hat);
-            Py_DECREF(a_hat);
-            return NULL;
-        }
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        while (i < n && PyDict_Next(x, &pos, &key, &value)) {
-            PyTuple_SET_ITEM(snap, 2 * i, Py_NewRef(key));
-            PyTuple_SET_ITEM(snap, 2 * i + 1, Py_NewRef(value));
-            i++;
-        }
-    }
     PyObject *inner = pack(y_hat, PyFloat_FromDouble(sqrt(sq)), snap);
     if (inner == NULL) {
         Py_DECREF(a_hat);
@@ -1473,8 +1483,9 @@ avg_cache_scores(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int want_snapshot;
     double t, sq;
+    PyObject *snap;
     int status = avg_cache_fold(self, "avg_class_scores", args, nargs, 6, &want_snapshot, &t,
-                                &sq);
+                                &sq, &snap);
     if (status <= 0) {
         return unhandled(status);
     }
