@@ -766,7 +766,29 @@ typedef struct {
     long long n_seen, n_mistakes;
     int w_updated, u_updated, finite;
     Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
+    double half_life;   /* > 0: the forgetting average (see the multi-class kernel); 0: plain */
+    double beta;
+    long long avg_ref;
+    double *factors;    /* the renormalisations' factors (n at most) */
+    Py_ssize_t n_factors;
 } KernelState;
+
+#define RENORMALISE_HALF_LIVES 256.0
+
+/* Perceptron._renormalise_due / _renormalise after learned example t: u and *ub rescaled. */
+static inline void renormalise_binary(KernelState *st, long long t, double *u, double *ub,
+                                      Py_ssize_t d)
+{
+    if (!(st->half_life > 0.0 &&
+          (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
+        return;
+    double factor = pow(st->beta, (double)(t - st->avg_ref));
+    for (Py_ssize_t j = 0; j < d; j++)
+        u[j] = u[j] * factor;
+    *ub = *ub * factor;
+    st->factors[st->n_factors++] = factor;
+    st->avg_ref = t;
+}
 
 static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
                    const unsigned char *present, double *u, double lr, int bias_mode,
@@ -775,6 +797,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
     double b = st->b, ub = st->ub, max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
     int all_present = 1, w_updated = 0, u_updated = 0;
+    const int forgetting = st->half_life > 0.0;
     for (Py_ssize_t j = 0; j < d; j++)
         if (!present[j])
             all_present = 0;
@@ -783,7 +806,9 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         int y = signs[i];
         double dot = 0.0, udot = 0.0, sq = 0.0, nonfinite = 0.0;
         int with_average = averaged && n_seen > 0;
-        double tp = (double)n_seen;
+        double tp = forgetting && with_average
+                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                        : (double)n_seen;
         if (all_present && !with_average) {
             for (Py_ssize_t j = 0; j < d; j++) {
                 double v = x[j];
@@ -848,9 +873,11 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             else
                 db = 0.0;
             b += db;
-            int averaging = averaged && t > 1;
+            int averaging = averaged && (t > 1 || forgetting);
+            double coef = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
+                                              : (double)(t - 1); /* c(t) */
             if (averaging)
-                ub += (double)(t - 1) * db;
+                ub += coef * db;
             double check = (b - b) + (ub - ub); /* 0.0 when finite, NaN otherwise */
             for (Py_ssize_t j = 0; j < d; j++) {
                 double wj = w[j] + step * x[j];
@@ -860,7 +887,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             all_present = 1;
             w_updated = 1;
             if (averaging) {
-                double c = (double)(t - 1) * step;
+                double c = coef * step;
                 for (Py_ssize_t j = 0; j < d; j++) {
                     double uj = u[j] + c * x[j];
                     u[j] = uj;
@@ -874,6 +901,8 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
                 return;
             }
         }
+        if (forgetting)
+            renormalise_binary(st, t, u, &ub, d);
     }
     st->b = b;
     st->ub = ub;
@@ -887,52 +916,62 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
 
 PyDoc_STRVAR(kernel_doc,
 "kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
-"       max_norm, preds, n, d)\n"
-"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused)\n\n"
+"       max_norm, preds, n, d, half_life, beta, avg_ref, factors)\n"
+"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused,\n"
+"        avg_ref, n_factors)\n\n"
 "Perceptron's learning, row by row (native/binary.py): X float64 (n, d), signs int8 (n;\n"
 "0 unlabelled), w and u float64 (d), present bool (d),\n"
 "preds int8 (n). w, u and preds are written in place. refused: the first row whose update\n"
 "would make R, the bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
-"there, w and u partly written: the caller drops them, with the other results.");
+"there, w and u partly written: the caller drops them, with the other results.\n"
+"half_life > 0: the forgetting average (beta, avg_ref as the model's _beta, _avg_ref);\n"
+"factors float64 (n) receives the factors of the n_factors renormalisations made, in order.");
 
 static PyObject *py_kernel(PyObject *self, PyObject *args)
 {
-    PyObject *o_X, *o_signs, *o_w, *o_present, *o_u, *o_preds;
-    double lr, b, ub, max_norm;
+    PyObject *o_X, *o_signs, *o_w, *o_present, *o_u, *o_preds, *o_factors;
+    double lr, b, ub, max_norm, half_life, beta;
     int bias_mode, averaged;
-    long long n_seen, n_mistakes;
+    long long n_seen, n_mistakes, avg_ref;
     Py_ssize_t n, d;
-    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnn", &o_X, &o_signs, &o_w, &o_present, &o_u, &lr,
-                          &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
-                          &o_preds, &n, &d))
+    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnnddLO", &o_X, &o_signs, &o_w, &o_present, &o_u,
+                          &lr, &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
+                          &o_preds, &n, &d, &half_life, &beta, &avg_ref, &o_factors))
         return NULL;
     if (n < 0 || d < 0) {
         PyErr_SetString(PyExc_ValueError, "bad n or d");
         return NULL;
     }
-    const BufferSpec specs[6] = {
+    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
+        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+        return NULL;
+    }
+    const BufferSpec specs[7] = {
         {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
         {o_signs, 0, n, "signs"},
         {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
         {o_present, 0, d, "present"},
         {o_u, 1, d * (Py_ssize_t)sizeof(double), "u"},
         {o_preds, 1, n, "preds"},
+        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
     };
-    Py_buffer v[6];
-    if (get_buffers(specs, v, 6) < 0)
+    Py_buffer v[7];
+    if (get_buffers(specs, v, 7) < 0)
         return NULL;
-    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1};
+    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
+                      half_life, beta, avg_ref, v[6].buf, 0};
     Py_BEGIN_ALLOW_THREADS
     kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
            v[5].buf, &st);
     Py_END_ALLOW_THREADS
-    release_buffers(v, 6);
+    release_buffers(v, 7);
     if (!st.finite || st.refused >= 0)
-        return Py_BuildValue("ddLLdOOOn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
-                             Py_False, st.finite ? Py_True : Py_False, st.refused);
-    return Py_BuildValue("ddLLdOOOn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
+        return Py_BuildValue("ddLLdOOOnLn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
+                             Py_False, st.finite ? Py_True : Py_False, st.refused, avg_ref,
+                             (Py_ssize_t)0);
+    return Py_BuildValue("ddLLdOOOnLn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
                          st.w_updated ? Py_True : Py_False, st.u_updated ? Py_True : Py_False,
-                         Py_True, st.refused);
+                         Py_True, st.refused, st.avg_ref, st.n_factors);
 }
 
 /* -- the multi-class kernel -------------------------------------------------------------------
@@ -947,6 +986,14 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
  * has none: a term 0.0 * v, a zero, changes no left fold from +0.0); the prediction is the
  * argmax of _average_scores, s - (udot + ub) / t with s the plain score and udot the left
  * fold of u * v, while learning uses the plain argmax, as _learn does.
+ *
+ * The forgetting average (half_life > 0; LinearHyperparameters): an update at example t adds
+ * c(t) * delta to u, c(t) = pow(beta, ref - t), and the average divides u by
+ * D(t) = pow(beta, ref - t - 1) (math.pow is libm's pow, so the same doubles); after each
+ * learned example with t - ref >= RENORMALISE_HALF_LIVES * half_life, every accumulator (U,
+ * ub, of every class) is multiplied by pow(beta, t - ref) and ref moves to t, as _renormalise
+ * does; each such factor is written to factors[], for the glue to rescale the accumulators of
+ * features outside the block the same way.
  */
 
 typedef struct {
@@ -954,7 +1001,46 @@ typedef struct {
     long long n_seen, n_mistakes;
     Py_ssize_t n_active;
     Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
+    double half_life;   /* > 0: the forgetting average; 0: the plain one */
+    double beta;
+    long long avg_ref;
+    double *factors;    /* the renormalisations' factors (n at most) */
+    Py_ssize_t n_factors;
 } MultiState;
+
+/* _renormalise_due / _renormalise after learned example t (the forgetting average). */
+static inline void renormalise_multi(MultiState *st, long long t, double *U, double *ub,
+                                     Py_ssize_t n_active, Py_ssize_t d)
+{
+    if (!(st->half_life > 0.0 &&
+          (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
+        return;
+    double factor = pow(st->beta, (double)(t - st->avg_ref));
+    for (Py_ssize_t k = 0; k < n_active * d; k++)
+        U[k] = U[k] * factor;
+    for (Py_ssize_t c = 0; c < n_active; c++)
+        ub[c] = ub[c] * factor;
+    st->factors[st->n_factors++] = factor;
+    st->avg_ref = t;
+}
+
+/* Class c's plain score dot + b[c] and averaged score (dot + b[c]) - (udot + ub[c]) / tp
+ * into the two running argmaxes (the first class wins ties). */
+static inline void avg_argmax_step(Py_ssize_t c, double dot, double udot, const double *b,
+                                   const double *ub, double tp, int64_t *best,
+                                   double *best_score, int64_t *abest, double *abest_score)
+{
+    double score = dot + b[c];
+    double ascore = score - (udot + ub[c]) / tp;
+    if (*abest < 0 || ascore > *abest_score) {
+        *abest = c;
+        *abest_score = ascore;
+    }
+    if (*best < 0 || score > *best_score) {
+        *best = c;
+        *best_score = score;
+    }
+}
 
 static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
                               double *W, double *b, unsigned char *updated, double *U,
@@ -964,36 +1050,56 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
     double max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
     Py_ssize_t n_active = st->n_active;
+    const int forgetting = st->half_life > 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const double *x = X + i * d;
         int64_t best = -1, abest = -1;
         double best_score = 0.0, abest_score = 0.0;
         int with_average = averaged && n_seen > 0;
-        double tp = (double)n_seen;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            const double *wc = W + c * d;
-            double dot = 0.0;
-            if (with_average) {
-                const double *uc = U + c * d;
-                double udot = 0.0;
+        double tp = forgetting && with_average
+                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                        : (double)n_seen;
+        if (with_average) {
+            /* two classes at a time: four independent folds in flight instead of two (each
+             * fold still a left fold over j, the classes still compared in order) */
+            Py_ssize_t c = 0;
+            for (; c + 1 < n_active; c += 2) {
+                const double *w0 = W + c * d, *w1 = w0 + d, *u0 = U + c * d, *u1 = u0 + d;
+                double dot[2] = {0.0, 0.0}, udot[2] = {0.0, 0.0};
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double xj = x[j];
+                    dot[0] += w0[j] * xj;
+                    udot[0] += u0[j] * xj;
+                    dot[1] += w1[j] * xj;
+                    udot[1] += u1[j] * xj;
+                }
+                for (int k = 0; k < 2; k++) {
+                    avg_argmax_step(c + k, dot[k], udot[k], b, ub, tp, &best, &best_score,
+                                    &abest, &abest_score);
+                }
+            }
+            if (c < n_active) {
+                const double *wc = W + c * d, *uc = U + c * d;
+                double dot = 0.0, udot = 0.0;
                 for (Py_ssize_t j = 0; j < d; j++) {
                     dot += wc[j] * x[j];
                     udot += uc[j] * x[j];
                 }
-                double ascore = (dot + b[c]) - (udot + ub[c]) / tp;
-                if (abest < 0 || ascore > abest_score) {
-                    abest = c;
-                    abest_score = ascore;
-                }
+                avg_argmax_step(c, dot, udot, b, ub, tp, &best, &best_score, &abest,
+                                &abest_score);
             }
-            else {
+        }
+        else {
+            for (Py_ssize_t c = 0; c < n_active; c++) {
+                const double *wc = W + c * d;
+                double dot = 0.0;
                 for (Py_ssize_t j = 0; j < d; j++)
                     dot += wc[j] * x[j];
-            }
-            double score = dot + b[c];
-            if (best < 0 || score > best_score) {
-                best = c;
-                best_score = score;
+                double score = dot + b[c];
+                if (best < 0 || score > best_score) {
+                    best = c;
+                    best_score = score;
+                }
             }
         }
         preds[i] = with_average ? abest : best;
@@ -1013,14 +1119,18 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         }
         if (r > max_norm)
             max_norm = r;
-        if (y == best && y < n_active)
+        if (y == best && y < n_active) {
+            if (forgetting)
+                renormalise_multi(st, t, U, ub, n_active, d);
             continue;
+        }
         if (y >= n_active)
             n_active = y + 1; /* a class seen for the first time: always a mistake */
         n_mistakes += 1;
         double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
-        int averaging = averaged && t > 1;
-        double tm = (double)(t - 1);
+        int averaging = averaged && (t > 1 || forgetting);
+        double tm = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
+                                        : (double)(t - 1); /* c(t) */
         double *wy = W + y * d;
         b[y] += db;
         double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
@@ -1076,6 +1186,8 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
             st->refused = i;
             return;
         }
+        if (forgetting)
+            renormalise_multi(st, t, U, ub, n_active, d);
     }
     st->max_norm = max_norm;
     st->n_seen = n_seen;
@@ -1085,32 +1197,42 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
 
 PyDoc_STRVAR(kernel_multiclass_doc,
 "kernel_multiclass(X, labels, W, b, updated, U, ub, u_updated, averaged, n_active, lr,\n"
-"                  bias_mode, max_norm, n_seen, n_mistakes, preds, n, d, n_classes)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
+"                  bias_mode, max_norm, n_seen, n_mistakes, preds, n, d, n_classes,\n"
+"                  half_life, beta, avg_ref, factors)\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors)\n\n"
 "MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
 "index, -1 unlabelled), W and U float64 (n_classes, d), b and ub float64 (n_classes) updated\n"
 "in place, updated and u_updated uint8 (n_classes) set for every class whose weights\n"
 "(accumulators) learned, preds int64 (n) the class predicted before learning (-1: no class\n"
 "yet; averaged: the argmax of the averaged scores). refused: the first row whose update\n"
 "would make R, a bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
-"there, the arrays partly written: the caller drops them, with the other results.");
+"there, the arrays partly written: the caller drops them, with the other results.\n"
+"half_life > 0: the forgetting average (beta, avg_ref as the model's _beta, _avg_ref);\n"
+"factors float64 (n) receives the factors of the n_factors renormalisations made, in order.");
 
 static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 {
     PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_U, *o_ub, *o_u_updated, *o_preds;
+    PyObject *o_factors;
     Py_ssize_t n_active, n, d, n_classes;
-    double lr, max_norm;
+    double lr, max_norm, half_life, beta;
     int bias_mode, averaged;
-    long long n_seen, n_mistakes;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOpndidLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
-                          &o_U, &o_ub, &o_u_updated, &averaged, &n_active, &lr, &bias_mode,
-                          &max_norm, &n_seen, &n_mistakes, &o_preds, &n, &d, &n_classes))
+    long long n_seen, n_mistakes, avg_ref;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOpndidLLOnnnddLO", &o_X, &o_labels, &o_W, &o_b,
+                          &o_updated, &o_U, &o_ub, &o_u_updated, &averaged, &n_active, &lr,
+                          &bias_mode, &max_norm, &n_seen, &n_mistakes, &o_preds, &n, &d,
+                          &n_classes, &half_life, &beta, &avg_ref, &o_factors))
         return NULL;
     if (n < 0 || d < 0 || n_active < 0 || n_active > n_classes) {
         PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
         return NULL;
     }
-    const BufferSpec specs[9] = {
+    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
+        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+        return NULL;
+    }
+    int forgetting = half_life > 0.0;
+    const BufferSpec specs[10] = {
         {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
         {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
         {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
@@ -1120,28 +1242,30 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
         {o_U, 1, (averaged ? n_classes * d : 0) * (Py_ssize_t)sizeof(double), "U"},
         {o_ub, 1, (averaged ? n_classes : 0) * (Py_ssize_t)sizeof(double), "ub"},
         {o_u_updated, 1, averaged ? n_classes : 0, "u_updated"},
+        {o_factors, 1, (forgetting ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
     };
-    Py_buffer v[9];
-    if (get_buffers(specs, v, 9) < 0)
+    Py_buffer v[10];
+    if (get_buffers(specs, v, 10) < 0)
         return NULL;
     const int64_t *lab = v[1].buf;
     for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
         if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
-            release_buffers(v, 9);
+            release_buffers(v, 10);
             PyErr_SetString(PyExc_ValueError, "labels must bring new classes in order");
             return NULL;
         }
         if (lab[i] == next)
             next++;
     }
-    MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1};
+    MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1,
+                     half_life, beta, avg_ref, v[9].buf, 0};
     Py_BEGIN_ALLOW_THREADS
     kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[6].buf, v[7].buf,
                       v[8].buf, averaged, lr, bias_mode, v[5].buf, &st);
     Py_END_ALLOW_THREADS
-    release_buffers(v, 9);
-    return Py_BuildValue("ndLLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
-                         st.refused);
+    release_buffers(v, 10);
+    return Py_BuildValue("ndLLnLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
+                         st.refused, st.avg_ref, st.n_factors);
 }
 
 static PyMethodDef methods[] = {

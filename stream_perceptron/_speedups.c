@@ -911,6 +911,676 @@ avg_class_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return scores_result(&it, class_avg_scores(&it, w, b, u, ub, t, NULL, NULL, scores), scores);
 }
 
+/* -- AvgCache: the averaged multi-class scores from arrays --------------------------------------
+ *
+ * avg_class_argmax looks every feature of x up twice per class (in w[c] and in u[c]). An
+ * AvgCache keeps a dense copy of the model: one slot per feature key of any w[c] (a dict
+ * feature -> slot), and per slot the weights of every class side by side (W[slot * nc + c])
+ * and the accumulators likewise (U, 0.0 where w[c] has no weight for the feature: the
+ * reference adds u[c][k] * v only when w[c] has k). A call looks x's keys up once (or not at
+ * all: the keys of the last x, same objects in the same order, keep their slots) and folds
+ * every class at once.
+ *
+ * Exactness: each class's dot and udot are left folds from +0.0 in x's order, as in
+ * items_avg_dot; a feature a class lacks adds 0.0 * v, a zero, which changes no left fold
+ * from +0.0 (such a fold is never -0.0), for finite v; so x's values must be finite here
+ * (else not handled). Keys must be exact str or int, and so must the model's (no Python code
+ * runs in a lookup), classes exact str or int or bool, weights, accumulators and biases exact
+ * floats.
+ *
+ * Validity: the copy is checked against the model at every call with the dicts' version tags
+ * (PEP 509: every change of a dict, in place or not, gives it a new tag; Python < 3.12; on
+ * later versions a call is never handled): w and u (classes added or replaced: everything is
+ * read again), b and ub (the biases are read again), and each w[c], u[c] (that class's row
+ * is read again: after a mistake, the two classes it changed). The cache holds references to
+ * every object it compared by identity, so no address can have been reused.
+ */
+
+#if PY_VERSION_HEX < 0x030C0000
+#define AVG_CACHE_AVAILABLE 1
+static inline uint64_t
+dict_tag(PyObject *d)
+{
+    return ((PyDictObject *)d)->ma_version_tag;
+}
+#else
+#define AVG_CACHE_AVAILABLE 0
+static inline uint64_t
+dict_tag(PyObject *d)
+{
+    (void)d; /* never called: every call declines first */
+    return 0;
+}
+#endif
+
+/* At most this many doubles in W (and in U): past it, the model is too large for a copy. */
+#define AVG_CACHE_MAX_CELLS (1 << 20)
+
+typedef struct {
+    PyObject_HEAD
+    int built;
+    int too_large;      /* the last build stopped at AVG_CACHE_MAX_CELLS */
+    PyObject *decl[4];  /* the dicts w, b, u, ub of the model last declined (or NULL) */
+    uint64_t decl_max;  /* model_tag() then; UINT64_MAX: declined for good (too large) */
+    PyObject *w, *b, *u, *ub; /* the model's dicts, or NULL */
+    uint64_t tw, tb, tu, tub;
+    Py_ssize_t nc;
+    PyObject **cls, **wc, **uc; /* nc each, references */
+    uint64_t *twc, *tuc;
+    double *bias, *ubias, *dot, *udot; /* nc each */
+    PyObject *index;                   /* feature -> slot */
+    Py_ssize_t ns, scap;               /* slots used, slots allocated */
+    double *W, *U;                     /* scap * nc each */
+    PyObject **lk;                     /* the last x's keys (references or NULL), lcap */
+    Py_ssize_t *ls;                    /* their slots (-1: in no w[c]) */
+    Py_ssize_t lcap;
+    Py_ssize_t *slots;                 /* scratch: the slots of x's items, lcap */
+    double *vals;                      /* scratch: x's values, lcap */
+} AvgCache;
+
+static void
+avg_cache_forget_keys(AvgCache *self)
+{
+    for (Py_ssize_t i = 0; i < self->lcap; i++) {
+        Py_CLEAR(self->lk[i]);
+    }
+}
+
+static void
+avg_cache_clear(AvgCache *self)
+{
+    self->built = 0;
+    Py_CLEAR(self->w);
+    Py_CLEAR(self->b);
+    Py_CLEAR(self->u);
+    Py_CLEAR(self->ub);
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        Py_CLEAR(self->cls[c]);
+        Py_CLEAR(self->wc[c]);
+        Py_CLEAR(self->uc[c]);
+    }
+    PyMem_Free(self->cls);
+    PyMem_Free(self->wc);
+    PyMem_Free(self->uc);
+    PyMem_Free(self->twc);
+    PyMem_Free(self->tuc);
+    PyMem_Free(self->bias);
+    PyMem_Free(self->ubias);
+    PyMem_Free(self->dot);
+    PyMem_Free(self->udot);
+    PyMem_Free(self->W);
+    PyMem_Free(self->U);
+    self->cls = self->wc = self->uc = NULL;
+    self->twc = self->tuc = NULL;
+    self->bias = self->ubias = self->dot = self->udot = self->W = self->U = NULL;
+    self->nc = self->ns = self->scap = 0;
+    Py_CLEAR(self->index);
+    avg_cache_forget_keys(self);
+}
+
+static int
+plain_key(PyObject *key)
+{
+    return PyUnicode_CheckExact(key) || PyLong_CheckExact(key);
+}
+
+/* The slot of a feature key of w[c], added when new. >= 0; -1: error set; -2: not handled. */
+static Py_ssize_t
+avg_cache_slot(AvgCache *self, PyObject *key)
+{
+    if (!plain_key(key)) {
+        return -2;
+    }
+    PyObject *got = PyDict_GetItemWithError(self->index, key);
+    if (got != NULL) {
+        return PyLong_AsSsize_t(got);
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    Py_ssize_t s = self->ns;
+    if ((s + 1) * self->nc > AVG_CACHE_MAX_CELLS) {
+        self->too_large = 1;
+        return -2;
+    }
+    if (s == self->scap) {
+        Py_ssize_t cap = self->scap ? 2 * self->scap : 32;
+        double *W = PyMem_Realloc(self->W, (size_t)(cap * self->nc) * sizeof(double));
+        if (W == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->W = W;
+        double *U = PyMem_Realloc(self->U, (size_t)(cap * self->nc) * sizeof(double));
+        if (U == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->U = U;
+        self->scap = cap;
+    }
+    PyObject *slot = PyLong_FromSsize_t(s);
+    if (slot == NULL || PyDict_SetItem(self->index, key, slot) < 0) {
+        Py_XDECREF(slot);
+        return -1;
+    }
+    Py_DECREF(slot);
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        self->W[s * self->nc + c] = 0.0;
+        self->U[s * self->nc + c] = 0.0;
+    }
+    self->ns = s + 1;
+    avg_cache_forget_keys(self); /* a key of an x seen before may have a slot now */
+    return s;
+}
+
+/* Read class c's weights and accumulators into its column. 1: done; 0: not handled; -1. */
+static int
+avg_cache_read_class(AvgCache *self, Py_ssize_t c)
+{
+    Py_ssize_t nc = self->nc;
+    PyObject *wc = self->wc[c], *uc = self->uc[c];
+    /* the tags before reading: a change while reading (a finaliser run by an allocation)
+     * shows at the next call */
+    self->twc[c] = dict_tag(wc);
+    self->tuc[c] = dict_tag(uc);
+    for (Py_ssize_t s = 0; s < self->ns; s++) {
+        self->W[s * nc + c] = 0.0;
+        self->U[s * nc + c] = 0.0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(wc, &pos, &key, &value)) {
+        if (!PyFloat_CheckExact(value)) {
+            return 0;
+        }
+        double wv = PyFloat_AS_DOUBLE(value);
+        Py_INCREF(key); /* avg_cache_slot allocates */
+        Py_ssize_t s = avg_cache_slot(self, key);
+        Py_DECREF(key);
+        if (s < 0) {
+            return s == -1 ? -1 : 0;
+        }
+        self->W[s * nc + c] = wv;
+    }
+    pos = 0;
+    while (PyDict_Next(uc, &pos, &key, &value)) {
+        if (!plain_key(key)) {
+            return 0;
+        }
+        PyObject *wk = PyDict_GetItemWithError(wc, key);
+        if (wk == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue; /* u[c][k] counts only where w[c] has k */
+        }
+        if (!PyFloat_CheckExact(value)) {
+            return 0;
+        }
+        PyObject *slot = PyDict_GetItemWithError(self->index, key);
+        if (slot == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        self->U[PyLong_AsSsize_t(slot) * nc + c] = PyFloat_AS_DOUBLE(value);
+    }
+    return 1;
+}
+
+static int
+avg_cache_read_biases(AvgCache *self)
+{
+    self->tb = dict_tag(self->b);
+    self->tub = dict_tag(self->ub);
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        PyObject *bc = PyDict_GetItemWithError(self->b, self->cls[c]);
+        PyObject *ubc = bc == NULL ? NULL : PyDict_GetItemWithError(self->ub, self->cls[c]);
+        if (ubc == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        if (!PyFloat_CheckExact(bc) || !PyFloat_CheckExact(ubc)) {
+            return 0;
+        }
+        self->bias[c] = PyFloat_AS_DOUBLE(bc);
+        self->ubias[c] = PyFloat_AS_DOUBLE(ubc);
+    }
+    return 1;
+}
+
+/* Everything read again from the model's dicts. 1: done; 0: not handled; -1: error. */
+static int
+avg_cache_build(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    avg_cache_clear(self);
+    Py_ssize_t nc = PyDict_GET_SIZE(w);
+    self->w = Py_NewRef(w);
+    self->b = Py_NewRef(b);
+    self->u = Py_NewRef(u);
+    self->ub = Py_NewRef(ub);
+    self->index = PyDict_New();
+    Py_ssize_t m = nc > 0 ? nc : 1;
+    self->cls = PyMem_Calloc(m, sizeof(PyObject *));
+    self->wc = PyMem_Calloc(m, sizeof(PyObject *));
+    self->uc = PyMem_Calloc(m, sizeof(PyObject *));
+    self->twc = PyMem_Calloc(m, sizeof(uint64_t));
+    self->tuc = PyMem_Calloc(m, sizeof(uint64_t));
+    self->bias = PyMem_Calloc(m, sizeof(double));
+    self->ubias = PyMem_Calloc(m, sizeof(double));
+    self->dot = PyMem_Calloc(m, sizeof(double));
+    self->udot = PyMem_Calloc(m, sizeof(double));
+    if (self->index == NULL || !self->cls || !self->wc || !self->uc || !self->twc ||
+        !self->tuc || !self->bias || !self->ubias || !self->dot || !self->udot) {
+        avg_cache_clear(self);
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        return -1;
+    }
+    self->tw = dict_tag(w);
+    self->tu = dict_tag(u);
+    Py_ssize_t pos = 0;
+    PyObject *c, *wc;
+    while (PyDict_Next(w, &pos, &c, &wc)) {
+        if (self->nc >= nc || !(plain_key(c) || PyBool_Check(c)) || !PyDict_CheckExact(wc)) {
+            avg_cache_clear(self);
+            return 0;
+        }
+        PyObject *uc = PyDict_GetItemWithError(u, c);
+        if (uc == NULL || !PyDict_CheckExact(uc)) {
+            int err = PyErr_Occurred() != NULL;
+            avg_cache_clear(self);
+            return err ? -1 : 0;
+        }
+        self->cls[self->nc] = Py_NewRef(c);
+        self->wc[self->nc] = Py_NewRef(wc);
+        self->uc[self->nc] = Py_NewRef(uc);
+        self->nc++;
+    }
+    int status = avg_cache_read_biases(self);
+    for (Py_ssize_t k = 0; status == 1 && k < self->nc; k++) {
+        status = avg_cache_read_class(self, k);
+    }
+    if (status != 1) {
+        avg_cache_clear(self);
+        return status;
+    }
+    self->built = 1;
+    return 1;
+}
+
+/* The largest version tag of the model's dicts w, b, u, ub and w's class dicts: any change
+ * of one of them gives it a tag larger than every tag before (PEP 509). */
+static uint64_t
+model_tag(PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    uint64_t m = dict_tag(w);
+    PyObject *ds[3] = {b, u, ub};
+    for (int k = 0; k < 3; k++) {
+        m = dict_tag(ds[k]) > m ? dict_tag(ds[k]) : m;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *c, *wc;
+    while (PyDict_Next(w, &pos, &c, &wc)) {
+        if (PyDict_CheckExact(wc) && dict_tag(wc) > m) {
+            m = dict_tag(wc);
+        }
+    }
+    return m;
+}
+
+/* A model the copy declined (a key or weight of a type it does not take, or too large) is
+ * not read again at every call: only once one of its dicts changed (never, when too large,
+ * while the model's dicts are the same objects). Not reading it again is always exact: the
+ * caller then runs the module's kernels. */
+static int
+avg_cache_still_declined(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    if (self->decl[0] != w || self->decl[1] != b || self->decl[2] != u || self->decl[3] != ub) {
+        return 0;
+    }
+    return self->decl_max == UINT64_MAX || model_tag(w, b, u, ub) == self->decl_max;
+}
+
+static void
+avg_cache_note_declined(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    PyObject *ds[4] = {w, b, u, ub};
+    for (int k = 0; k < 4; k++) {
+        Py_XSETREF(self->decl[k], Py_NewRef(ds[k]));
+    }
+    self->decl_max = self->too_large ? UINT64_MAX : model_tag(w, b, u, ub);
+}
+
+/* The copy brought up to date with the model. 1: done; 0: not handled (the copy dropped);
+ * -1: error (dropped). */
+static int
+avg_cache_sync(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
+{
+    if (!self->built || self->w != w || self->b != b || self->u != u || self->ub != ub ||
+        dict_tag(w) != self->tw || dict_tag(u) != self->tu) {
+        return avg_cache_build(self, w, b, u, ub);
+    }
+    int status = 1;
+    if (dict_tag(b) != self->tb || dict_tag(ub) != self->tub) {
+        status = avg_cache_read_biases(self);
+    }
+    for (Py_ssize_t c = 0; status == 1 && c < self->nc; c++) {
+        if (dict_tag(self->wc[c]) != self->twc[c] || dict_tag(self->uc[c]) != self->tuc[c]) {
+            status = avg_cache_read_class(self, c);
+        }
+    }
+    if (status != 1) {
+        avg_cache_clear(self);
+    }
+    return status;
+}
+
+/* x's values into self->vals and slots into self->slots (in x's order), *sq the norm's sum
+ * of squares. 1: done; 0: not handled; -1: error. */
+static int
+avg_cache_load_x(AvgCache *self, PyObject *x, double *sq)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(x);
+    if (n > self->lcap) {
+        Py_ssize_t cap = n > 2 * self->lcap ? n : 2 * self->lcap;
+        PyObject **lk = PyMem_Calloc(cap, sizeof(PyObject *));
+        Py_ssize_t *ls = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+        Py_ssize_t *slots = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+        double *vals = PyMem_Calloc(cap, sizeof(double));
+        if (!lk || !ls || !slots || !vals) {
+            PyMem_Free(lk);
+            PyMem_Free(ls);
+            PyMem_Free(slots);
+            PyMem_Free(vals);
+            PyErr_NoMemory();
+            return -1;
+        }
+        avg_cache_forget_keys(self);
+        PyMem_Free(self->lk);
+        PyMem_Free(self->ls);
+        PyMem_Free(self->slots);
+        PyMem_Free(self->vals);
+        self->lk = lk;
+        self->ls = ls;
+        self->slots = slots;
+        self->vals = vals;
+        self->lcap = cap;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    double acc = 0.0;
+    while (PyDict_Next(x, &pos, &key, &value)) {
+        double v;
+        long long iv;
+        int is_int;
+        if (i >= n || !number_value(value, &v, &iv, &is_int) || !isfinite(v)) {
+            return 0;
+        }
+        Py_ssize_t s;
+        if (self->lk[i] == key) {
+            s = self->ls[i];
+        }
+        else {
+            if (!plain_key(key)) {
+                return 0;
+            }
+            PyObject *got = PyDict_GetItemWithError(self->index, key);
+            if (got == NULL && PyErr_Occurred()) {
+                return -1;
+            }
+            s = got == NULL ? -1 : PyLong_AsSsize_t(got);
+            Py_XSETREF(self->lk[i], Py_NewRef(key));
+            self->ls[i] = s;
+        }
+        self->slots[i] = s;
+        self->vals[i] = v;
+        acc += v * v;
+        i++;
+    }
+    *sq = acc;
+    return 1;
+}
+
+/* A call's prologue and the folds: args checked, the copy brought up to date, x loaded,
+ * self->dot and self->udot filled, *t the divisor, *sq R's sum of squares; with
+ * *want_snapshot, *snap the tuple (k0, v0, k1, v1, ...) of x's items, taken right before
+ * they are read (no allocation between the two). 1: done; 0: not handled; -1: error (*snap
+ * NULL unless 1). */
+static int
+avg_cache_fold(AvgCache *self, const char *name, PyObject *const *args, Py_ssize_t nargs,
+               Py_ssize_t high, int *want_snapshot, double *t, double *sq, PyObject **snap)
+{
+    *snap = NULL;
+    if (check_nargs(name, nargs, 6, high) < 0) {
+        return -1;
+    }
+    *want_snapshot = 0;
+    if (nargs > 6 && (*want_snapshot = PyObject_IsTrue(args[6])) < 0) {
+        return -1;
+    }
+#if !AVG_CACHE_AVAILABLE
+    return 0;
+#else
+    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3], *x = args[5];
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
+        !PyDict_CheckExact(ub) || !PyDict_CheckExact(x) || !count_value(args[4], t)) {
+        return 0;
+    }
+    if (self->decl[0] != NULL) {
+        if (avg_cache_still_declined(self, w, b, u, ub)) {
+            return 0;
+        }
+        for (int k = 0; k < 4; k++) {
+            Py_CLEAR(self->decl[k]);
+        }
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(x);
+    if (*want_snapshot && (*snap = PyTuple_New(2 * n)) == NULL) {
+        return -1;
+    }
+    self->too_large = 0;
+    int status = avg_cache_sync(self, w, b, u, ub);
+    if (status == 0) {
+        avg_cache_note_declined(self, w, b, u, ub);
+    }
+    if (status == 1 && PyDict_GET_SIZE(x) != n) {
+        status = 0; /* x changed while the model was read (a finaliser): not handled */
+    }
+    if (status == 1 && *snap != NULL) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        while (i < n && PyDict_Next(x, &pos, &key, &value)) {
+            PyTuple_SET_ITEM(*snap, 2 * i, Py_NewRef(key));
+            PyTuple_SET_ITEM(*snap, 2 * i + 1, Py_NewRef(value));
+            i++;
+        }
+    }
+    if (status == 1) {
+        status = avg_cache_load_x(self, x, sq);
+    }
+    if (status <= 0) {
+        Py_CLEAR(*snap);
+        return status;
+    }
+    Py_ssize_t nc = self->nc;
+    double *dot = self->dot, *udot = self->udot;
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        dot[c] = 0.0;
+        udot[c] = 0.0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t s = self->slots[i];
+        if (s < 0) {
+            continue; /* in no w[c] */
+        }
+        double v = self->vals[i];
+        const double *wrow = self->W + s * nc, *urow = self->U + s * nc;
+        for (Py_ssize_t c = 0; c < nc; c++) {
+            dot[c] += wrow[c] * v;
+            udot[c] += urow[c] * v;
+        }
+    }
+    return 1;
+#endif
+}
+
+PyDoc_STRVAR(avg_cache_argmax_doc,
+"avg_class_argmax(w, b, u, ub, t, x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"What the module's :func:`avg_class_argmax` gives, to the last bit, computed from the\n"
+"cache's copy of the model (made or brought up to date first). None when not handled: as\n"
+"the module's function, and also a key or class of another type than str or int (bool for\n"
+"classes), a value of x that is not finite, a model of more than 2**20 weights, or Python\n"
+"3.12 and later.");
+
+static PyObject *
+avg_cache_argmax(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int want_snapshot;
+    double t, sq;
+    PyObject *snap;
+    int status = avg_cache_fold(self, "avg_class_argmax", args, nargs, 7, &want_snapshot, &t,
+                                &sq, &snap);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    Py_ssize_t nc = self->nc;
+    const double *dot = self->dot, *udot = self->udot;
+    Py_ssize_t best = -1, abest = -1;
+    double best_score = -INFINITY, abest_score = -INFINITY;
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        double s = dot[c] + self->bias[c];
+        double as = s - (udot[c] + self->ubias[c]) / t;
+        if (best < 0 || s > best_score) {
+            best = c;
+            best_score = s;
+        }
+        if (abest < 0 || as > abest_score) {
+            abest = c;
+            abest_score = as;
+        }
+    }
+    PyObject *y_hat = Py_NewRef(best < 0 ? Py_None : self->cls[best]);
+    PyObject *a_hat = Py_NewRef(abest < 0 ? Py_None : self->cls[abest]);
+    PyObject *inner = pack(y_hat, PyFloat_FromDouble(sqrt(sq)), snap);
+    if (inner == NULL) {
+        Py_DECREF(a_hat);
+        return NULL;
+    }
+    return pack(a_hat, inner, NULL);
+}
+
+PyDoc_STRVAR(avg_cache_scores_doc,
+"avg_class_scores(w, b, u, ub, t, x, /)\n"
+"--\n"
+"\n"
+"What the module's :func:`avg_class_scores` gives (the dict of averaged scores), from the\n"
+"cache's copy of the model. None when not handled (see :meth:`avg_class_argmax`).");
+
+static PyObject *
+avg_cache_scores(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int want_snapshot;
+    double t, sq;
+    PyObject *snap;
+    int status = avg_cache_fold(self, "avg_class_scores", args, nargs, 6, &want_snapshot, &t,
+                                &sq, &snap);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    PyObject *scores = PyDict_New();
+    if (scores == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        double as = (self->dot[c] + self->bias[c]) - (self->udot[c] + self->ubias[c]) / t;
+        PyObject *value = PyFloat_FromDouble(as);
+        if (value == NULL || PyDict_SetItem(scores, self->cls[c], value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(scores);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    return scores;
+}
+
+static int
+avg_cache_traverse(AvgCache *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->w);
+    Py_VISIT(self->b);
+    Py_VISIT(self->u);
+    Py_VISIT(self->ub);
+    Py_VISIT(self->index);
+    for (int k = 0; k < 4; k++) {
+        Py_VISIT(self->decl[k]);
+    }
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        Py_VISIT(self->cls[c]);
+        Py_VISIT(self->wc[c]);
+        Py_VISIT(self->uc[c]);
+    }
+    for (Py_ssize_t i = 0; i < self->lcap; i++) {
+        Py_VISIT(self->lk[i]);
+    }
+    return 0;
+}
+
+static int
+avg_cache_tp_clear(AvgCache *self)
+{
+    avg_cache_clear(self);
+    for (int k = 0; k < 4; k++) {
+        Py_CLEAR(self->decl[k]);
+    }
+    return 0;
+}
+
+static void
+avg_cache_dealloc(AvgCache *self)
+{
+    PyObject_GC_UnTrack(self);
+    avg_cache_tp_clear(self);
+    PyMem_Free(self->lk);
+    PyMem_Free(self->ls);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->vals);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef avg_cache_methods[] = {
+    {"avg_class_argmax", (PyCFunction)(void (*)(void))avg_cache_argmax, METH_FASTCALL,
+     avg_cache_argmax_doc},
+    {"avg_class_scores", (PyCFunction)(void (*)(void))avg_cache_scores, METH_FASTCALL,
+     avg_cache_scores_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(avg_cache_doc,
+"AvgCache()\n"
+"--\n"
+"\n"
+"A dense copy of an averaged multi-class model's weights, accumulators and biases, for\n"
+"its :meth:`avg_class_argmax`; checked against the model's dicts at every call and read\n"
+"again where they changed. A model it declined is tried again only once one of its dicts\n"
+"changed (a model too large: not while its dicts are the same objects). Never saved: a\n"
+"learner makes a new one when it needs one.");
+
+static PyTypeObject AvgCacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stream_perceptron._speedups.AvgCache",
+    .tp_basicsize = sizeof(AvgCache),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = avg_cache_doc,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)avg_cache_dealloc,
+    .tp_traverse = (traverseproc)avg_cache_traverse,
+    .tp_clear = (inquiry)avg_cache_tp_clear,
+    .tp_methods = avg_cache_methods,
+};
+
 static PyMethodDef speedups_methods[] = {
     {"dot_norm", (PyCFunction)(void (*)(void))dot_norm, METH_FASTCALL, dot_norm_doc},
     {"class_argmax", (PyCFunction)(void (*)(void))class_argmax, METH_FASTCALL,
@@ -936,13 +1606,27 @@ PyDoc_STRVAR(module_doc,
 "Each kernel reproduces the pure-Python loop it replaces to the last bit, and returns None\n"
 "(axpy: False) without changing anything when its input is outside what it handles.");
 
+static int
+speedups_exec(PyObject *module)
+{
+    if (PyType_Ready(&AvgCacheType) < 0) {
+        return -1;
+    }
+    return PyModule_AddObjectRef(module, "AvgCache", (PyObject *)&AvgCacheType);
+}
+
+static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, speedups_exec},
+    {0, NULL},
+};
+
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     "stream_perceptron._speedups",
     module_doc,
     0,
     speedups_methods,
-    NULL,
+    speedups_slots,
     NULL,
     NULL,
     NULL,

@@ -255,12 +255,14 @@ class StreamClassifier(base.MiniBatchClassifier):
     # What ``predict_one`` computed for the ``learn_one`` that usually follows on the same dict:
     # ``(x, kernel result with its snapshot of x's items, n_seen then)``. ``learn_one`` uses it
     # only for that very dict, unchanged, with the model unchanged since (every learn bumps
-    # ``n_seen``). Never saved: not in :meth:`get_state`, pickles or deep copies.
+    # ``n_seen``). Never saved: not in :meth:`get_state`, pickles or deep copies; nor is a
+    # kernel's cache of the model (``_avg_cache``, rebuilt from the dicts when needed).
     _memo: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_memo", None)
+        state.pop("_avg_cache", None)
         return state
 
     def _get_params(self) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
 
     """
 
+    #: The dense copy of the model behind the averaged scores (see :meth:`_avg_argmax`).
+    _avg_cache: Any = None
+
     def __init__(
         self,
         lr: float = 1.0,
@@ -111,7 +114,7 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
             if t and _speedups is not None and not self._init.random:
                 # predict_one's averaged argmax and _learn's plain argmax and norm, one pass
                 d = self._avg_div(t)
-                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x)
+                got = self._avg_argmax(d, x, False)
                 if got is not None:
                     self._learn(x, y, got[1])
                     return got[0]
@@ -119,6 +122,24 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
             self._learn(x, y)
             return prediction
         return self._learn(x, y)
+
+    def _avg_argmax(self, d: float, x: dict, snapshot: bool) -> Any:
+        """``_speedups.avg_class_argmax`` of the model and ``x`` (``d`` the divisor D(t)),
+        from this model's :class:`~stream_perceptron._speedups.AvgCache` (a dense copy of the
+        model, checked against the dicts at every call, made here the first time, never
+        saved) when it handles ``x``, else from the module's function; None when neither
+        does (or the C extension is off)."""
+        kernels = _speedups
+        if kernels is None:
+            return None
+        w, b, u, ub = self._w, self._b, self._u, self._ub
+        cache = self._avg_cache
+        if cache is None:
+            cache = self._avg_cache = kernels.AvgCache()
+        got = cache.avg_class_argmax(w, b, u, ub, d, x, snapshot)
+        if got is None:
+            got = kernels.avg_class_argmax(w, b, u, ub, d, x, snapshot)
+        return got
 
     def _add_class(self, c: Any) -> None:
         if isinstance(c, BOOL_TYPES):
@@ -335,7 +356,13 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         rounding (the tests hold them to an exact rational average)."""
         t = self._avg_div(self._n_seen)
         if _speedups is not None:
-            got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
+            w, b, u, ub = self._w, self._b, self._u, self._ub
+            cache = self._avg_cache
+            if cache is None:
+                cache = self._avg_cache = _speedups.AvgCache()
+            got = cache.avg_class_scores(w, b, u, ub, t, x)
+            if got is None:
+                got = _speedups.avg_class_scores(w, b, u, ub, t, x)
             if got is not None:
                 return got
         scores = {}
@@ -368,7 +395,7 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
                     return got[0]
             else:
                 d = self._avg_div(t)
-                got = _speedups.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, True)
+                got = self._avg_argmax(d, x, True)
                 if got is not None:
                     # the plain argmax and norm, for the learn_one that usually follows
                     self._memo = (x, got[1], t)

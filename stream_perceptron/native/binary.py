@@ -47,15 +47,21 @@ __all__ = ["BIAS_CODES", "supported", "learn_dense", "learn_array"]
 
 BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
 
+#: The shortest ``average_half_life`` the kernels take: below about 1/768, ``math.pow`` in
+#: the learners' coefficients overflows (OverflowError), which the kernels would not raise.
+MIN_HALF_LIFE = 0.01
+
 
 def supported(model: Any) -> bool:
     """Whether the kernels handle this configuration (the C extension aside): ``init="zeros"``
     (``"random"`` draws a weight per new feature from the model's generator), any bias mode,
-    and a plain number as ``lr``. Used by the learners' ``dense_capable``."""
+    a plain number as ``lr``, averaged or not (the forgetting average with
+    ``average_half_life >= MIN_HALF_LIFE`` too). Used by the learners' ``dense_capable``."""
     lr = model.lr
+    half_life = model.average_half_life
     return (
         not model._init.random
-        and model.average_half_life is None
+        and (half_life is None or half_life >= MIN_HALF_LIFE)
         and model._bias_mode in BIAS_CODES
         and isinstance(lr, (int, float))
         and not isinstance(lr, bool)
@@ -95,10 +101,15 @@ def learn_dense(
     w = np.array([wd.get(k, 0.0) for k in features], dtype=np.float64)
     present = np.array([k in wd for k in features], dtype=np.bool_)
     u = np.array([ud.get(k, 0.0) for k in features], dtype=np.float64)
-    b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused = c.kernel(
+    half_life = model.average_half_life
+    factors = np.empty(n if half_life is not None else 0)
+    (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused, avg_ref,
+     n_factors) = c.kernel(
         X, signs, w, present, u, float(model.lr), BIAS_CODES[model._bias_mode],
         bool(model.averaged), float(model._b), float(model._ub), int(model._n_seen),
         int(model._n_mistakes), float(model._max_norm), preds, n, X.shape[1],
+        0.0 if half_life is None else float(half_life), float(model._beta),
+        int(model._avg_ref), factors,
     )  # fmt: skip
     if not finite:  # checked by the kernel, on the way: the model is left as it was
         raise ValueError("X has non-finite values")
@@ -110,12 +121,34 @@ def learn_dense(
     if u_updated:
         for k, v in zip(features, u.tolist()):
             ud[k] = v
+    if n_factors:
+        rescale_outside(ud, features, u, bool(u_updated), factors[:n_factors].tolist())
+        model._avg_ref = int(avg_ref)
     model._b = float(b)
     model._ub = float(ub)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
     return preds
+
+
+def rescale_outside(
+    ud: dict[Any, float], features: list[Any], u: np.ndarray, written: bool, factors: list[float]
+) -> None:
+    """After a kernel renormalised the forgetting average (``factors``, in order): when the
+    accumulators ``ud`` were not written back (``written`` false), those of the block's
+    features that ``ud`` has take the kernel's values ``u``; those of other features are
+    multiplied by each factor in turn, as ``_renormalise`` does to every entry."""
+    if not written:
+        for k, v in zip(features, u.tolist()):
+            if k in ud:
+                ud[k] = v
+    inside = set(features)
+    for k in [k for k in ud if k not in inside]:
+        v = ud[k]
+        for f in factors:
+            v = v * f
+        ud[k] = v
 
 
 def refusal(row: int) -> ValueTooLargeError:

@@ -22,7 +22,7 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.learners._base import check_class_kind
-from stream_perceptron.native.binary import BIAS_CODES, refusal
+from stream_perceptron.native.binary import BIAS_CODES, MIN_HALF_LIFE, refusal, rescale_outside
 
 if TYPE_CHECKING:
     from stream_perceptron.learners.multiclass import MulticlassPerceptron
@@ -32,11 +32,13 @@ __all__ = ["supported", "learn_dense"]
 
 def supported(model: Any) -> bool:
     """Whether the kernel handles this configuration (the C extension aside): averaged or
-    not, ``init="zeros"``, any bias mode, a plain number as ``lr``."""
+    not (the forgetting average with ``average_half_life >= MIN_HALF_LIFE`` too),
+    ``init="zeros"``, any bias mode, a plain number as ``lr``."""
     lr = model.lr
+    half_life = model.average_half_life
     return (
         not model._init.random
-        and model.average_half_life is None
+        and (half_life is None or half_life >= MIN_HALF_LIFE)
         and model._bias_mode in BIAS_CODES
         and isinstance(lr, (int, float))
         and not isinstance(lr, bool)
@@ -70,6 +72,22 @@ def _zero_or_one(y: Any) -> bool:
         return bool(y == 0 or y == 1)
     except (TypeError, ValueError):
         return False
+
+
+def _write_rescaled(
+    model: MulticlassPerceptron,
+    classes: list[Any],
+    features: list[Any],
+    U: np.ndarray,
+    u_updated: np.ndarray,
+    factors: list[float],
+) -> None:
+    """After the kernel renormalised the forgetting average (``factors``, in order): the
+    accumulators the kernel did not write back (of the classes that did not learn) take the
+    kernel's values where the dict has the feature, and those of features outside the block
+    are multiplied by each factor in turn, as ``_renormalise`` does to every entry."""
+    for i, cl in enumerate(classes):
+        rescale_outside(model._u[cl], features, U[i], bool(u_updated[i]), factors)
 
 
 def learn_dense(
@@ -116,10 +134,14 @@ def learn_dense(
     u_updated = np.zeros(len(classes), dtype=np.uint8)
     preds = np.empty(n, dtype=np.int64)
     known = len(model._w)
-    n_active, max_norm, n_seen, n_mistakes, refused = c.kernel_multiclass(
+    half_life = model.average_half_life
+    factors = np.empty(n if half_life is not None else 0)
+    n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors = c.kernel_multiclass(
         X, codes, W, bias, updated, U, ubias, u_updated, averaged, known, float(model.lr),
         BIAS_CODES[model._bias_mode], float(model._max_norm), int(model._n_seen),
         int(model._n_mistakes), preds, n, d, len(classes),
+        0.0 if half_life is None else float(half_life), float(model._beta),
+        int(model._avg_ref), factors,
     )  # fmt: skip
     if refused >= 0:  # the kernel stopped at that row: nothing is written back
         raise refusal(int(refused))
@@ -137,6 +159,10 @@ def learn_dense(
             uc = model._u[classes[i]]
             for k, v in zip(features, U[i].tolist()):
                 uc[k] = v
+        if n_factors:
+            _write_rescaled(model, classes[:n_active], features, U, u_updated,
+                            factors[:n_factors].tolist())  # fmt: skip
+        model._avg_ref = int(avg_ref)
     model._max_norm = float(max_norm)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)

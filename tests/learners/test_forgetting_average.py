@@ -9,7 +9,7 @@ import math
 import pytest
 from river import datasets
 
-from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.learners._base import RENORMALISE_HALF_LIVES
 
@@ -177,7 +177,9 @@ def test_hyperparameter_checks():
         for bad in (0, -1, math.inf, math.nan, True, "10"):
             with pytest.raises(ValueError):
                 klass(averaged=True, average_half_life=bad)
-        assert not klass(averaged=True, average_half_life=10).dense_capable
+        # the dense kernels take the forgetting average, down to a half-life of 0.01
+        assert klass(averaged=True, average_half_life=10).dense_capable == native.has_dense()
+        assert not klass(averaged=True, average_half_life=0.001).dense_capable
         state = klass(averaged=True, average_half_life=10).get_state()
         state["avg_ref"] = 5
         with pytest.raises(Exception, match="avg_ref"):
