@@ -42,7 +42,7 @@ class Sizes:
     hashed_small: int = 100_000
     hashed_large: int = 5_000_000
     quality: int = 50_000  # synthetic streams of the learning-quality row (9)
-    shared: int = 120_000
+    shared: int = 480_000  # row 11: long enough that start-up and group join do not dominate
 
     def scaled_down(self, factor: int) -> Sizes:
         """Every size divided by ``factor`` (batch and block sizes stay as they are; the
