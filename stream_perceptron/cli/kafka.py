@@ -210,6 +210,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
         interval=args.checkpoint_interval or (None if args.checkpoint_every else 1.0),
         mix_every=args.mix_every,
         mix_interval=mix_interval,
+        leader=(sorted(args.topic)[0], 0),  # one mixer, whatever each worker is assigned
     )
 
     def headers() -> list[tuple[str, bytes]]:

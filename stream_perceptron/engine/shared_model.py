@@ -374,6 +374,25 @@ class SharedModelCoordinator(CheckpointCoordinator):
         if self._state is not None:
             self.save()
 
+    def idle(self) -> None:
+        """The source has nothing new for now: commit what came since the last commit; else,
+        when a commit would be due, the leader still commits (and mixes what the others
+        learned meanwhile) and any other worker moves onto a newer mixture."""
+        state = self._state
+        if state is None:
+            return
+        if state.stats.records > self._last_records:
+            self.after_batch(state.stats.records)
+        elif self.due(state.stats.records):
+            if self.is_leader:
+                self.save()
+            else:
+                self._last_time = time.monotonic()
+                try:
+                    self.mix()
+                except ConnectorError as e:
+                    logger.warning("worker %s did not read the model topic: %s", self.worker, e)
+
     # -- partitions ----------------------------------------------------------------------------
     def assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:
         """Restore the partitions' state from the model topic before their first record."""

@@ -422,3 +422,34 @@ def test_a_fenced_commit_is_not_retried() -> None:
     # the failed commit, and the final one on the way out: no retries, nothing committed
     assert transactions.attempts == 2 and coordinator.outages == 0
     assert "predictions" not in cluster.topics
+
+
+def test_an_idle_leader_still_mixes_and_an_idle_worker_moves_onto_the_mixture() -> None:
+    """The leader's partition has nothing new (the source is idle): the others' increments
+    are still folded in, at the commit interval, and an idle worker takes the mixture."""
+    cluster, data = Cluster(), _data(2, 300)
+    rng = random.Random(3)
+    leader = _Stepper(cluster, "lead", [0], mix_every=100)
+    worker = _Stepper(cluster, "w", [1], mix_every=100)
+    for coordinator in (leader.coordinator, worker.coordinator):
+        coordinator.interval, coordinator.every = 0.0, None  # a commit is due at every poll
+    for _ in range(10):
+        worker.step(data, {0: 0, 1: 300}, rng)  # only the worker's partition has records
+    assert leader.engine.stats.records == 0 and leader.coordinator.version == 0
+    leader.coordinator.idle()  # an empty poll of the leader's source
+    assert leader.coordinator.version == 1
+    assert leader.engine.learner.n_seen == worker.engine.learner.n_seen > 0
+    assert worker.coordinator.version == 0
+    worker.coordinator.idle()  # an empty poll of the worker's source: nothing new to commit
+    assert worker.coordinator.version == 1
+
+
+def test_with_several_input_topics_one_partition_elects_the_leader() -> None:
+    cluster = Cluster()
+    coordinator = SharedModelCoordinator(
+        MemoryLog(cluster), MemoryTransactions(cluster), MODEL_TOPIC, "w", leader=("a", 0)
+    )
+    coordinator.owned = {("b", 0), ("a", 1)}
+    assert not coordinator.is_leader  # b's partition 0 is not the leader's partition
+    coordinator.owned.add(("a", 0))
+    assert coordinator.is_leader
