@@ -361,15 +361,16 @@ class KafkaTransactions(TransactionsBase):
     ) -> None:
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
+        manager = producer._transaction_manager
         if offsets:
-            producer.send_offsets_to_transaction(
+            _wait(producer, manager.send_offsets_to_transaction(
                 {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()},
                 group_metadata,
-            )
-        producer.commit_transaction()
+            ), "sending the offsets to the transaction")  # fmt: skip
+        _wait(producer, manager.begin_commit(), "committing the transaction")
 
     def _abort(self, producer: KafkaProducer) -> None:
-        producer.abort_transaction()
+        _wait(producer, producer._transaction_manager.begin_abort(), "aborting the transaction")
 
     def _close(self, producer: KafkaProducer, timeout_s: float) -> None:
         producer.close(timeout=timeout_s)
@@ -426,3 +427,17 @@ class TransactionalSink(Closing, MessageSink):
 
     def __repr__(self) -> str:
         return f"TransactionalSink(topic={self.topic!r})"
+
+
+#: how long a transactional call of kafka-python may wait for the broker (its own methods wait
+#: without a limit: a commit caught by a broker restart could hang there for good)
+CALL_TIMEOUT_MS = 30_000
+
+
+def _wait(producer: KafkaProducer, result: Any, what: str) -> None:
+    """What ``KafkaProducer.commit_transaction`` and its kin do, with a time limit."""
+    from kafka.errors import KafkaTimeoutError
+
+    producer._sender.wakeup()
+    if not result.wait(timeout_ms=CALL_TIMEOUT_MS):
+        raise KafkaTimeoutError(f"{what} took more than {CALL_TIMEOUT_MS} ms")
