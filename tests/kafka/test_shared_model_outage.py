@@ -1,6 +1,7 @@
 """Shared-model mode rides out a broker outage: the broker stops for ~10 s mid-stream and
-restarts; the workers' failed transactions are committed again once it is back, and every
-record is still learned and predicted exactly once, by one model."""
+restarts; the workers' failed transactions are committed again once it is back (a worker the
+restart left with an unusable client exits 1 and is restarted, as an orchestrator would), and
+every record is still learned and predicted exactly once, by one model."""
 
 from __future__ import annotations
 
@@ -51,12 +52,11 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             for i, p in enumerate(procs):
                 if p.poll() is None:
                     continue
-                # librdkafka cannot rejoin its group after a broker restart (static members:
-                # its open issue 3437, fenced fatally; dynamic ones: the member is unknown, and
-                # the commit of its revocation refused): the worker exits 1 for its
-                # orchestrator to restart it, as done here; kafka-python rides it out in place
+                # a worker whose group or producer the restart left unusable (librdkafka cannot
+                # rejoin a static group: its open issue 3437; a kafka-python producer whose
+                # timed-out commit went through meanwhile) exits 1 for its orchestrator to
+                # restart it, as done here; a commit that merely failed was retried in place
                 tail = logs[i].read_text()[-3000:]
-                assert kafka_client == "confluent-kafka", tail
                 assert p.returncode == 1 and restarts < 4, tail
                 restarts += 1
                 procs[i] = start_worker(member[i], logs[i])
@@ -64,9 +64,9 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
         for p in procs:
             p.send_signal(signal.SIGTERM)
         codes = [p.wait(timeout=60) for p in procs]
-        # a confluent-kafka worker stopped in the middle of the rebalance its restarted peer
-        # caused can exit 1 (its consumer destroyed under the callback); nothing is lost
-        assert codes == [0, 0] or kafka_client == "confluent-kafka", codes
+        # a worker stopped in the middle of the rebalance its restarted peer caused can exit 1
+        # (its consumer closed under the callback); nothing is lost, as checked below
+        assert set(codes) <= {0, 1}, codes
         # the outage met the workers mid-stream: the client waited it out inside a commit, or
         # the commit failed and was committed again once the broker was back
         text = "".join(log.read_text() for log in logs)
