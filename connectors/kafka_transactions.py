@@ -178,17 +178,7 @@ class TransactionsBase(Closing):
         """
         check_offsets(offsets, "commit")
         with self._lock:
-            producer = self._ready()
-            try:
-                self._commit(producer, offsets, group_metadata)
-                self._open_txn = False
-                self._sent = []
-            except self._client_errors() as exc:
-                self._abort_quietly(keep=True)
-                raise TransactionFailed(
-                    f"transaction of {self.transactional_id!r} failed: {exc!r}",
-                    retriable=not self._fenced(exc),
-                ) from exc
+            self._commit_sent(self._ready(), offsets, group_metadata, "failed")
 
     def retry(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
         """Commit again, in a new transaction of a new producer, every message of the one whose
@@ -209,17 +199,27 @@ class TransactionsBase(Closing):
                 producer = self._ready()
                 for message in self._sent:
                     self._send(producer, *message)
-                self._commit(producer, offsets, group_metadata)
-                self._open_txn = False
-                self._sent = []
             except ConnectorError as exc:
                 raise TransactionFailed(str(exc), retriable=True) from exc
             except self._client_errors() as exc:
                 self._abort_quietly(keep=True)
-                raise TransactionFailed(
-                    f"transaction of {self.transactional_id!r} failed again: {exc!r}",
-                    retriable=not self._fenced(exc),
-                ) from exc
+                raise TransactionFailed(str(exc), retriable=not self._fenced(exc)) from exc
+            self._commit_sent(producer, offsets, group_metadata, "failed again")
+
+    def _commit_sent(
+        self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any, what: str
+    ) -> None:
+        """Commit the open transaction; on failure abort it, keep its messages, and raise."""
+        try:
+            self._commit(producer, offsets, group_metadata)
+        except self._client_errors() as exc:
+            self._abort_quietly(keep=True)
+            raise TransactionFailed(
+                f"transaction of {self.transactional_id!r} {what}: {exc!r}",
+                retriable=not self._fenced(exc),
+            ) from exc
+        self._open_txn = False
+        self._sent = []
 
     def abort(self) -> None:
         """Drop the open transaction, if any."""

@@ -173,7 +173,6 @@ class ModelView:
         if state["n_seen"] != n_seen:
             logger.warning("the model holds %d examples, the partition records count %d",
                            state["n_seen"], n_seen)  # fmt: skip
-        state = translate(state, [])  # a copy
         state["n_mistakes"] = n_mistakes
         return state, self.mixture.version + (1 if fresh else 0)
 

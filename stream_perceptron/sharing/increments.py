@@ -130,9 +130,8 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
     t = int(round(f.t)) if n_seen is None else int(n_seen)
     classes = []
     for p in f.parts.values():
-        w, s = p["w"], p["s"]
-        for k in s:
-            w.setdefault(k, 0.0)
+        s = p["s"]
+        w = {**p["w"], **{k: 0.0 for k in s if k not in p["w"]}}
         classes.append(
             {
                 "label": p["label"],
@@ -189,7 +188,7 @@ def fold(
 
     """
     if not fresh:
-        return base
+        return to_state(base, form(base))  # a new state, like every other outcome
     states = [base, *(state for state, _ in fresh)]
     _check(states, [1.0] * len(states))
     per_worker = []
