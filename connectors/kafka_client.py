@@ -21,6 +21,15 @@ installed library.
   thread making them, since those calls need the loop it would be blocking.
 
 :func:`require_internals` checks both at once, before the consumer is used.
+
+And for :class:`~connectors.kafka_transactions.KafkaTransactions`: the transactional calls
+with a time limit. ``KafkaProducer.commit_transaction()`` and its kin wait without one (a
+commit caught by a broker restart could hang a worker for good), and a commit that timed out
+must be waited for again, never begun again (it may have landed). So the adapter starts them
+through ``KafkaProducer._transaction_manager`` (:func:`begin_commit`, :func:`begin_abort`,
+:func:`send_offsets_to_transaction`), wakes ``KafkaProducer._sender`` and waits on the
+request's result with a limit (:func:`wait_transactional`);
+:func:`require_producer_internals` checks them when the producer is created.
 """
 
 from __future__ import annotations
@@ -30,7 +39,16 @@ from typing import Any
 
 from connectors.errors import ConnectorError
 
-__all__ = ["call_soon_threadsafe", "coordinator_unknown", "require_internals"]
+__all__ = [
+    "begin_abort",
+    "begin_commit",
+    "call_soon_threadsafe",
+    "coordinator_unknown",
+    "require_internals",
+    "require_producer_internals",
+    "send_offsets_to_transaction",
+    "wait_transactional",
+]
 
 _TESTED_WITH = "kafka-python 3.0.12"
 
@@ -139,3 +157,75 @@ def require_internals(consumer: Any) -> None:
     """
     _private_method(consumer, "_coordinator", "coordinator_unknown")
     _private_method(consumer, "_manager", "call_soon")
+
+
+def _producer_part(producer: Any, owner: str, method: str) -> Callable[..., Any]:
+    holder = getattr(producer, owner, None)
+    bound = getattr(holder, method, None)
+    if holder is None or not callable(bound):
+        raise ConnectorError(
+            f"the installed kafka-python has no KafkaProducer.{owner}.{method}() (relied on"
+            f" for transactional calls with a time limit; tested with {_TESTED_WITH}): see"
+            " connectors/kafka_client.py"
+        )
+    return bound
+
+
+def require_producer_internals(producer: Any) -> None:
+    """Check what the transactional calls below rely on, without calling it.
+
+    Raises
+    ------
+    ConnectorError
+        Naming the first missing attribute.
+    """
+    for method in ("begin_commit", "begin_abort", "send_offsets_to_transaction"):
+        _producer_part(producer, "_transaction_manager", method)
+    _producer_part(producer, "_sender", "wakeup")
+
+
+def begin_commit(producer: Any) -> Any:
+    """Start committing the open transaction: ``_transaction_manager.begin_commit()`` (what
+    ``KafkaProducer.commit_transaction`` does before it waits without a limit); the request's
+    result, for :func:`wait_transactional`."""
+    return _producer_part(producer, "_transaction_manager", "begin_commit")()
+
+
+def begin_abort(producer: Any) -> Any:
+    """Start aborting the open transaction; the request's result."""
+    return _producer_part(producer, "_transaction_manager", "begin_abort")()
+
+
+def send_offsets_to_transaction(producer: Any, offsets: Any, group_metadata: Any) -> Any:
+    """Start adding consumed offsets to the open transaction; the request's result."""
+    return _producer_part(producer, "_transaction_manager", "send_offsets_to_transaction")(
+        offsets, group_metadata
+    )
+
+
+def wait_transactional(producer: Any, result: Any, timeout_s: float, what: str) -> None:
+    """Wake the producer's sender and wait up to ``timeout_s`` for ``result`` (a
+    ``TransactionalRequestResult``, kafka-python 3.0.12: ``wait(timeout_ms=)`` returns
+    whether it completed and raises its error).
+
+    Raises
+    ------
+    kafka.errors.KafkaTimeoutError
+        If it did not complete in time (the request stays pending: waiting again on the same
+        ``result`` picks it up).
+    kafka.errors.KafkaError
+        The request's own error.
+    ConnectorError
+        If kafka-python changed what this relies on.
+    """
+    from kafka.errors import KafkaTimeoutError
+
+    _producer_part(producer, "_sender", "wakeup")()
+    wait = getattr(result, "wait", None)
+    if not callable(wait):
+        raise ConnectorError(
+            f"kafka-python's transactional request result {result!r} has no wait() (tested "
+            f"with {_TESTED_WITH}): see connectors/kafka_client.py"
+        )
+    if not wait(timeout_ms=int(timeout_s * 1000)):
+        raise KafkaTimeoutError(f"{what} took more than {timeout_s:g} s")

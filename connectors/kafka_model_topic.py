@@ -21,7 +21,15 @@ from connectors.kafka_common import check_topic, merge_client_options
 if TYPE_CHECKING:
     from kafka.consumer import KafkaConsumer
 
-__all__ = ["KafkaModelLog", "ModelLog", "ModelLogBase", "TOPIC_CONFIG"]
+__all__ = [
+    "KafkaModelLog",
+    "ModelLog",
+    "ModelLogBase",
+    "ModelTopicError",
+    "TOPIC_CONFIG",
+    "check_model_topic",
+    "missing_model_topic",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +51,9 @@ _RESERVED = frozenset(
 class ModelLog(Protocol):
     """A keyed log every worker reads to its end."""
 
-    def ensure(self) -> None:
-        """Create the topic when it does not exist."""
+    def ensure(self, create: bool = True) -> None:
+        """Check the topic (one partition, compacted only; else :class:`ModelTopicError`);
+        create it when it does not exist and ``create``, else raise ModelTopicError."""
         ...
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
@@ -53,6 +62,41 @@ class ModelLog(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class ModelTopicError(ConnectorError):
+    """The model topic is missing, or not one partition compacted only: a model there could
+    be lost to retention or read in parts."""
+
+
+def check_model_topic(topic: str, partitions: int, policy: str) -> None:
+    """Refuse a model topic of other than one partition, or not ``cleanup.policy=compact``.
+
+    Examples
+    --------
+    >>> check_model_topic("model", 1, "compact")
+    >>> check_model_topic("model", 3, "compact")
+    Traceback (most recent call last):
+    ...
+    connectors.kafka_model_topic.ModelTopicError: the model topic 'model' has 3 partitions ...
+    """
+    problems = []
+    if partitions != 1:
+        problems.append(f"{partitions} partitions (every worker must read one log, in one order)")
+    if {p.strip() for p in policy.split(",")} != {"compact"}:
+        problems.append(
+            f"cleanup.policy={policy} (a model topic must be compacted only: retention would "
+            "delete the mixture)"
+        )
+    if problems:
+        raise ModelTopicError(
+            f"the model topic {topic!r} has {' and '.join(problems)}; use a new topic name, or "
+            f"recreate it (stream-perceptron creates it with {TOPIC_CONFIG})"
+        )
+
+
+def missing_model_topic(topic: str) -> ModelTopicError:
+    return ModelTopicError(f"there is no model topic {topic!r} (check its name and the cluster)")
 
 
 class ModelLogBase:
@@ -81,12 +125,15 @@ class ModelLogBase:
         self._consumer: Any = None
         self._latest: Any = None
         self._carry: list[tuple[bytes | None, bytes | None]] = []  # read by a failed call
+        self._next = 0  # the offset after the last record read: a reopened reader starts there
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         """Read to the end. A transaction still open on the topic (a worker that died in the
         middle of a commit, until its restart or the transaction timeout aborts it) hides what
         was committed after it: the read waits for it to end, up to ``stable_wait_s``. What a
-        call read before it failed is returned by the next call, first (nothing is skipped)."""
+        call read before it failed is returned by the next call, first (nothing is skipped);
+        a failed call closes the reader, and the next one opens a new one where it stopped (a
+        client whose view of the partition a broker restart left stale recovers)."""
         deadline = time.monotonic() + timeout_s
         stable_by = time.monotonic() + self.stable_wait_s
         out, self._carry = self._carry, []
@@ -113,12 +160,28 @@ class ModelLogBase:
                     )  # fmt: skip
                     return out
                 time.sleep(0.1)
+        except ConnectorError:
+            self._carry = out
+            self._reopen()
+            raise
         except self._client_errors() as exc:
             self._carry = out
+            self._reopen()
             raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
+
+    def _reopen(self) -> None:
+        """Drop the reader (the next read opens a new one at ``_next``)."""
+        try:
+            self.close()
+        except Exception as exc:  # noqa: BLE001 - any client's error: the reader is dropped
+            logger.debug("closing the model-topic reader failed: %r", exc)
+        self._consumer = self._latest = None
 
     def _created(self) -> None:
         logger.warning("created the model topic %r (compacted, 1 partition)", self.topic)
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -163,8 +226,8 @@ class KafkaModelLog(ModelLogBase):
 
         return (KafkaError,)
 
-    def ensure(self) -> None:
-        from kafka.admin import KafkaAdminClient, NewTopic
+    def ensure(self, create: bool = True) -> None:
+        from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
         security = {k: v for k, v in self._options.items()
@@ -174,13 +237,25 @@ class KafkaModelLog(ModelLogBase):
         except (KafkaError, ValueError, TypeError) as exc:
             raise ConnectorError(f"cannot reach Kafka to create {self.topic!r}: {exc!r}") from exc
         try:
-            if self.topic in admin.list_topics():
-                return
-            # replication -1: the cluster's default.replication.factor
-            admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs=TOPIC_CONFIG)])
-            self._created()
-        except TopicAlreadyExistsError:
-            pass  # another worker was first
+            if self.topic not in admin.list_topics():
+                if not create:
+                    raise missing_model_topic(self.topic)
+                try:
+                    # replication -1: the cluster's default.replication.factor
+                    admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs=TOPIC_CONFIG)])
+                    self._created()
+                    return
+                except TopicAlreadyExistsError:
+                    pass  # another worker was first: check it as any existing topic
+            (described,) = admin.describe_topics([self.topic])
+            resource = ConfigResource(ConfigResourceType.TOPIC, self.topic, None)
+            configs = admin.describe_configs([resource], config_filter="all")
+            policy = configs["topic"][self.topic]["cleanup.policy"]["value"]
+            check_model_topic(self.topic, len(described["partitions"]), policy)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConnectorError(
+                f"cannot describe the model topic {self.topic!r}: {exc!r}"
+            ) from exc
         except KafkaError as exc:
             raise ConnectorError(f"cannot create the model topic {self.topic!r}: {exc!r}") from exc
         finally:
@@ -191,7 +266,8 @@ class KafkaModelLog(ModelLogBase):
         from kafka.structs import TopicPartition
 
         config = merge_client_options(
-            {"reconnect_backoff_max_ms": 5000, "max_partition_fetch_bytes": 16 * 1024 * 1024},
+            {"reconnect_backoff_max_ms": 5000, "max_partition_fetch_bytes": 16 * 1024 * 1024,
+             "allow_auto_create_topics": False},
             self._options,
             _RESERVED,
         )
@@ -202,8 +278,12 @@ class KafkaModelLog(ModelLogBase):
             isolation_level="read_committed",
         )
         consumer = KafkaConsumer(**config)
-        consumer.assign([TopicPartition(self.topic, 0)])
-        consumer.seek_to_beginning()
+        tp = TopicPartition(self.topic, 0)
+        consumer.assign([tp])
+        if self._next:
+            consumer.seek(tp, self._next)
+        else:
+            consumer.seek_to_beginning()
         self._consumer = consumer
         self._latest = KafkaConsumer(**{**config, "isolation_level": "read_uncommitted"})
         return consumer
@@ -226,7 +306,10 @@ class KafkaModelLog(ModelLogBase):
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         polled = self._consumer.poll(timeout_ms=200, max_records=10_000).values()
-        return [(m.key, m.value) for messages in polled for m in messages]
+        out = [(m.key, m.value) for messages in polled for m in messages]
+        if out:
+            self._next = max(m.offset for messages in polled for m in messages) + 1
+        return out
 
     def close(self) -> None:
         for consumer in (self._consumer, self._latest):

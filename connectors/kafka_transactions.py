@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from connectors import kafka_client
 from connectors.base import Closing, MessageSink
 from connectors.errors import ConnectorError
 from connectors.kafka_common import (
@@ -45,6 +46,9 @@ _RESERVED = frozenset(
      "value_serializer"}
 )  # fmt: skip
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
+#: how long one transactional call may wait for the broker (kafka-python's own methods wait
+#: without a limit: a commit caught by a broker restart could hang there for good)
+CALL_TIMEOUT_S = 30.0
 TRANSACTION_TIMEOUT_MS = 10_000  # a dead worker's open transaction stops blocking readers soon
 #: kafka-python errors saying another producer or group member took over: retrying cannot help
 _KAFKA_PYTHON_FENCED = frozenset(
@@ -55,13 +59,16 @@ _KAFKA_PYTHON_FENCED = frozenset(
 
 
 class TransactionFailed(ConnectorError):
-    """A transaction could not be committed (it was aborted: nothing of it is visible).
-    ``retriable``: the broker could not be reached, rather than another producer or group
-    member taking over; :meth:`TransactionsBase.retry` may then commit it later."""
+    """A transaction could not be committed. ``retriable``: the broker could not be reached,
+    rather than another producer or group member taking over; :meth:`TransactionsBase.retry`
+    may then commit it later. ``in_doubt``: its commit was sent but not answered in time, so
+    it may have landed (it is neither aborted nor sent again: the retry waits for that same
+    commit); else it was aborted and nothing of it is visible."""
 
-    def __init__(self, message: str, *, retriable: bool) -> None:
+    def __init__(self, message: str, *, retriable: bool, in_doubt: bool = False) -> None:
         super().__init__(message)
         self.retriable = retriable
+        self.in_doubt = in_doubt
 
 
 @runtime_checkable
@@ -129,6 +136,11 @@ class TransactionsBase(Closing):
         self._lock = threading.Lock()
         # the open transaction's messages, to send again if its commit fails
         self._sent: list[tuple[str, bytes | None, bytes | None, Any]] = []
+        #: a commit was sent and not answered in time: it may have landed
+        self.in_doubt = False
+        self._ending = False  # set by a client's _end once the commit request is out
+        #: how long one transactional call may wait for the broker (init, offsets, commit)
+        self.call_timeout_s = CALL_TIMEOUT_S
 
     def start(self) -> None:
         """Create the producer and fence a former self (its open transaction is aborted)."""
@@ -181,9 +193,14 @@ class TransactionsBase(Closing):
             self._commit_sent(self._ready(), offsets, group_metadata, "failed")
 
     def retry(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
-        """Commit again, in a new transaction of a new producer, every message of the one whose
-        :meth:`commit` failed, with ``offsets`` (after a broker outage: nothing of the failed
-        one is visible, so the outputs stay exactly once).
+        """Commit again the transaction whose :meth:`commit` failed, after a broker outage:
+
+        * in doubt (its commit was sent, unanswered): wait for that same commit, on the same
+          producer (Kafka's EndTxn is idempotent); never send its messages again, since they
+          may have landed. If that producer cannot finish it, the outcome stays unknown: the
+          failure is not retriable (the worker exits; its restart reads what was committed);
+        * else (aborted: nothing of it is visible): every message again, in a new transaction
+          of a new producer, with ``offsets``.
 
         Raises
         ------
@@ -191,6 +208,9 @@ class TransactionsBase(Closing):
             As :meth:`commit` does.
         """
         with self._lock:
+            if self.in_doubt:
+                self._finish_in_doubt()
+                return
             self._abort_quietly(keep=True)
             if self._producer is not None:
                 self._close(self._producer, 1.0)
@@ -206,17 +226,54 @@ class TransactionsBase(Closing):
                 raise TransactionFailed(str(exc), retriable=not self._fenced(exc)) from exc
             self._commit_sent(producer, offsets, group_metadata, "failed again")
 
+    def _finish_in_doubt(self) -> None:
+        try:
+            self._resume_commit(self._producer)
+        except self._client_errors() as exc:
+            if not self._fenced(exc) and self._unanswered(exc):
+                raise TransactionFailed(
+                    f"the commit of {self.transactional_id!r} is still unanswered: {exc!r}",
+                    retriable=True, in_doubt=True,
+                ) from exc  # fmt: skip
+            self.in_doubt = False
+            self._drop_producer()
+            raise TransactionFailed(
+                f"the commit of {self.transactional_id!r} was sent but could not be finished, "
+                f"so whether it landed is unknown ({exc!r}): not sending it again",
+                retriable=False,
+            ) from exc
+        self.in_doubt = False
+        self._open_txn = False
+        self._sent = []
+        logger.info("the commit of %r that was in doubt is done", self.transactional_id)
+
+    def _drop_producer(self) -> None:
+        if self._producer is not None:
+            self._close(self._producer, 1.0)
+            self._producer = None
+        self._open_txn = False
+
     def _commit_sent(
         self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any, what: str
     ) -> None:
-        """Commit the open transaction; on failure abort it, keep its messages, and raise."""
+        """Commit the open transaction. On failure: in doubt (the commit was sent and not
+        answered in time) keep it as it is; else abort it, keep its messages; and raise."""
+        self._ending = False
         try:
-            self._commit(producer, offsets, group_metadata)
+            self._send_offsets(producer, offsets, group_metadata)
+            self._end(producer)
         except self._client_errors() as exc:
+            fenced = self._fenced(exc)
+            if not fenced and self._unanswered(exc) and self._ending:
+                self.in_doubt = True
+                raise TransactionFailed(
+                    f"the commit of {self.transactional_id!r} {what}: {exc!r}; it may have "
+                    "landed: waiting for it, never sending it again",
+                    retriable=True, in_doubt=True,
+                ) from exc  # fmt: skip
             self._abort_quietly(keep=True)
             raise TransactionFailed(
-                f"transaction of {self.transactional_id!r} {what}: {exc!r}",
-                retriable=not self._fenced(exc),
+                f"transaction of {self.transactional_id!r} {what}: {exc!r}", retriable=not fenced
             ) from exc
         self._open_txn = False
         self._sent = []
@@ -278,10 +335,22 @@ class TransactionsBase(Closing):
     ) -> None:  # fmt: skip
         raise NotImplementedError
 
-    def _commit(
+    def _send_offsets(
         self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
     ) -> None:
-        """Send the offsets to the transaction (when any) and commit it."""
+        """Add the consumed offsets to the open transaction (when any)."""
+        raise NotImplementedError
+
+    def _end(self, producer: Any) -> None:
+        """Commit the open transaction; set ``_ending`` once the request is out."""
+        raise NotImplementedError
+
+    def _resume_commit(self, producer: Any) -> None:
+        """Wait for the commit in doubt to finish, on the producer that sent it."""
+        raise NotImplementedError
+
+    def _unanswered(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says a call timed out (the broker may still act on it)."""
         raise NotImplementedError
 
     def _abort(self, producer: Any) -> None:
@@ -344,6 +413,7 @@ class KafkaTransactions(TransactionsBase):
         from kafka.producer import KafkaProducer
 
         producer = KafkaProducer(**self._config)
+        kafka_client.require_producer_internals(producer)
         producer.init_transactions()
         return producer
 
@@ -356,21 +426,41 @@ class KafkaTransactions(TransactionsBase):
     ) -> None:  # fmt: skip
         producer.send(topic, value=value, key=key, headers=headers)
 
-    def _commit(
+    def _send_offsets(
         self, producer: KafkaProducer, offsets: dict[TopicPartitionKey, int], group_metadata: Any
     ) -> None:
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
-        manager = producer._transaction_manager
         if offsets:
-            _wait(producer, manager.send_offsets_to_transaction(
+            result = kafka_client.send_offsets_to_transaction(
+                producer,
                 {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()},
                 group_metadata,
-            ), "sending the offsets to the transaction")  # fmt: skip
-        _wait(producer, manager.begin_commit(), "committing the transaction")
+            )  # fmt: skip
+            kafka_client.wait_transactional(
+                producer, result, self.call_timeout_s, "sending the offsets to the transaction"
+            )
+
+    def _end(self, producer: KafkaProducer) -> None:
+        self._committing = kafka_client.begin_commit(producer)
+        self._ending = True
+        self._resume_commit(producer)
+
+    def _resume_commit(self, producer: KafkaProducer) -> None:
+        kafka_client.wait_transactional(
+            producer, self._committing, self.call_timeout_s, "committing the transaction"
+        )
+
+    def _unanswered(self, exc: BaseException) -> bool:
+        from kafka.errors import KafkaTimeoutError
+
+        return isinstance(exc, KafkaTimeoutError)
 
     def _abort(self, producer: KafkaProducer) -> None:
-        _wait(producer, producer._transaction_manager.begin_abort(), "aborting the transaction")
+        kafka_client.wait_transactional(
+            producer, kafka_client.begin_abort(producer), self.call_timeout_s,
+            "aborting the transaction",
+        )  # fmt: skip
 
     def _close(self, producer: KafkaProducer, timeout_s: float) -> None:
         producer.close(timeout=timeout_s)
@@ -427,17 +517,3 @@ class TransactionalSink(Closing, MessageSink):
 
     def __repr__(self) -> str:
         return f"TransactionalSink(topic={self.topic!r})"
-
-
-#: how long a transactional call of kafka-python may wait for the broker (its own methods wait
-#: without a limit: a commit caught by a broker restart could hang there for good)
-CALL_TIMEOUT_MS = 30_000
-
-
-def _wait(producer: KafkaProducer, result: Any, what: str) -> None:
-    """What ``KafkaProducer.commit_transaction`` and its kin do, with a time limit."""
-    from kafka.errors import KafkaTimeoutError
-
-    producer._sender.wakeup()
-    if not result.wait(timeout_ms=CALL_TIMEOUT_MS):
-        raise KafkaTimeoutError(f"{what} took more than {CALL_TIMEOUT_MS} ms")

@@ -14,7 +14,12 @@ from typing import Any
 
 from connectors.errors import ConnectorError
 from connectors.kafka_common import make_client, merge_client_options, servers_text
-from connectors.kafka_model_topic import TOPIC_CONFIG, ModelLogBase
+from connectors.kafka_model_topic import (
+    TOPIC_CONFIG,
+    ModelLogBase,
+    check_model_topic,
+    missing_model_topic,
+)
 from connectors.rdkafka_source import QUIET_LOGS, is_fatal, require_confluent_kafka
 
 __all__ = ["RdKafkaModelLog"]
@@ -55,25 +60,42 @@ class RdKafkaModelLog(ModelLogBase):
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return (require_confluent_kafka().KafkaException,)
 
-    def ensure(self) -> None:
+    def ensure(self, create: bool = True) -> None:
         ck = require_confluent_kafka()
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
         config = {k: v for k, v in self._options.items() if k.startswith(_SECURITY)}
         config.update(QUIET_LOGS, **{"bootstrap.servers": servers_text(self._servers)})
         admin = make_client(lambda: AdminClient(config), "admin client", self._servers, ())
         try:
             topics = admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics
-            if self.topic in topics:
-                return
-            # replication -1: the cluster's default.replication.factor
-            new = NewTopic(self.topic, 1, -1, config=dict(TOPIC_CONFIG))
+            if self.topic not in topics:
+                if not create:
+                    raise missing_model_topic(self.topic)
+                if self._create(ck, admin, NewTopic):
+                    return
+                topics = admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics
+            partitions = len(topics[self.topic].partitions)
+            resource = ConfigResource(ResourceType.TOPIC, self.topic)
+            configs = admin.describe_configs([resource])[resource].result(REQUEST_TIMEOUT_S)
+            check_model_topic(self.topic, partitions, configs["cleanup.policy"].value)
+        except ck.KafkaException as exc:
+            raise ConnectorError(f"cannot check the model topic {self.topic!r}: {exc!r}") from exc
+        except KeyError as exc:
+            raise ConnectorError(f"cannot check the model topic {self.topic!r}: {exc!r}") from exc
+
+    def _create(self, ck: Any, admin: Any, new_topic: Any) -> bool:
+        """Create the topic; False when another worker was first."""
+        # replication -1: the cluster's default.replication.factor
+        new = new_topic(self.topic, 1, -1, config=dict(TOPIC_CONFIG))
+        try:
             admin.create_topics([new])[self.topic].result(REQUEST_TIMEOUT_S)
-            self._created()
         except ck.KafkaException as exc:
             if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
-                return  # another worker was first
-            raise ConnectorError(f"cannot create the model topic {self.topic!r}: {exc!r}") from exc
+                return False
+            raise
+        self._created()
+        return True
 
     def _open(self) -> Any:
         ck = require_confluent_kafka()
@@ -100,7 +122,8 @@ class RdKafkaModelLog(ModelLogBase):
             lambda: ck.Consumer(config), "consumer", self._servers, (ck.KafkaException,)
         )
         self._tp = ck.TopicPartition(self.topic, 0)
-        consumer.assign([ck.TopicPartition(self.topic, 0, ck.OFFSET_BEGINNING)])
+        start = self._next or ck.OFFSET_BEGINNING
+        consumer.assign([ck.TopicPartition(self.topic, 0, start)])
         self._consumer = consumer
         latest = {**config, "isolation.level": "read_uncommitted"}
         self._latest = make_client(
@@ -128,6 +151,7 @@ class RdKafkaModelLog(ModelLogBase):
             error = message.error()
             if error is None:
                 out.append((message.key(), message.value()))
+                self._next = message.offset() + 1
             elif is_fatal(error):
                 raise ConnectorError(f"reading the model topic {self.topic!r}: {error!r}")
             else:

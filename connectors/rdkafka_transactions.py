@@ -26,7 +26,6 @@ __all__ = ["RdKafkaTransactions"]
 
 logger = logging.getLogger(__name__)
 
-CALL_TIMEOUT_S = 30.0  # one transactional call (init, offsets, commit, abort)
 FULL_QUEUE_WAIT_S = 0.05
 _RESERVED = frozenset(
     {"bootstrap.servers", "transactional.id", "enable.idempotence", "error_cb", "on_delivery"}
@@ -91,7 +90,7 @@ class RdKafkaTransactions(TransactionsBase):
 
     def _create(self) -> Any:
         producer = require_confluent_kafka().Producer(self._config)
-        producer.init_transactions(CALL_TIMEOUT_S)
+        producer.init_transactions(self.call_timeout_s)
         return producer
 
     def _begin(self, producer: Any) -> None:
@@ -108,7 +107,7 @@ class RdKafkaTransactions(TransactionsBase):
             except BufferError:  # the local queue is full: let librdkafka send some
                 producer.poll(FULL_QUEUE_WAIT_S)
 
-    def _commit(
+    def _send_offsets(
         self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
     ) -> None:
         ck = require_confluent_kafka()
@@ -116,12 +115,28 @@ class RdKafkaTransactions(TransactionsBase):
             producer.send_offsets_to_transaction(
                 [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                 group_metadata,
-                CALL_TIMEOUT_S,
+                self.call_timeout_s,
             )
-        producer.commit_transaction(CALL_TIMEOUT_S)
+
+    def _end(self, producer: Any) -> None:
+        self._ending = True  # from here on, the commit may land whatever this call reports
+        producer.commit_transaction(self.call_timeout_s)
+
+    def _resume_commit(self, producer: Any) -> None:
+        # librdkafka: a commit that failed retriably (timed out) is finished by calling
+        # commit_transaction again, on the same producer
+        producer.commit_transaction(self.call_timeout_s)
+
+    def _unanswered(self, exc: BaseException) -> bool:
+        error = exc.args[0] if exc.args else None
+        retriable = getattr(error, "retriable", None)
+        requires_abort = getattr(error, "txn_requires_abort", None)
+        return bool(callable(retriable) and retriable()) and not (
+            callable(requires_abort) and requires_abort()
+        )
 
     def _abort(self, producer: Any) -> None:
-        producer.abort_transaction(CALL_TIMEOUT_S)
+        producer.abort_transaction(self.call_timeout_s)
 
     def _close(self, producer: Any, timeout_s: float) -> None:
         # librdkafka has no close: what is queued is flushed (or dropped after the timeout);

@@ -211,6 +211,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
         mix_every=args.mix_every,
         mix_interval=mix_interval,
         leader=(sorted(args.topic)[0], 0),  # one mixer, whatever each worker is assigned
+        adopt_settings=args.adopt_model_settings,
     )
 
     def headers() -> list[tuple[str, bytes]]:
@@ -230,6 +231,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
 def pull_model_command(args: argparse.Namespace) -> int:
     """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
     from connectors import ConnectorError
+    from connectors.kafka_model_topic import ModelTopicError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
     from stream_perceptron.engine.shared_model import pull_model
 
@@ -240,18 +242,23 @@ def pull_model_command(args: argparse.Namespace) -> int:
         return 2
     log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
     try:
-        model, version, offsets, bad = pull_model(log)
+        log.ensure(create=False)  # never creates it (a mistyped name is an error)
+        model, version, offsets, view = pull_model(log)
         save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
+    except ModelTopicError as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 2
     except (StreamPerceptronError, ConnectorError, OSError) as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
         return 1
     finally:
         log.close()
     if not args.quiet:
+        refused = ", ".join(f"{n} {reason}" for reason, n in sorted(view.rejected.items()))
         print(
             f"stream-perceptron: wrote mixture version {version} ({model.n_seen} examples, "
             f"{len(offsets)} partitions) to {args.output}"
-            + (f"; {bad} model-topic records did not parse and were ignored" if bad else ""),
+            + (f"; model-topic records refused and skipped: {refused}" if refused else ""),
             file=sys.stderr,
         )
     return 0

@@ -6,8 +6,11 @@ Exit codes: 0 done, 1 failure, 2 usage error.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
+import signal
 import sys
+import threading
 import urllib.parse
 from collections.abc import Callable
 
@@ -193,8 +196,16 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     shared.add_argument(
         "--model-topic",
         metavar="TOPIC",
-        help="the compacted topic holding the shared model (created if missing); turns the "
-        "mode on. Commits follow --checkpoint-every/--checkpoint-interval (default every 1 s)",
+        help="the compacted topic holding the shared model (created if missing; an existing "
+        "one must have one partition and cleanup.policy=compact); turns the mode on. Commits "
+        "follow --checkpoint-every/--checkpoint-interval (default every 1 s)",
+    )
+    shared.add_argument(
+        "--adopt-model-settings",
+        action="store_true",
+        help="when the model topic's model has other hyperparameters (--lr, --bias, "
+        "--averaged, ...) than this worker's flags, take the topic's (default: exit 2 naming "
+        "them)",
     )
     shared.add_argument(
         "--mix-every",
@@ -430,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose, args.quiet)
+    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+        # `kill -USR1 PID`: every thread's stack on stderr (a worker that seems stuck)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     if args.command is None:
         parser.print_help()
         return 2

@@ -146,7 +146,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         return _run(args, fmt)
     except (StreamPerceptronError, ConnectorError, OSError) as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
-        return 1
+        return _exit_code(e)
+    finally:
+        while _stopping:  # stopped in time
+            _stopping.pop().cancel()
 
 
 def _run(args: argparse.Namespace, fmt: str) -> int:
@@ -226,6 +229,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
             "%s received: stopping after the current record", signal.Signals(signum).name
         )
         engine.request_stop()
+        if kafka:
+            _exit_if_still_running(STOP_BOUND_S, signal.Signals(signum).name)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     failure: Exception | None = None
@@ -267,8 +272,45 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
             _close_metrics(exporter, args)
     if failure is not None:
         print(f"stream-perceptron: error: {failure}", file=sys.stderr)
-        return 1
+        return _exit_code(failure)
     return 0
+
+
+#: Kafka mode: how long a stop may take after SIGTERM/SIGINT (10 s, plus one transaction
+#: timeout for a commit caught by a broker outage) before the process exits anyway
+STOP_BOUND_S = 20.0
+_stopping: list[threading.Timer] = []
+
+
+def _exit_if_still_running(seconds: float, signal_name: str) -> None:
+    """Exit 1 if the process still runs ``seconds`` from now (once per run). Nothing is lost:
+    what was not committed is aborted by the broker (an open transaction times out, a
+    restarted worker fences it) or was never in a checkpoint, and is read again."""
+    if _stopping:
+        return
+
+    def give_up() -> None:
+        logger.critical(
+            "still stopping %g s after %s (a broker unreachable, or a client that cannot "
+            "recover): exiting now; what was not committed is read again after a restart",
+            seconds, signal_name,
+        )  # fmt: skip
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    _stopping.append(timer)
+
+
+def _exit_code(error: Exception) -> int:
+    """2 for what the user must change (flags against the model topic's model, a model topic
+    that is not one partition compacted), 1 for the rest."""
+    from connectors.kafka_model_topic import ModelTopicError
+
+    return 2 if isinstance(error, ModelTopicError) else getattr(error, "exit_code", 1)
 
 
 def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

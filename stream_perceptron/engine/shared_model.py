@@ -32,27 +32,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from connectors import ConnectorError, PositionKey, Record, Source
 from connectors.kafka_model_topic import ModelLog
 from connectors.kafka_transactions import GroupMember, TransactionalOutput, TransactionFailed
 from stream_perceptron.checkpoint import CheckpointCoordinator
+from stream_perceptron.engine.model_view import ModelView, model_of, pull_model
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.learners import StreamClassifier
-from stream_perceptron.sharing import (
-    Increment,
-    MixError,
-    Mixture,
-    PartitionState,
-    RecordFormatError,
-    divergence,
-)
-from stream_perceptron.sharing.increments import Form, fold, form, increment, translate
-from stream_perceptron.sharing.records import decode, increment_key
+from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState, divergence
+from stream_perceptron.sharing.increments import Form, form, increment, translate
+from stream_perceptron.sharing.records import increment_key
 
-__all__ = ["ModelView", "PartitionCounting", "SharedModelCoordinator", "adopt", "pull_model"]
+__all__ = [
+    "ModelView",
+    "PartitionCounting",
+    "SharedModelCoordinator",
+    "SharedModelMismatch",
+    "adopt",
+    "pull_model",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -65,135 +65,10 @@ def adopt(learner: StreamClassifier, state: dict[str, Any]) -> None:
     learner.__dict__.update(fresh.__dict__)
 
 
-@dataclass
-class ModelView:
-    """The latest record of each key of the model topic, as read so far."""
+class SharedModelMismatch(EngineError):
+    """This worker's model flags differ from the model the topic holds (a usage error)."""
 
-    partitions: dict[PositionKey, PartitionState] = field(default_factory=dict)
-    #: per worker, per seq: its increments no mixture is known to hold, decoded when needed
-    #: (only the leader and a restarting worker read them)
-    increments: dict[str, dict[int, Increment | bytes]] = field(default_factory=dict)
-    mixture: Mixture | None = None
-    bad_records: int = 0
-
-    def ingest(self, records: list[tuple[bytes | None, bytes | None]]) -> None:
-        """Take records in log order; one that does not parse is logged, counted, ignored."""
-        for key, value in records:
-            named = _increment_key(key)
-            if value is None:  # a tombstone: a mixture holds that increment
-                if named is not None:
-                    self.increments.get(named[0], {}).pop(named[1], None)
-                continue
-            if named is not None:
-                self.increments.setdefault(named[0], {})[named[1]] = value
-                continue
-            try:
-                record = decode(value)
-            except RecordFormatError as e:
-                self.bad_records += 1
-                logger.warning("ignoring a model-topic record (key %r): %s", key, e)
-                continue
-            if isinstance(record, PartitionState):
-                self.partitions[(record.topic, record.partition)] = record
-            elif isinstance(record, Increment):
-                self.increments.setdefault(record.worker, {})[record.seq] = record
-            elif self.mixture is None or record.version >= self.mixture.version:
-                self.mixture = record  # one chain: the highest version is the newest
-
-    def steps(self, worker: str, after: int = 0) -> list[Increment]:
-        """``worker``'s increments numbered above ``after``, in order, decoded (one that does
-        not parse is logged, counted and dropped)."""
-        held = self.increments.get(worker, {})
-        out = []
-        for seq in sorted(q for q in held if q > after):
-            value = held[seq]
-            if isinstance(value, bytes):
-                try:
-                    record = decode(value)
-                    if not isinstance(record, Increment) or (record.worker, record.seq) != (
-                        worker, seq
-                    ):
-                        raise RecordFormatError("not the increment its key names")
-                except RecordFormatError as e:
-                    self.bad_records += 1
-                    logger.warning("ignoring increment %d of worker %r: %s", seq, worker, e)
-                    del held[seq]
-                    continue
-                held[seq] = value = record
-            out.append(value)
-        return out
-
-    def counts(self, own: dict[PositionKey, list[int]] | None = None) -> tuple[int, int]:
-        """Examples and mistakes learned cluster-wide: the partition records, with ``own``
-        (this worker's live counts) in place of its partitions' records."""
-        own = own or {}
-        n = m = 0
-        for key in self.partitions.keys() | own.keys():
-            if key in own:
-                n, m = n + own[key][0], m + own[key][1]
-            else:
-                p = self.partitions[key]
-                n, m = n + p.n_seen, m + p.n_mistakes
-        return n, m
-
-    def included(self) -> dict[str, int]:
-        """Per worker, the ``seq`` of its latest increment the newest mixture holds."""
-        return dict(self.mixture.included) if self.mixture is not None else {}
-
-    def fresh(self) -> dict[str, list[Increment]]:
-        """Per worker, its increments the newest mixture does not hold, in order."""
-        included = self.included()
-        out = {}
-        for worker in sorted(self.increments):
-            new = self.steps(worker, included.get(worker, 0))
-            if new:
-                out[worker] = new
-        return out
-
-    def folded(self) -> tuple[dict[str, Any], dict[str, list[Increment]]] | None:
-        """The newest mixture with every increment it does not hold folded in (the next
-        mixture), and those increments; ``None`` before any mixture."""
-        if self.mixture is None:
-            return None
-        fresh = self.fresh()
-        state = fold(self.mixture.state, [
-            (steps[-1].meta, [Form.decode(i.delta) for i in steps]) for steps in fresh.values()
-        ])  # fmt: skip
-        return state, fresh
-
-    def current(self) -> tuple[dict[str, Any], int] | None:
-        """The cluster's current model and its version: the newest mixture with every
-        increment it does not hold folded in (version + 1 then), with the exact cluster-wide
-        counts."""
-        folded = self.folded()
-        if folded is None or self.mixture is None:
-            return None
-        state, fresh = folded
-        n_seen, n_mistakes = self.counts()
-        if state["n_seen"] != n_seen:
-            logger.warning("the model holds %d examples, the partition records count %d",
-                           state["n_seen"], n_seen)  # fmt: skip
-        state["n_mistakes"] = n_mistakes
-        return state, self.mixture.version + (1 if fresh else 0)
-
-
-def pull_model(log: ModelLog) -> tuple[StreamClassifier, int, dict[PositionKey, int], int]:
-    """The cluster's current model from the model topic: ``(model, version, next offsets per
-    partition, records that did not parse)``.
-
-    Raises
-    ------
-    EngineError
-        If the topic holds no model yet.
-    """
-    view = ModelView()
-    view.ingest(log.read_new())
-    current = view.current()
-    if current is None:
-        raise EngineError("the model topic holds no model yet")
-    state, version = current
-    offsets = {k: p.next_offset for k, p in view.partitions.items()}
-    return StreamClassifier.from_state(state), version, offsets, view.bad_records
+    exit_code = 2
 
 
 class PartitionCounting(Outcomes):
@@ -230,6 +105,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
     leader
         The input partition whose owner mixes (default: partition 0 of the first input topic
         this worker is assigned).
+    adopt_settings
+        Take the hyperparameters of the model the topic holds when they differ from this
+        worker's (else :meth:`start` refuses them).
     """
 
     def __init__(
@@ -244,6 +122,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         mix_every: int | None = None,
         mix_interval: float | None = None,
         leader: PositionKey | None = None,
+        adopt_settings: bool = False,
     ) -> None:
         super().__init__(None, every=every, interval=interval)
         self.log = log
@@ -253,6 +132,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.mix_every = mix_every
         self.mix_interval = mix_interval
         self.leader = leader
+        self.adopt_settings = adopt_settings
         self.view = ModelView()
         self.counts: dict[PositionKey, list[int]] = {}  # owned partitions: [examples, mistakes]
         self.owned: set[PositionKey] = set()
@@ -273,7 +153,6 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
         self._published: Form | None = None  # the model's form at its last increment
         self._pending: list[Increment] = []  # its increments no mixture holds yet
-        self._outbox: list[tuple[str, bytes | None]] = []  # for the next transaction
         self._saving = threading.RLock()
         self.outages = 0  # transactions committed again after a broker outage
         self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
@@ -291,12 +170,20 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._group = source.group_metadata if isinstance(source, GroupMember) else None
 
     def start(self) -> None:
-        """Before the first record: fence a former self (aborting the transaction it left
-        open), create the model topic if missing, and start from the newest mixture plus this
-        worker's own increments it does not hold (a restart), or from a fresh model as mixture
-        0 when there is none yet."""
-        self.output.start()
+        """Before the first record: check the model topic (compacted, one partition; created
+        if missing), fence a former self (aborting the transaction it left open), and start
+        from the newest mixture plus this worker's own increments it does not hold (a restart),
+        or from a fresh model (implicitly mixture 0, which the leader writes) when there is
+        none yet.
+
+        Raises
+        ------
+        SharedModelMismatch
+            If the topic's model is another learner or has other hyperparameters than this
+            worker's flags say, unless ``adopt_settings``.
+        """
         self.log.ensure()
+        self.output.start()
         self._read_log()
         state = self._state
         if state is None:
@@ -304,15 +191,15 @@ class SharedModelCoordinator(CheckpointCoordinator):
         with state.lock:
             learner = state.learner
             mixture = self.view.mixture
-            if mixture is None:  # the first worker: mixture 0 is a fresh model
-                base = learner.get_state()
-                first = Mixture(0, base, self.worker)
-                self._outbox.append((Mixture.key, first.encode()))
-                self.view.mixture = first  # written with the first commit
+            own = learner.get_state()
+            if mixture is None:
+                base = own
                 self.version = 0
             else:
                 base = mixture.state
                 self.version = mixture.version
+                self._check_settings(own, base)
+            self.view.expected = model_of(base)
             included = self.view.included().get(self.worker, 0)
             self._seq = max([included, *self.view.increments.get(self.worker, {})])
             self._pending = self.view.steps(self.worker, included)
@@ -329,6 +216,27 @@ class SharedModelCoordinator(CheckpointCoordinator):
                     f" with {len(self._pending)} of its own increments ({self.n_since} "
                     "examples) it does not hold yet" if self._pending else "",
                 )  # fmt: skip
+
+    def _check_settings(self, own: dict[str, Any], topic: dict[str, Any]) -> None:
+        """Refuse (or, with ``adopt_settings``, take with a warning) a topic's model other than
+        the one this worker's flags describe."""
+        mine, theirs = model_of(own), model_of(topic)
+        if mine == theirs:
+            return
+        differ = ", ".join(
+            f"{k}={theirs[1].get(k)!r} (here {mine[1].get(k)!r})"
+            for k in sorted(mine[1].keys() | theirs[1].keys())
+            if mine[1].get(k) != theirs[1].get(k)
+        )
+        what = (f"a {theirs[0]} (here a {mine[0]})" if mine[0] != theirs[0]
+                else f"a {theirs[0]} with {differ}")  # fmt: skip
+        if not self.adopt_settings or mine[0] != theirs[0]:
+            raise SharedModelMismatch(
+                f"the model topic {self.topic!r} holds {what}: start this worker with the "
+                "group's model flags"
+                + ("" if mine[0] != theirs[0] else ", or --adopt-model-settings to take them")
+            )
+        logger.warning("the model topic %r holds %s: adopting its settings", self.topic, what)
 
     # -- per record ----------------------------------------------------------------------------
     def count(self, key: PositionKey, mistake: bool) -> None:
@@ -453,12 +361,12 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 n, m = self.counts.get((topic, partition), (0, 0))
                 record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
                 self._send(record.key, record.encode())
-            for key, value in self._outbox:
-                self._send(key, value)
-            self._outbox = []
             self._publish(state.learner)
             if leader:
+                for key in sorted(self.view.doomed):  # refused increments: deleted
+                    self._send(key, None)
                 mixture = self._next_mixture()
+            self.view.doomed.clear()
             group = self._group() if self._group is not None else None
             if offsets and group is None:
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
@@ -551,7 +459,13 @@ class SharedModelCoordinator(CheckpointCoordinator):
             for own in self._pending:  # the one in this transaction is not in the log yet
                 view.increments.setdefault(self.worker, {})[own.seq] = own
             current = view.mixture
-            if current is None or not self.mix_due(view.fresh()):
+            if current is None:  # the chain starts from the fresh model: mixture 0
+                assert self._base is not None
+                current = view.mixture = Mixture(0, self._base, self.worker)
+                if not self.mix_due(view.fresh()):
+                    self._send(current.key, current.encode())
+                    return current
+            elif not self.mix_due(view.fresh()):
                 return None
             try:
                 folded = view.folded()
@@ -643,14 +557,6 @@ def _held_keys(mixture: Mixture, view: ModelView) -> list[str]:
         increment_key(w, q) for w, steps in view.increments.items() for q in steps
         if q <= mixture.included.get(w, 0)
     ]  # fmt: skip
-
-
-def _increment_key(key: bytes | None) -> tuple[str, int] | None:
-    """``(worker, seq)`` of an increment's key, else ``None``."""
-    if not key or not key.startswith(b"increment:"):
-        return None
-    worker, _, seq = key[len(b"increment:"):].decode("utf-8", "replace").rpartition(":")
-    return (worker, int(seq)) if seq.isdigit() and worker else None
 
 
 def _describe(offsets: dict[PositionKey, int]) -> str:

@@ -33,13 +33,16 @@ class SharedModelCollector(Collector):
     >>> c = SimpleNamespace(version=4, mixes=3, last_mix_at=None, divergence=0.5, owned={1, 2},
     ...                     restores=2, restore_seconds=0.25, commits=9, commit_seconds=0.5,
     ...                     mix_seconds=0.1,
-    ...                     view=SimpleNamespace(bad_records=1))
+    ...                     view=SimpleNamespace(rejected={"not_json": 1}))
     >>> registry = CollectorRegistry()
     >>> registry.register(SharedModelCollector(c, threading.Lock()))
     >>> registry.get_sample_value("stream_perceptron_model_version")
     4.0
     >>> registry.get_sample_value("stream_perceptron_partitions_owned")
     2.0
+    >>> registry.get_sample_value("stream_perceptron_model_records_rejected_total",
+    ...                           {"reason": "not_json"})
+    1.0
 
     """
 
@@ -52,7 +55,7 @@ class SharedModelCollector(Collector):
         with self.lock:
             version, mixes, last_mix, div = c.version, c.mixes, c.last_mix_at, c.divergence
             owned, restores, restore_s = len(c.owned), c.restores, c.restore_seconds
-            commits, bad = c.commits, c.view.bad_records
+            commits, rejected = c.commits, dict(c.view.rejected)
             commit_s, mix_s = c.commit_seconds, c.mix_seconds
         yield GaugeMetricFamily(
             f"{PREFIX}_model_version",
@@ -103,8 +106,11 @@ class SharedModelCollector(Collector):
             "Time spent reading the model topic and mixing.",
             value=mix_s,
         )
-        yield CounterMetricFamily(
-            f"{PREFIX}_model_topic_invalid_records",
-            "Model-topic records that did not parse and were ignored.",
-            value=float(bad),
+        refused = CounterMetricFamily(
+            f"{PREFIX}_model_records_rejected",
+            "Model-topic records refused (never folded into the model), by reason.",
+            labels=["reason"],
         )
+        for reason, count in sorted(rejected.items()):
+            refused.add_metric([reason], float(count))
+        yield refused

@@ -3,13 +3,15 @@ state (next offset and counts), per worker what it learned between two commits (
 until a mixture holds them), and the numbered mixtures. Each record has a key, so a compacted
 log keeps only the latest of each (an increment a mixture holds is deleted with a tombstone).
 
-A record that does not parse (another program's, a future version's) raises
-:class:`RecordFormatError`; readers count and skip it.
+A record that does not parse (another program's, a future version's, a hostile one: too
+large, nested too deep, non-finite numbers, wrong fields) raises :class:`RecordFormatError`
+with a short ``reason``; readers count it by reason and skip it, never fold it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,28 +26,43 @@ __all__ = [
     "PartitionState",
     "RecordFormatError",
     "decode",
+    "parse_increment_key",
+    "parse_json",
 ]
 
 KIND = "stream-perceptron-shared-model"
 SCHEMA_VERSION = 1
 MIXTURE_KEY = "mixture"
+#: the largest record value read (the model topic's max.message.bytes plus its headroom)
+MAX_RECORD_BYTES = 17 * 1024 * 1024
+#: the largest record key read (worker ids, topic names and a number)
+MAX_KEY_BYTES = 1024
+#: the largest count in a record (a seq, an offset, examples): 2**63 - 1, Kafka's offsets
+MAX_COUNT = 2**63 - 1
 
 
 class RecordFormatError(StreamPerceptronError):
-    """A model-topic record that is not one this release writes."""
+    """A model-topic record that is not one this release writes; ``reason``: a short
+    machine-readable word (a metric label): ``too_large``, ``not_json``, ``foreign``,
+    ``schema_version``, ``malformed``, ``non_finite``, ``bad_key``, ``mismatch``, ``stale``,
+    ``implausible``."""
+
+    def __init__(self, message: str, reason: str = "malformed") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _count(data: dict[str, Any], name: str) -> int:
     value = data.get(name)
-    if type(value) is not int or value < 0:
-        raise RecordFormatError(f"{name} is {value!r}, not a count")
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        raise RecordFormatError(f"{name} is {_short(value)}, not a count")
     return value
 
 
 def _text(data: dict[str, Any], name: str) -> str:
     value = data.get(name)
-    if not isinstance(value, str) or not value:
-        raise RecordFormatError(f"{name} is {value!r}, not a name")
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_BYTES:
+        raise RecordFormatError(f"{name} is {_short(value)}, not a name")
     return value
 
 
@@ -54,6 +71,50 @@ def _state(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordFormatError("state is not a learner state")
     return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise RecordFormatError(f"the number {text[:40]} is not finite", "non_finite")
+    return value
+
+
+def _constant(name: str) -> float:
+    raise RecordFormatError(f"{name} is not a finite number", "non_finite")
+
+
+def parse_json(value: bytes) -> Any:
+    """``value`` as JSON, refusing what no worker writes: over ``MAX_RECORD_BYTES``, nesting
+    deeper than the interpreter's recursion limit, NaN, infinities and numbers that overflow a
+    float, integers of more than 4,300 digits, bytes that are not UTF-8.
+
+    Examples
+    --------
+    >>> parse_json(b'{"a": [1, 2.5]}')
+    {'a': [1, 2.5]}
+    >>> parse_json(b"[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.sharing.records.RecordFormatError: not JSON: nested too deep
+    >>> parse_json(b'{"w": 1e400}')
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.sharing.records.RecordFormatError: the number 1e400 is not finite
+    """
+    if len(value) > MAX_RECORD_BYTES:
+        raise RecordFormatError(f"{len(value)} bytes (at most {MAX_RECORD_BYTES})", "too_large")
+    try:
+        return json.loads(value, parse_float=_finite, parse_constant=_constant)
+    except RecursionError:
+        raise RecordFormatError("not JSON: nested too deep", "not_json") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RecordFormatError(f"not JSON: {e}", "not_json") from None
 
 
 def _envelope(record_type: str, body: dict[str, Any]) -> bytes:
@@ -180,16 +241,14 @@ def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
     """
     if value is None:
         raise RecordFormatError("a tombstone (no value)")
-    try:
-        data = json.loads(value)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RecordFormatError(f"not JSON: {e}") from None
+    data = parse_json(value)
     if not isinstance(data, dict) or data.get("kind") != KIND:
-        raise RecordFormatError("not a stream-perceptron shared-model record")
+        raise RecordFormatError("not a stream-perceptron shared-model record", "foreign")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise RecordFormatError(
-            f"schema_version {data.get('schema_version')!r} (this release reads {SCHEMA_VERSION})"
-        )
+            f"schema_version {_short(data.get('schema_version'))} (this release reads "
+            f"{SCHEMA_VERSION})", "schema_version"
+        )  # fmt: skip
     kind = data.get("type")
     if kind == "partition":
         return PartitionState(
@@ -198,11 +257,11 @@ def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
             _count(data, "next_offset"),
             _count(data, "n_seen"),
             _count(data, "n_mistakes"),
-            str(data.get("worker", "")),
+            _name(data.get("worker", "")),
         )
     stamp = data.get("published_at" if kind == "increment" else "mixed_at", 0.0)
-    if not isinstance(stamp, (int, float)):
-        raise RecordFormatError(f"the time stamp is {stamp!r}")
+    if not isinstance(stamp, (int, float)) or isinstance(stamp, bool):
+        raise RecordFormatError(f"the time stamp is {_short(stamp)}")
     if kind == "increment":
         delta, meta = data.get("delta"), data.get("meta")
         if not isinstance(delta, dict) or not isinstance(delta.get("classes"), list):
@@ -221,9 +280,45 @@ def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
     if kind == "mixture":
         included = data.get("included", {})
         if not isinstance(included, dict) or not all(
-            isinstance(w, str) and type(s) is int for w, s in included.items()
+            isinstance(w, str) and len(w) <= MAX_KEY_BYTES and type(s) is int
+            and 0 <= s <= MAX_COUNT for w, s in included.items()
         ):
-            raise RecordFormatError(f"included is {included!r}, not increments per worker")
-        return Mixture(_count(data, "version"), _state(data), str(data.get("worker", "")),
+            raise RecordFormatError(f"included is {_short(included)}, not increments per worker")
+        return Mixture(_count(data, "version"), _state(data), _name(data.get("worker", "")),
                        float(stamp), dict(included))  # fmt: skip
-    raise RecordFormatError(f"unknown record type {kind!r}")
+    raise RecordFormatError(f"unknown record type {_short(kind)}", "foreign")
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > MAX_KEY_BYTES:
+        raise RecordFormatError(f"worker is {_short(value)}, not a name")
+    return value
+
+
+def parse_increment_key(key: bytes | None) -> tuple[str, int] | None:
+    """``(worker, seq)`` of an increment's key; ``None`` for any other key.
+
+    Raises
+    ------
+    RecordFormatError
+        For a key that starts like an increment's but is not one (reason ``bad_key``).
+
+    Examples
+    --------
+    >>> parse_increment_key(increment_key("w:0", 12).encode())
+    ('w:0', 12)
+    >>> parse_increment_key(b"mixture") is None
+    True
+    >>> parse_increment_key(b"increment:x:" + b"9" * 5000)
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.sharing.records.RecordFormatError: not an increment key: ...
+    """
+    if not key or not key.startswith(b"increment:"):
+        return None
+    if len(key) > MAX_KEY_BYTES:
+        raise RecordFormatError(f"not an increment key: {len(key)} bytes", "bad_key")
+    worker, _, seq = key[len(b"increment:"):].decode("utf-8", "replace").rpartition(":")
+    if not (worker and seq.isascii() and seq.isdigit() and len(seq) <= 18):
+        raise RecordFormatError(f"not an increment key: {_short(key)}", "bad_key")
+    return worker, int(seq)

@@ -73,7 +73,7 @@ ENGINE_METRICS: frozenset[str] = frozenset(
         "stream_perceptron_transactions_total",
         "stream_perceptron_transaction_seconds_total",
         "stream_perceptron_mix_seconds_total",
-        "stream_perceptron_model_topic_invalid_records_total",
+        "stream_perceptron_model_records_rejected_total",
     }
     | {f"{h}_{suffix}" for h in _HISTOGRAMS for suffix in ("bucket", "sum", "count")}
 )

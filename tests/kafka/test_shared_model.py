@@ -334,7 +334,7 @@ def test_worker_metrics(kafka_bootstrap, tmp_path):
         assert samples["stream_perceptron_state_restore_seconds_total"] > 0
         assert samples["stream_perceptron_seconds_since_last_mix"] >= 0
         assert samples["stream_perceptron_mix_divergence"] >= 0
-        assert samples["stream_perceptron_model_topic_invalid_records_total"] == 0
+        assert samples.get("stream_perceptron_model_records_rejected_total", 0) == 0
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

@@ -6,6 +6,7 @@ every record is still learned and predicted exactly once, by one model."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 
 from kafka_broker import free_port, start_broker, stop_broker
@@ -63,7 +64,7 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             time.sleep(1)
         for p in procs:
             p.send_signal(signal.SIGTERM)
-        codes = [p.wait(timeout=60) for p in procs]
+        codes = [_wait_or_dump(p, log, 60) for p, log in zip(procs, logs)]
         # a worker stopped in the middle of the rebalance its restarted peer caused can exit 1
         # (its consumer closed under the callback); nothing is lost, as checked below
         assert set(codes) <= {0, 1}, codes
@@ -77,3 +78,15 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             if p.poll() is None:
                 p.kill()
         stop_broker(state_dir=state)
+
+
+def _wait_or_dump(proc, log, timeout: float) -> int:
+    """The exit code; a worker still running after ``timeout`` s has its threads' stacks
+    dumped into its log (SIGUSR1), shown in the failure."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        raise AssertionError(f"still running {timeout} s after SIGTERM:\n"
+                             + log.read_text()[-6000:]) from None

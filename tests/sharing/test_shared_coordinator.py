@@ -180,7 +180,7 @@ def test_each_increment_is_folded_in_once() -> None:
     b.run(PartitionSource(cluster, data, [1], cb))
     a.run(PartitionSource(cluster, data, [0], ca))
     assert ca.version == 0 and cb.version == 0  # no mix was due
-    ca.owned.add((TOPIC, 0))  # owns partition 0 again
+    ca.assigned([(TOPIC, 0)])  # owns partition 0 again (its counts restored)
     ca.mix_interval = 0.0  # a mix is due now
     ca.save()  # folds b's increments and its own into mixture 1, in its transaction
     assert ca.version == 1 and ca.divergence > 0
@@ -349,10 +349,12 @@ def test_a_restart_keeps_what_no_mixture_holds_yet() -> None:
 
 
 def test_increments_are_decoded_only_when_read_and_a_bad_one_is_counted() -> None:
-    from stream_perceptron.sharing import Increment
+    from stream_perceptron.sharing import Increment, PartitionState
 
     good = Increment("w", 2, 0, {"n": 1, "classes": []}, {"learner": "Perceptron"})
     view = ModelView()
+    learned = PartitionState(TOPIC, 0, 1, 1, 0, "w")  # the example the increment learned
+    view.ingest([(learned.key.encode(), learned.encode())])
     view.ingest([(b"increment:w:1", b"not json"), (good.key.encode(), good.encode()),
                  (b"increment:w:3", good.encode())])  # fmt: skip
     assert view.bad_records == 0  # nothing decoded yet

@@ -85,3 +85,115 @@ def test_model_log_and_transactions(kafka_bootstrap, kafka_client):
         assert again.read_new() == [(b"k1", b"v1"), (b"k3", b"v3"), (b"k5", b"v5")]
     finally:
         again.close()
+
+
+def test_a_model_topic_that_could_lose_the_model_is_refused(kafka_bootstrap, kafka_client):
+    """An existing topic of several partitions or with retention, or a missing one when
+    creating is not asked (``pull-model``), is refused; a proper one is used as it is."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from connectors.kafka_model_topic import ModelTopicError
+
+    name = f"test-model-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        admin.create_topics([
+            NewTopic(f"{name}-delete", 1, 1, topic_configs={"cleanup.policy": "delete"}),
+            NewTopic(f"{name}-both", 1, 1, topic_configs={"cleanup.policy": "compact,delete"}),
+            NewTopic(f"{name}-three", 3, 1, topic_configs={"cleanup.policy": "compact"}),
+            NewTopic(f"{name}-good", 1, 1, topic_configs={"cleanup.policy": "compact"}),
+        ])  # fmt: skip
+    finally:
+        admin.close()
+    for suffix, words in (("delete", "cleanup.policy=delete"),
+                          ("both", "cleanup.policy=compact,delete"),
+                          ("three", "3 partitions")):  # fmt: skip
+        log = LOGS[kafka_client](kafka_bootstrap, f"{name}-{suffix}")
+        try:
+            with pytest.raises(ModelTopicError, match=words):
+                log.ensure()
+        finally:
+            log.close()
+    missing = LOGS[kafka_client](kafka_bootstrap, f"{name}-missing")
+    try:
+        with pytest.raises(ModelTopicError, match="there is no model topic"):
+            missing.ensure(create=False)
+    finally:
+        missing.close()
+    assert f"{name}-missing" not in KafkaAdminClient(bootstrap_servers=kafka_bootstrap).list_topics()
+    good = LOGS[kafka_client](kafka_bootstrap, f"{name}-good")
+    try:
+        good.ensure(create=False)
+        good.ensure()
+    finally:
+        good.close()
+
+
+def test_a_failed_read_reopens_the_reader_where_it_stopped(kafka_bootstrap, kafka_client):
+    """A read that fails drops the reader; the next one opens a new reader at the offset
+    after the last record read: nothing read twice, nothing skipped."""
+    topic = f"test-model-{uuid.uuid4().hex[:12]}"
+    log = LOGS[kafka_client](kafka_bootstrap, topic)
+    out = TRANSACTIONS[kafka_client](kafka_bootstrap, f"test-txn-{uuid.uuid4().hex[:12]}")
+    try:
+        log.ensure()
+        out.start()
+        for i in range(3):
+            out.send(topic, b"v%d" % i, b"k%d" % i)
+        out.commit({}, None)
+        assert [k for k, _ in log.read_new()] == [b"k0", b"k1", b"k2"]
+        first = log._consumer
+        broken = log._stable_end
+
+        def fail() -> int:
+            raise log._client_errors()[0]("the partition is unknown (as after a restart)")
+
+        log._stable_end = fail  # type: ignore[method-assign]
+        with pytest.raises(ConnectorError, match="unknown"):
+            log.read_new()
+        assert log._consumer is None  # dropped
+        log._stable_end = broken  # type: ignore[method-assign]
+        out.send(topic, b"v3", b"k3")
+        out.commit({}, None)
+        assert log.read_new() == [(b"k3", b"v3")]
+        assert log._consumer is not None and log._consumer is not first
+    finally:
+        out.close()
+        log.close()
+
+
+def test_a_commit_in_doubt_is_finished_never_sent_twice(kafka_bootstrap, kafka_client):
+    """A commit sent but not answered in time (here: a time limit far below the broker's
+    answer) may have landed: the retry waits for that same commit on the same producer,
+    and every message is committed exactly once."""
+    from connectors.kafka_transactions import TransactionFailed
+
+    topic = f"test-doubt-{uuid.uuid4().hex[:12]}"
+    log = LOGS[kafka_client](kafka_bootstrap, topic)
+    out = TRANSACTIONS[kafka_client](kafka_bootstrap, f"test-txn-{uuid.uuid4().hex[:12]}")
+    try:
+        log.ensure()
+        out.start()
+        out.send(topic, b"warm", b"w")
+        out.commit({}, None)
+        sent = [(b"k%d" % i, b"v%d" % i) for i in range(200)]
+        for key, value in sent:
+            out.send(topic, value, key)
+        out.call_timeout_s = 0.0005  # the commit goes out; its answer comes later
+        with pytest.raises(TransactionFailed) as failed:
+            out.commit({}, None)
+        assert failed.value.in_doubt and failed.value.retriable and out.in_doubt
+        out.call_timeout_s = 30.0
+        time.sleep(1.0)  # the commit lands meanwhile
+        out.retry({}, None)
+        assert not out.in_doubt
+        out.send(topic, b"after", b"a")  # the producer goes on
+        out.commit({}, None)
+    finally:
+        out.close()
+        log.close()
+    reader = LOGS[kafka_client](kafka_bootstrap, topic)
+    try:
+        assert reader.read_new() == [(b"w", b"warm"), *sent, (b"a", b"after")]
+    finally:
+        reader.close()

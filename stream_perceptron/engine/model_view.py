@@ -1,0 +1,337 @@
+"""What a shared-model worker (or ``pull-model``) knows of the model topic: the latest valid
+record of each key, every record checked before it is used.
+
+Anyone who can write to the model topic can put anything there, and every worker reads it, so
+nothing read is trusted (authorisation on the topic is what keeps strangers out; this is what
+keeps one bad record from stopping or poisoning the group). A record is refused, counted by
+reason (:attr:`ModelView.rejected`, the metric ``stream_perceptron_model_records_rejected_total``)
+and logged once per reason when it:
+
+* does not parse (:func:`~stream_perceptron.sharing.records.decode`: too large, not JSON, nested
+  too deep, NaN or infinite numbers, another program's or schema version's, wrong fields);
+* describes another model (learner or hyperparameters other than the group's: ``mismatch``);
+* is a mixture that is not newer than the head (``stale``: the chain only moves forward), or one
+  that no learner state loads (``malformed``);
+* claims more than the group can have done (``implausible``): more examples than the partition
+  records count, or weights larger than ``lr * R * n`` (the perceptron's own bound on how far
+  ``n`` updates of inputs of norm at most ``R`` can move a weight vector).
+
+A refused increment is never folded; the leader deletes it with a tombstone (:attr:`doomed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors import PositionKey
+from stream_perceptron.engine.outcomes import EngineError
+from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
+from stream_perceptron.sharing.increments import Form, fold
+from stream_perceptron.sharing.records import (
+    MAX_KEY_BYTES,
+    MAX_RECORD_BYTES,
+    MIXTURE_KEY,
+    RecordFormatError,
+    decode,
+    increment_key,
+    parse_increment_key,
+)
+
+__all__ = ["ModelView", "Expected", "model_of", "pull_model"]
+
+logger = logging.getLogger(__name__)
+
+#: ``(learner name, hyperparameters)`` every record must describe
+Expected = tuple[str, dict[str, Any]]
+#: relative slack of the weight bound (rounding of sums of many updates)
+_SLACK = 1e-6
+
+
+def model_of(state: dict[str, Any]) -> Expected:
+    """The learner and hyperparameters a learner state describes."""
+    return str(state.get("learner")), dict(state.get("params") or {})
+
+
+@dataclass
+class ModelView:
+    """The latest valid record of each key of the model topic, as read so far.
+
+    ``expected``: the learner and hyperparameters records must describe (a worker's own);
+    ``None`` takes them from the first valid mixture read (``pull-model``).
+    """
+
+    partitions: dict[PositionKey, PartitionState] = field(default_factory=dict)
+    #: per worker, per seq: its increments no mixture is known to hold, decoded when needed
+    #: (only the leader and a restarting worker read them)
+    increments: dict[str, dict[int, Increment | bytes]] = field(default_factory=dict)
+    mixture: Mixture | None = None
+    expected: Expected | None = None
+    #: records refused, per reason
+    rejected: Counter[str] = field(default_factory=Counter)
+    #: keys of refused increments, for the leader to delete with tombstones
+    doomed: set[str] = field(default_factory=set)
+
+    @property
+    def bad_records(self) -> int:
+        """Records refused, all reasons."""
+        return sum(self.rejected.values())
+
+    def reject(self, error: RecordFormatError, key: bytes | str | None) -> None:
+        """Count a refused record; the first of each reason is logged as a warning."""
+        reason = getattr(error, "reason", "malformed")
+        first = not self.rejected[reason]
+        self.rejected[reason] += 1
+        shown = key if not isinstance(key, bytes) else key[:80].decode("utf-8", "replace")
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "refused a model-topic record (key %r, reason %s): %s%s", shown, reason, error,
+            "; further ones of this reason are counted in "
+            "stream_perceptron_model_records_rejected_total" if first else "",
+        )  # fmt: skip
+
+    def ingest(self, records: list[tuple[bytes | None, bytes | None]]) -> None:
+        """Take records in log order; one that fails a check is counted and skipped."""
+        for key, value in records:
+            try:
+                self._ingest(key, value)
+            except RecordFormatError as e:
+                self.reject(e, key)
+            except (StreamPerceptronError, ArithmeticError, LookupError, TypeError,
+                    ValueError, RecursionError) as e:  # fmt: skip
+                # a record no check above foresaw still never stops a worker
+                self.reject(RecordFormatError(f"{type(e).__name__}: {e}"), key)
+
+    def _ingest(self, key: bytes | None, value: bytes | None) -> None:
+        if key is not None and len(key) > MAX_KEY_BYTES:
+            raise RecordFormatError(f"a key of {len(key)} bytes", "bad_key")
+        named = parse_increment_key(key)
+        if value is None:  # a tombstone: a mixture holds that increment
+            if named is not None:
+                self.increments.get(named[0], {}).pop(named[1], None)
+            return
+        if named is not None:  # decoded (and checked) only when read: steps()
+            if len(value) > MAX_RECORD_BYTES:
+                raise RecordFormatError(f"{len(value)} bytes", "too_large")
+            self.increments.setdefault(named[0], {})[named[1]] = value
+            return
+        record = decode(value)
+        expected_key = MIXTURE_KEY if isinstance(record, Mixture) else record.key
+        if key is None or key.decode("utf-8", "replace") != expected_key:
+            raise RecordFormatError(f"a {type(record).__name__} under another key")
+        if isinstance(record, PartitionState):
+            self.partitions[(record.topic, record.partition)] = record
+        elif isinstance(record, Mixture):
+            if self._check_mixture(record):
+                self.mixture = record
+
+    # -- checks --------------------------------------------------------------------------------
+    def examples(self) -> int:
+        """Examples learned cluster-wide, as the partition records count them."""
+        return sum(p.n_seen for p in self.partitions.values())
+
+    def _check_model(self, state: dict[str, Any]) -> None:
+        model = model_of(state)
+        if self.expected is not None and model != self.expected:
+            raise RecordFormatError(
+                f"a {model[0]}{model[1]}, not the group's {self.expected[0]}{self.expected[1]}",
+                "mismatch",
+            )
+
+    def _check_mixture(self, mixture: Mixture) -> bool:
+        """Whether ``mixture`` becomes the head (False: it is the head itself, read again)."""
+        head = self.mixture
+        if head is not None and mixture.version <= head.version:
+            if (mixture.version, mixture.worker, mixture.mixed_at) == (
+                head.version, head.worker, head.mixed_at
+            ):
+                return False  # the head, read back by the worker that wrote it
+            raise RecordFormatError(
+                f"mixture {mixture.version} is not newer than the head {head.version}", "stale"
+            )
+        self._check_model(mixture.state)
+        try:
+            StreamClassifier.from_state(mixture.state)
+        except StreamPerceptronError as e:
+            raise RecordFormatError(f"mixture {mixture.version}: {e}") from None
+        n = mixture.state["n_seen"]
+        if n > max(self.examples(), head.state["n_seen"] if head is not None else 0):
+            raise RecordFormatError(
+                f"mixture {mixture.version} holds {n} examples, the partitions count "
+                f"{self.examples()}", "implausible",
+            )  # fmt: skip
+        _check_bound(Form.decode(_as_delta(mixture.state)), mixture.state, n,
+                     f"mixture {mixture.version}")  # fmt: skip
+        if self.expected is None:
+            self.expected = model_of(mixture.state)
+        return True
+
+    def _check_increment(self, record: Increment, worker: str, seq: int) -> Form:
+        if (record.worker, record.seq) != (worker, seq):
+            raise RecordFormatError("not the increment its key names")
+        self._check_model(record.meta)
+        try:
+            step = Form.decode(record.delta)
+        except MixError as e:
+            raise RecordFormatError(str(e)) from None
+        if record.examples > self.examples():
+            raise RecordFormatError(
+                f"{record.examples} examples, the partitions count {self.examples()}",
+                "implausible",
+            )
+        _check_bound(step, record.meta, record.examples, f"increment {seq} of {worker!r}")
+        return step
+
+    def steps(self, worker: str, after: int = 0) -> list[Increment]:
+        """``worker``'s increments numbered above ``after``, in order, decoded and checked (one
+        that fails is counted, dropped and left for the leader to delete)."""
+        held = self.increments.get(worker, {})
+        out = []
+        for seq in sorted(q for q in held if q > after):
+            value = held[seq]
+            if isinstance(value, bytes):
+                try:
+                    record = decode(value)
+                    if not isinstance(record, Increment):
+                        raise RecordFormatError("not an increment")
+                    self._check_increment(record, worker, seq)
+                except RecordFormatError as e:
+                    self.reject(e, increment_key(worker, seq))
+                    self.doomed.add(increment_key(worker, seq))
+                    del held[seq]
+                    continue
+                held[seq] = value = record
+            out.append(value)
+        return out
+
+    # -- the model -----------------------------------------------------------------------------
+    def counts(self, own: dict[PositionKey, list[int]] | None = None) -> tuple[int, int]:
+        """Examples and mistakes learned cluster-wide: the partition records, with ``own``
+        (this worker's live counts) in place of its partitions' records."""
+        own = own or {}
+        n = m = 0
+        for key in self.partitions.keys() | own.keys():
+            if key in own:
+                n, m = n + own[key][0], m + own[key][1]
+            else:
+                p = self.partitions[key]
+                n, m = n + p.n_seen, m + p.n_mistakes
+        return n, m
+
+    def included(self) -> dict[str, int]:
+        """Per worker, the ``seq`` of its latest increment the newest mixture holds."""
+        return dict(self.mixture.included) if self.mixture is not None else {}
+
+    def fresh(self) -> dict[str, list[Increment]]:
+        """Per worker, its increments the newest mixture does not hold, in order."""
+        included = self.included()
+        out = {}
+        for worker in sorted(self.increments):
+            new = self.steps(worker, included.get(worker, 0))
+            if new:
+                out[worker] = new
+        return out
+
+    def folded(self) -> tuple[dict[str, Any], dict[str, list[Increment]]] | None:
+        """The newest mixture with every increment it does not hold folded in (the next
+        mixture), and those increments; ``None`` before any mixture. A worker whose increments
+        cannot be folded into it (its labels encoded otherwise) is left out: its increments
+        are refused (``mismatch``) and doomed."""
+        if self.mixture is None:
+            return None
+        fresh = self.fresh()
+        base = self.mixture.state
+        for worker, steps in list(fresh.items()):
+            try:
+                fold(base, [(steps[-1].meta, [])])
+            except MixError as e:
+                for i in steps:
+                    self.reject(RecordFormatError(str(e), "mismatch"), i.key)
+                    self.doomed.add(i.key)
+                    self.increments.get(worker, {}).pop(i.seq, None)
+                del fresh[worker]
+        state = fold(base, [
+            (steps[-1].meta, [Form.decode(i.delta) for i in steps]) for steps in fresh.values()
+        ])  # fmt: skip
+        return state, fresh
+
+    def current(self) -> tuple[dict[str, Any], int] | None:
+        """The cluster's current model and its version: the newest mixture with every
+        increment it does not hold folded in (version + 1 then), with the exact cluster-wide
+        counts."""
+        folded = self.folded()
+        if folded is None or self.mixture is None:
+            return None
+        state, fresh = folded
+        n_seen, n_mistakes = self.counts()
+        if state["n_seen"] != n_seen:
+            logger.warning("the model holds %d examples, the partition records count %d",
+                           state["n_seen"], n_seen)  # fmt: skip
+        state["n_mistakes"] = n_mistakes
+        return state, self.mixture.version + (1 if fresh else 0)
+
+
+def _as_delta(state: dict[str, Any]) -> dict[str, Any]:
+    """A learner state's weights and biases in the increments' encoding (sums left out)."""
+    classes = (
+        [{"label": None, "weights": state["weights"], "bias": state["bias"]}]
+        if state["learner"] == "Perceptron" else state["classes"]
+    )  # fmt: skip
+    return {
+        "n": state["n_seen"],
+        "classes": [{"label": c["label"], "weights": c["weights"], "bias": c["bias"],
+                     "sums": [], "sum_bias": 0.0} for c in classes],
+    }  # fmt: skip
+
+
+def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> None:
+    """Refuse weights a perceptron cannot reach in ``n`` updates: each update moves a class's
+    weights by ``lr * x`` (``|x| <= R``, the largest input norm) and its bias by ``lr`` (``R**2``
+    with ``bias="r2"``), so after ``n`` examples ``|w| <= lr R n`` and ``|b| <= lr n`` (``R**2
+    n``) on top of the initial weights (zero, or small normal draws)."""
+    params = described.get("params") or {}
+    try:
+        lr = abs(float(params.get("lr", 1.0)))
+        r = float(described.get("max_norm", 0.0))
+    except (TypeError, ValueError):
+        raise RecordFormatError(f"{what}: lr or max_norm is not a number") from None
+    if not (math.isfinite(lr) and math.isfinite(r) and r >= 0):
+        raise RecordFormatError(f"{what}: lr or max_norm is not finite", "non_finite")
+    bias_step = r * r if params.get("bias") == "r2" else lr
+    for p in step.parts.values():
+        start = math.sqrt(len(p["w"])) if params.get("init") == "random" else 0.0
+        norm = math.sqrt(math.fsum(v * v for v in p["w"].values()))
+        if norm > (lr * r * n + start) * (1 + _SLACK) + _SLACK:
+            raise RecordFormatError(
+                f"{what}: weights of norm {norm:.6g} after {n} examples of norm <= {r:.6g} "
+                f"(at most {lr * r * n + start:.6g})", "implausible",
+            )  # fmt: skip
+        if abs(p["b"]) > bias_step * n * (1 + _SLACK) + _SLACK:
+            raise RecordFormatError(
+                f"{what}: a bias of {p['b']:.6g} after {n} examples (at most "
+                f"{bias_step * n:.6g})", "implausible",
+            )  # fmt: skip
+
+
+def pull_model(log: Any) -> tuple[StreamClassifier, int, dict[PositionKey, int], ModelView]:
+    """The cluster's current model from the model topic: ``(model, version, next offsets per
+    partition, the view: what was refused, by reason)``.
+
+    Raises
+    ------
+    EngineError
+        If the topic holds no model yet.
+    """
+    view = ModelView()
+    view.ingest(log.read_new())
+    current = view.current()
+    if current is None:
+        raise EngineError("the model topic holds no model yet")
+    state, version = current
+    offsets = {k: p.next_offset for k, p in view.partitions.items()}
+    return StreamClassifier.from_state(state), version, offsets, view
