@@ -7,9 +7,11 @@ BIN := $(VENV)/bin
 
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
   stream_perceptron/_features.c
+	PYTHON=$(PYTHON) scripts/install-build-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka]'
+	$(BIN)/python scripts/check_extensions.py
 	touch $@
 
 # The main job on its embedded default: River's bundled Phishing data set, written as CSV by
@@ -32,6 +34,7 @@ run: $(BIN)/.installed
 # (mypy) and runs every
 # test, including those against a real Kafka broker, Prometheus and Pushgateway.
 test: $(BIN)/.installed
+	$(BIN)/python scripts/check_extensions.py
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/mypy

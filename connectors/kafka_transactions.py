@@ -138,6 +138,8 @@ class TransactionsBase(Closing):
         self._sent: list[tuple[str, bytes | None, bytes | None, Any]] = []
         #: a commit was sent and not answered in time: it may have landed
         self.in_doubt = False
+        #: set (by a client's error callback) when every broker went away
+        self.lost_brokers = False
         self._ending = False  # set by a client's _end once the commit request is out
         #: how long one transactional call may wait for the broker (init, offsets, commit)
         self.call_timeout_s = CALL_TIMEOUT_S
@@ -190,6 +192,14 @@ class TransactionsBase(Closing):
         """
         check_offsets(offsets, "commit")
         with self._lock:
+            if self.lost_brokers and not self.in_doubt:
+                # the client saw every broker go: what it cached of the coordinators may be
+                # stale, so this transaction goes through a new producer (as after a failure)
+                self.lost_brokers = False
+                logger.info("transactional producer %r lost the brokers: committing through a "
+                            "new producer", self.transactional_id)  # fmt: skip
+                self._recommit(offsets, group_metadata)
+                return
             self._commit_sent(self._ready(), offsets, group_metadata, "failed")
 
     def retry(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
@@ -211,20 +221,25 @@ class TransactionsBase(Closing):
             if self.in_doubt:
                 self._finish_in_doubt()
                 return
+            self._recommit(offsets, group_metadata)
+
+    def _recommit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
+        """Abort the open transaction, then send its messages again, in a new transaction of a
+        new producer, and commit that."""
+        self._abort_quietly(keep=True)
+        if self._producer is not None:
+            self._close(self._producer, 1.0)
+            self._producer = None
+        try:
+            producer = self._ready()
+            for message in self._sent:
+                self._send(producer, *message)
+        except ConnectorError as exc:
+            raise TransactionFailed(str(exc), retriable=True) from exc
+        except self._client_errors() as exc:
             self._abort_quietly(keep=True)
-            if self._producer is not None:
-                self._close(self._producer, 1.0)
-                self._producer = None
-            try:
-                producer = self._ready()
-                for message in self._sent:
-                    self._send(producer, *message)
-            except ConnectorError as exc:
-                raise TransactionFailed(str(exc), retriable=True) from exc
-            except self._client_errors() as exc:
-                self._abort_quietly(keep=True)
-                raise TransactionFailed(str(exc), retriable=not self._fenced(exc)) from exc
-            self._commit_sent(producer, offsets, group_metadata, "failed again")
+            raise TransactionFailed(str(exc), retriable=not self._fenced(exc)) from exc
+        self._commit_sent(producer, offsets, group_metadata, "failed again")
 
     def _finish_in_doubt(self) -> None:
         try:

@@ -69,6 +69,8 @@ _FATAL = frozenset(
         "FENCED_INSTANCE_ID",
         "UNSUPPORTED_VERSION",
         "TOPIC_EXCEPTION",
+        # the client handle is being destroyed (a fenced consumer closing): nothing to retry
+        "_DESTROY",
     }
 )
 _BROKERS_DOWN = frozenset({"_ALL_BROKERS_DOWN", "_TRANSPORT"})

@@ -12,6 +12,7 @@ consumer's ``consumer_group_metadata()``.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from connectors.kafka_common import TopicPartitionKey, merge_client_options, servers_text
@@ -27,6 +28,7 @@ __all__ = ["RdKafkaTransactions"]
 logger = logging.getLogger(__name__)
 
 FULL_QUEUE_WAIT_S = 0.05
+STUCK_GRACE_S = 5.0  # past a call's own timeout, before the call is taken as stuck
 _RESERVED = frozenset(
     {"bootstrap.servers", "transactional.id", "enable.idempotence", "error_cb", "on_delivery"}
 )
@@ -93,6 +95,12 @@ class RdKafkaTransactions(TransactionsBase):
         producer.init_transactions(self.call_timeout_s)
         return producer
 
+    _abandoned: list[Any]  # producers stuck in a call (see _bounded)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._abandoned = []
+
     def _begin(self, producer: Any) -> None:
         producer.begin_transaction()
 
@@ -112,20 +120,57 @@ class RdKafkaTransactions(TransactionsBase):
     ) -> None:
         ck = require_confluent_kafka()
         if offsets:
-            producer.send_offsets_to_transaction(
-                [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                group_metadata,
-                self.call_timeout_s,
-            )
+            partitions = [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+            self._bounded(producer, "send_offsets_to_transaction", partitions, group_metadata)
 
     def _end(self, producer: Any) -> None:
         self._ending = True  # from here on, the commit may land whatever this call reports
-        producer.commit_transaction(self.call_timeout_s)
+        self._bounded(producer, "commit_transaction")
 
     def _resume_commit(self, producer: Any) -> None:
         # librdkafka: a commit that failed retriably (timed out) is finished by calling
         # commit_transaction again, on the same producer
-        producer.commit_transaction(self.call_timeout_s)
+        if producer is None:  # it was stuck and is abandoned: nothing can finish the commit
+            ck = require_confluent_kafka()
+            raise ck.KafkaException(ck.KafkaError(
+                ck.KafkaError._STATE, "the producer that sent the commit was abandoned"
+            ))  # fmt: skip
+        self._bounded(producer, "commit_transaction")
+
+    def _bounded(self, producer: Any, method: str, *args: Any) -> None:
+        """``producer.method(*args, call_timeout_s)``, waited for at most ``call_timeout_s``
+        plus 5 s: librdkafka's send_offsets_to_transaction can wait past its timeout for a
+        group coordinator that a broker restart took away (librdkafka issues 5456 and 5511,
+        open). A call still running then is abandoned with its producer (the next
+        transaction's new producer fences it) and reported as timed out."""
+        ck = require_confluent_kafka()
+        outcome: list[BaseException | None] = []
+
+        def call() -> None:
+            try:
+                getattr(producer, method)(*args, self.call_timeout_s)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                outcome.append(exc)
+            else:
+                outcome.append(None)
+
+        worker = threading.Thread(target=call, name=f"rdkafka-{method}", daemon=True)
+        worker.start()
+        worker.join(self.call_timeout_s + STUCK_GRACE_S)
+        if not outcome:
+            self._abandoned.append(producer)  # kept: destroying it would wait for the call
+            self._producer = None
+            self._open_txn = False
+            logger.warning(
+                "transactional producer %r: %s did not return within %g s (librdkafka issue "
+                "5456): abandoning that producer", self.transactional_id, method,
+                self.call_timeout_s + STUCK_GRACE_S,
+            )  # fmt: skip
+            raise ck.KafkaException(ck.KafkaError(
+                ck.KafkaError._TIMED_OUT, f"{method} did not return", retriable=True
+            ))  # fmt: skip
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def _unanswered(self, exc: BaseException) -> bool:
         error = exc.args[0] if exc.args else None
@@ -147,7 +192,12 @@ class RdKafkaTransactions(TransactionsBase):
             logger.debug("closing the transactional producer %r: %r", self.transactional_id, exc)
 
     def _client_error(self, error: Any) -> None:
-        """librdkafka's error callback: a lost broker is retried; commits report failures."""
+        """librdkafka's error callback: a lost broker is retried; commits report failures.
+        Every broker gone: the next commit goes through a new producer (a broker restart can
+        leave this one waiting for a group coordinator it still caches: librdkafka issue
+        5511)."""
+        if error.name() == "_ALL_BROKERS_DOWN":
+            self.lost_brokers = True
         logger.debug("transactional producer %r: %r", self.transactional_id, error)
 
 

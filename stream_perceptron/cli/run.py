@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -229,10 +230,9 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
             "%s received: stopping after the current record", signal.Signals(signum).name
         )
         engine.request_stop()
-        if kafka:
-            _exit_if_still_running(STOP_BOUND_S, signal.Signals(signum).name)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    unwatch = _watch_stop_signals() if kafka else None
     failure: Exception | None = None
     try:
         if source is None:
@@ -246,6 +246,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if unwatch is not None:
+            unwatch()
         if progress:
             progress.finish(stats)
         outputs.close()
@@ -282,6 +284,32 @@ STOP_BOUND_S = 20.0
 _stopping: list[threading.Timer] = []
 
 
+def _watch_stop_signals() -> Callable[[], None]:
+    """Start the stop bound from a helper thread as soon as SIGTERM or SIGINT arrives, even
+    while the main thread, which runs Python's signal handlers, waits inside a client's C
+    call (signal.set_wakeup_fd: the signal's number is written to a pipe the helper reads).
+    Returns the function that undoes it."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    stops = {int(signal.SIGTERM): "SIGTERM", int(signal.SIGINT): "SIGINT"}
+
+    def watch() -> None:
+        while data := os.read(read_end, 64):
+            names = [stops[n] for n in data if n in stops]
+            if names:
+                _exit_if_still_running(STOP_BOUND_S, names[0])
+        os.close(read_end)
+
+    threading.Thread(target=watch, name="stop-signals", daemon=True).start()
+
+    def unwatch() -> None:
+        signal.set_wakeup_fd(previous)
+        os.close(write_end)  # the helper reads the end of the pipe and stops
+
+    return unwatch
+
+
 def _exit_if_still_running(seconds: float, signal_name: str) -> None:
     """Exit 1 if the process still runs ``seconds`` from now (once per run). Nothing is lost:
     what was not committed is aborted by the broker (an open transaction times out, a
@@ -295,6 +323,7 @@ def _exit_if_still_running(seconds: float, signal_name: str) -> None:
             "recover): exiting now; what was not committed is read again after a restart",
             seconds, signal_name,
         )  # fmt: skip
+        faulthandler.dump_traceback(all_threads=True)  # where it was stuck, for the log
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(1)

@@ -10,8 +10,9 @@ and logged once per reason when it:
 * does not parse (:func:`~stream_perceptron.sharing.records.decode`: too large, not JSON, nested
   too deep, NaN or infinite numbers, another program's or schema version's, wrong fields);
 * describes another model (learner or hyperparameters other than the group's: ``mismatch``);
-* is a mixture that is not newer than the head (``stale``: the chain only moves forward), or one
-  that no learner state loads (``malformed``);
+* is a mixture that is not newer than the head (``stale``: the chain only moves forward), one
+  that no learner state loads (``malformed``), or one that holds fewer examples or increments
+  than the head (``implausible``);
 * claims more than the group can have done (``implausible``): more examples than the partition
   records count, or weights larger than ``lr * R * n`` (the perceptron's own bound on how far
   ``n`` updates of inputs of norm at most ``R`` can move a weight vector).
@@ -154,16 +155,24 @@ class ModelView:
             raise RecordFormatError(
                 f"mixture {mixture.version} is not newer than the head {head.version}", "stale"
             )
-        self._check_model(mixture.state)
         try:
             StreamClassifier.from_state(mixture.state)
         except StreamPerceptronError as e:
             raise RecordFormatError(f"mixture {mixture.version}: {e}") from None
+        self._check_model(mixture.state)
         n = mixture.state["n_seen"]
         if n > max(self.examples(), head.state["n_seen"] if head is not None else 0):
             raise RecordFormatError(
                 f"mixture {mixture.version} holds {n} examples, the partitions count "
                 f"{self.examples()}", "implausible",
+            )  # fmt: skip
+        if head is not None and (
+            n < head.state["n_seen"]
+            or any(mixture.included.get(w, 0) < q for w, q in head.included.items())
+        ):
+            raise RecordFormatError(
+                f"mixture {mixture.version} holds less than the head {head.version} (mixtures "
+                "only add examples and increments)", "implausible",
             )  # fmt: skip
         _check_bound(Form.decode(_as_delta(mixture.state)), mixture.state, n,
                      f"mixture {mixture.version}")  # fmt: skip
@@ -277,7 +286,8 @@ class ModelView:
 
 
 def _as_delta(state: dict[str, Any]) -> dict[str, Any]:
-    """A learner state's weights and biases in the increments' encoding (sums left out)."""
+    """A learner state's weights, biases and averaging accumulators in the increments'
+    encoding (to check them)."""
     classes = (
         [{"label": None, "weights": state["weights"], "bias": state["bias"]}]
         if state["learner"] == "Perceptron" else state["classes"]
@@ -285,7 +295,9 @@ def _as_delta(state: dict[str, Any]) -> dict[str, Any]:
     return {
         "n": state["n_seen"],
         "classes": [{"label": c["label"], "weights": c["weights"], "bias": c["bias"],
-                     "sums": [], "sum_bias": 0.0} for c in classes],
+                     "sums": c.get("avg_weights_acc", state.get("avg_weights_acc", [])),
+                     "sum_bias": c.get("avg_bias_acc", state.get("avg_bias_acc", 0.0))}
+                    for c in classes],
     }  # fmt: skip
 
 
@@ -304,6 +316,9 @@ def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> No
         raise RecordFormatError(f"{what}: lr or max_norm is not finite", "non_finite")
     bias_step = r * r if params.get("bias") == "r2" else lr
     for p in step.parts.values():
+        numbers = [*p["w"].values(), *p["s"].values(), p["b"], p["sb"]]
+        if not all(map(math.isfinite, numbers)):
+            raise RecordFormatError(f"{what}: a weight, bias or sum is not finite", "non_finite")
         start = math.sqrt(len(p["w"])) if params.get("init") == "random" else 0.0
         norm = math.sqrt(math.fsum(v * v for v in p["w"].values()))
         if norm > (lr * r * n + start) * (1 + _SLACK) + _SLACK:
