@@ -266,8 +266,13 @@ class ModelView:
                 del fresh[worker]
         state = fold(base, [
             (steps[-1].meta, [Form.decode(i.delta) for i in steps]) for steps in fresh.values()
-        ])  # fmt: skip
+        ], workers=self.group_size())  # fmt: skip
         return state, fresh
+
+    def group_size(self) -> int:
+        """The live group's size: the workers named by the partition records (each partition's
+        latest committer)."""
+        return len({p.worker for p in self.partitions.values() if p.worker})
 
     def current(self) -> tuple[dict[str, Any], int] | None:
         """The cluster's current model and its version: the newest mixture with every

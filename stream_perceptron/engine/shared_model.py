@@ -362,7 +362,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
                 self._send(record.key, record.encode())
             self._publish(state.learner)
-            if leader:
+            # the leader writes to the chain only in a transaction that sends consumed offsets:
+            # only those carry the group generation check (KIP-447), which fences a former
+            # leader that lost its partitions (a zombie) instead of letting it fork the chain
+            if leader and offsets:
                 for key in sorted(self.view.doomed):  # refused increments: deleted
                     self._send(key, None)
                 mixture = self._next_mixture()

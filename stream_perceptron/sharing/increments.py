@@ -7,12 +7,12 @@ weights after each step (``S = t w - u``, :func:`~stream_perceptron.sharing.hist
 divided by the examples seen. An increment holds the change of ``w``, of the bias, of ``S``
 and of ``t`` between two states of one learner. So:
 
-* the mixture ``v + 1`` is mixture ``v`` plus, per worker, the *weighted average* of the
-  workers' increments not in ``v`` (iterative parameter mixing: each worker's local model is
-  ``base + delta``, and the mixture of the local models is ``base + sum_i lambda_i delta_i``,
-  with ``lambda_i`` the worker's share of the examples); the sums ``S`` and ``t`` are *added*, so
-  the mixture's running average is the mean over every example of the model that learned it, as
-  one sequential averaged perceptron's is;
+* the mixture ``v + 1`` is mixture ``v`` plus ``1 / N`` of every increment not in ``v``
+  (iterative parameter mixing with uniform, fixed weights over the ``N`` workers of the live
+  group: each change enters once, with the weight it had when folded, so the chain is the mean
+  of ``N`` perceptrons, whatever the timing of the folds); the sums ``S`` and ``t`` are
+  *added*, so the mixture's running average is the mean over every example of the model that
+  learned it, as one sequential averaged perceptron's is;
 * a worker moves onto a newer mixture by translation: ``state + (new - old - included)``, where
   ``included`` are its own increments the new mixture holds; what it learned since stays on
   top, exactly.
@@ -20,7 +20,6 @@ and of ``t`` between two states of one learner. So:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,8 +102,10 @@ class Form:
 
 
 def form(state: dict[str, Any]) -> Form:
-    """The linear form of a perceptron state (binary or multi-class, averaged or not)."""
+    """The linear form of a perceptron state (binary or multi-class, averaged or not; a plain
+    one has no sums: nothing reads its average)."""
     t = state["n_seen"]
+    averaged = bool((state.get("params") or {}).get("averaged"))
     parts: Parts = {}
     for c, p in _linear_parts(state).items():
         u = p["u"]
@@ -112,15 +113,25 @@ def form(state: dict[str, Any]) -> Form:
             "label": p["label"],
             "w": dict(p["w"]),
             "b": p["b"],
-            "s": {k: t * wk - u.get(k, 0.0) for k, wk in p["w"].items()},
-            "sb": t * p["b"] - p["ub"],
+            "s": {k: t * wk - u.get(k, 0.0) for k, wk in p["w"].items()} if averaged else {},
+            "sb": t * p["b"] - p["ub"] if averaged else 0.0,
         }
     return Form(t, parts)
 
 
 def increment(now: dict[str, Any], then: Form) -> Form:
-    """What a learner learned from ``then`` (a form of its earlier state) to ``now``."""
-    return form(now).plus(then, -1.0)
+    """What a learner learned from ``then`` (a form of its earlier state) to ``now``: only the
+    features whose weight (or, averaged, weight sum) changed, so a plain perceptron's
+    increment is as large as the features its mistakes touched."""
+    step = form(now).plus(then, -1.0)
+    for p in step.parts.values():
+        w, s = p["w"], p["s"]
+        for k in [k for k, v in w.items() if v == 0.0 and not s.get(k)]:
+            del w[k]
+            s.pop(k, None)
+        for k in [k for k, v in s.items() if v == 0.0 and k not in w]:
+            del s[k]
+    return step
 
 
 def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) -> dict[str, Any]:
@@ -128,6 +139,7 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
     generator; counters from ``f`` (``n_seen``: instead of ``f.t``, for the accumulators
     too)."""
     t = int(round(f.t)) if n_seen is None else int(n_seen)
+    averaged = bool((template.get("params") or {}).get("averaged"))
     classes = []
     for p in f.parts.values():
         s = p["s"]
@@ -137,10 +149,11 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
                 "label": p["label"],
                 "weights": _pairs(w),
                 "bias": p["b"],
-                "avg_weights_acc": _pairs({k: t * w[k] - s.get(k, 0.0) for k in w}),
-                "avg_bias_acc": t * p["b"] - p["sb"],
+                "avg_weights_acc": _pairs({k: t * w[k] - s.get(k, 0.0) for k in w})
+                if averaged else [],
+                "avg_bias_acc": t * p["b"] - p["sb"] if averaged else 0.0,
             }
-        )
+        )  # fmt: skip
     out = {k: v for k, v in template.items() if k not in ("weights", "bias", "classes",
                                                            "avg_weights_acc", "avg_bias_acc")}
     out["n_seen"] = t
@@ -159,11 +172,23 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
 def fold(
     base: dict[str, Any],
     fresh: Sequence[tuple[dict[str, Any], Sequence[Form]]],
+    *,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """The next mixture: ``base`` (a learner state) plus, per worker, its increments not in
     ``base`` (``fresh``: per worker a learner state of it, for its labels, hyperparameters and
-    norm, and its increments), weights and biases by the workers' shares of the examples, sums
-    and counts added.
+    norm, and its increments), each worker's weight and bias changes weighted ``1 / N``, the
+    sums and counts added.
+
+    ``N`` is ``workers``, the live group's size (at least the workers in ``fresh``). The
+    weight of a change is fixed when it is folded and every change is folded once, so the
+    mixture after any number of folds is ``w0 + (1/N) sum_i delta_i`` over every change ever
+    learned: the mean of ``N`` perceptrons that each started at ``w0`` and learned their own
+    shard (McDonald, Hall & Mann 2010, iterative parameter mixing with uniform weights, whose
+    mistake bound holds for such fixed convex weights). A worker that learned nothing since
+    the last fold adds nothing (its change is zero). The sums ``S`` and ``t`` of the running
+    average are added, so the average is over every example, as one sequential averaged
+    perceptron's is.
 
     Raises
     ------
@@ -183,25 +208,19 @@ def fold(
     ...                                           (b.get_state(), [step_b])]))
     >>> b.weights, b.bias  # its second example was no mistake
     ({'x': -2.0}, 1.0)
-    >>> mixed.weights, mixed.bias, mixed.n_seen  # x: (1 * 1 + 2 * (-2)) / 3
-    ({'x': -1.0}, 1.0, 3)
+    >>> mixed.weights, mixed.bias, mixed.n_seen  # x: (1 + (-2)) / 2
+    ({'x': -0.5}, 1.0, 3)
 
     """
     if not fresh:
         return to_state(base, form(base))  # a new state, like every other outcome
     states = [base, *(state for state, _ in fresh)]
     _check(states, [1.0] * len(states))
-    per_worker = []
-    for _, steps in fresh:
-        total = Form(0, {})
-        for step in steps:
-            total = total.plus(step)
-        per_worker.append(total)
-    examples = math.fsum(f.t for f in per_worker)
+    share = 1.0 / max(workers, len(fresh))
     mixed = form(base)
-    for f in per_worker:
-        share = f.t / examples if examples else 1.0 / len(per_worker)
-        mixed = mixed.plus(f, share, sums_coef=1.0)
+    for _, steps in fresh:
+        for step in steps:
+            mixed = mixed.plus(step, share, sums_coef=1.0)
     out = to_state(base, mixed)
     if base["learner"] == "Perceptron":
         out["labels"] = _labels(states)

@@ -4,6 +4,7 @@ after each step."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -11,7 +12,14 @@ import pytest
 
 from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.sharing import MixError
-from stream_perceptron.sharing.increments import Form, fold, form, increment, translate
+from stream_perceptron.sharing.increments import (
+    Form,
+    fold,
+    form,
+    increment,
+    to_state,
+    translate,
+)
 
 
 def _stream(seed: int, n: int) -> list[tuple[dict, bool]]:
@@ -53,12 +61,12 @@ def test_fold_averages_the_changes_and_adds_the_sums() -> None:
              for w in workers]  # fmt: skip
     mixed = Perceptron.from_state(fold(base.get_state(), steps))
     assert mixed.n_seen == 90
-    # weights: the base plus the example-weighted average of the workers' changes
+    # weights: the base plus 1/N of each worker's change (N = 2 workers)
     changes = [_add(w.weights, base.weights, coefs=(1, -1)) for w in workers]
-    expected = _add(base.weights, *changes, coefs=(1, 30 / 40, 10 / 40))
+    expected = _add(base.weights, *changes, coefs=(1, 0.5, 0.5))
     assert mixed.weights == pytest.approx(expected)
-    assert mixed.bias == pytest.approx(base.bias + 0.75 * (workers[0].bias - base.bias)
-                                       + 0.25 * (workers[1].bias - base.bias))  # fmt: skip
+    assert mixed.bias == pytest.approx(base.bias + 0.5 * (workers[0].bias - base.bias)
+                                       + 0.5 * (workers[1].bias - base.bias))  # fmt: skip
     # the running average: every step's weights, summed, over the 90 examples
     total = _add(base_sum, local[0][0], local[1][0])
     assert mixed.average_weights == pytest.approx({k: v / 90 for k, v in total.items()})
@@ -125,3 +133,23 @@ def test_other_hyperparameters_are_refused() -> None:
 def test_a_malformed_increment_is_refused() -> None:
     with pytest.raises(MixError, match="malformed"):
         Form.decode({"n": 1, "classes": [{"label": None}]})
+
+
+def test_a_plain_increment_holds_only_the_features_its_mistakes_touched() -> None:
+    """One example on a 20,000-feature plain model: the increment names that example's
+    features, not the model's (it was 652 KiB when every key was copied)."""
+    model = Perceptron()
+    for i in range(0, 20_000, 50):
+        model.learn_one({f"f{j}": 1.0 for j in range(i, i + 50)}, i % 100 == 0)
+    before = form(model.get_state())
+    model.learn_one({"f1": -3.0, "f7": 2.0, "new": 1.0}, True)
+    model.learn_one({"f1": 3.0, "f7": -2.0, "new": -1.0}, False)
+    step = increment(model.get_state(), before)
+    (part,) = step.parts.values()
+    assert {name for _, name in part["w"]} <= {"f1", "f7", "new"}
+    assert part["s"] == {} and step.t == 2
+    encoded = json.dumps(step.encode())
+    assert len(encoded) < 300, len(encoded)
+    # and it still moves a copy of the earlier model onto the later one exactly
+    moved = Perceptron.from_state(translate(to_state(model.get_state(), before), [(1.0, step)]))
+    assert moved.weights == pytest.approx(model.weights) and moved.bias == model.bias

@@ -118,7 +118,7 @@ def _data(partitions: int, per_partition: int) -> dict[int, list[bytes]]:
     return out
 
 
-def _worker(cluster, name, **kwargs) -> tuple[Engine, SharedModelCoordinator]:
+def _worker(cluster, name, learner=None, **kwargs) -> tuple[Engine, SharedModelCoordinator]:
     transactions = MemoryTransactions(cluster)
     coordinator = SharedModelCoordinator(
         MemoryLog(cluster), transactions, MODEL_TOPIC, name, every=50, interval=None, **kwargs
@@ -127,7 +127,7 @@ def _worker(cluster, name, **kwargs) -> tuple[Engine, SharedModelCoordinator]:
         transactions, "predictions",
         headers=lambda: [("model_version", str(coordinator.version).encode())],
     ))  # fmt: skip
-    engine = Engine(Perceptron(averaged=True), make_parser("jsonl"), outputs,
+    engine = Engine(learner or Perceptron(averaged=True), make_parser("jsonl"), outputs,
                     coordinator=coordinator, dense=False)  # fmt: skip
     coordinator.install(engine)
     coordinator.start()
@@ -435,15 +435,18 @@ def test_an_idle_leader_still_mixes_and_an_idle_worker_moves_onto_the_mixture() 
     worker = _Stepper(cluster, "w", [1], mix_every=100)
     for coordinator in (leader.coordinator, worker.coordinator):
         coordinator.interval, coordinator.every = 0.0, None  # a commit is due at every poll
+    leader.step(data, {0: 5, 1: 0}, rng)  # 5 records, then nothing new for the leader
+    leader.step(data, {0: 5, 1: 0}, rng)
+    assert leader.coordinator.version == 0  # mixture 0 written
     for _ in range(10):
-        worker.step(data, {0: 0, 1: 300}, rng)  # only the worker's partition has records
-    assert leader.engine.stats.records == 0 and leader.coordinator.version == 0
+        worker.step(data, {0: 5, 1: 300}, rng)  # only the worker's partition has records
+    assert leader.engine.stats.records == 5 and leader.coordinator.version == 0
     leader.coordinator.idle()  # an empty poll of the leader's source
     assert leader.coordinator.version == 1
-    assert leader.engine.learner.n_seen == worker.engine.learner.n_seen > 0
+    assert leader.engine.learner.n_seen == 305  # its 5 and the worker's 300, mixed
     assert worker.coordinator.version == 0
     worker.coordinator.idle()  # an empty poll of the worker's source: nothing new to commit
-    assert worker.coordinator.version == 1
+    assert worker.coordinator.version == 1 and worker.engine.learner.n_seen == 305
 
 
 def test_with_several_input_topics_one_partition_elects_the_leader() -> None:
