@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,30 +99,45 @@ class ModelView:
         )  # fmt: skip
 
     def ingest(self, records: list[tuple[bytes | None, bytes | None]]) -> None:
-        """Take records in log order; one that fails a check is counted and skipped."""
+        """Take records in log order; one that fails a check is counted and skipped. Mixtures
+        are checked after the others: a compacted log can hold a mixture before the latest
+        records of the partitions whose examples it counts."""
+        mixtures: list[tuple[bytes | None, Mixture]] = []
         for key, value in records:
-            try:
-                self._ingest(key, value)
-            except RecordFormatError as e:
-                self.reject(e, key)
-            except (StreamPerceptronError, ArithmeticError, LookupError, TypeError,
-                    ValueError, RecursionError) as e:  # fmt: skip
-                # a record no check above foresaw still never stops a worker
-                self.reject(RecordFormatError(f"{type(e).__name__}: {e}"), key)
+            with self._refusing(key):
+                mixture = self._ingest(key, value)
+                if mixture is not None:
+                    mixtures.append((key, mixture))
+        for key, mixture in mixtures:
+            with self._refusing(key):
+                if self._check_mixture(mixture):
+                    self.mixture = mixture
 
-    def _ingest(self, key: bytes | None, value: bytes | None) -> None:
+    @contextmanager
+    def _refusing(self, key: bytes | None) -> Iterator[None]:
+        try:
+            yield
+        except RecordFormatError as e:
+            self.reject(e, key)
+        except (StreamPerceptronError, ArithmeticError, LookupError, TypeError,
+                ValueError, RecursionError) as e:  # fmt: skip
+            # a record no check foresaw still never stops a worker
+            self.reject(RecordFormatError(f"{type(e).__name__}: {e}"), key)
+
+    def _ingest(self, key: bytes | None, value: bytes | None) -> Mixture | None:
+        """Take a record; a mixture is returned, to be checked once the batch is in."""
         if key is not None and len(key) > MAX_KEY_BYTES:
             raise RecordFormatError(f"a key of {len(key)} bytes", "bad_key")
         named = parse_increment_key(key)
         if value is None:  # a tombstone: a mixture holds that increment
             if named is not None:
                 self.increments.get(named[0], {}).pop(named[1], None)
-            return
+            return None
         if named is not None:  # decoded (and checked) only when read: steps()
             if len(value) > MAX_RECORD_BYTES:
                 raise RecordFormatError(f"{len(value)} bytes", "too_large")
             self.increments.setdefault(named[0], {})[named[1]] = value
-            return
+            return None
         record = decode(value)
         expected_key = MIXTURE_KEY if isinstance(record, Mixture) else record.key
         if key is None or key.decode("utf-8", "replace") != expected_key:
@@ -128,8 +145,10 @@ class ModelView:
         if isinstance(record, PartitionState):
             self.partitions[(record.topic, record.partition)] = record
         elif isinstance(record, Mixture):
-            if self._check_mixture(record):
-                self.mixture = record
+            return record
+        else:
+            raise RecordFormatError("an increment under another key")
+        return None
 
     # -- checks --------------------------------------------------------------------------------
     def examples(self) -> int:

@@ -72,11 +72,17 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
         assert time.monotonic() - stopping < 30, codes
         assert set(codes) <= {0, 1}, codes
         text = "".join(log.read_text() for log in logs)
-        # the outage met the workers mid-stream, and was ridden out: a failed commit was
-        # committed again once the broker was back (a commit in doubt was finished, never
-        # sent again), by a worker that did not restart
-        assert "ECONNREFUSED" in text or "Connection refused" in text
-        ridden = re.findall(r"committed after [0-9.]+ s of broker outage", text)
+        # the outage met the workers mid-stream, and was ridden out in place by a worker that
+        # did not restart: a failed commit committed again once the broker was back (a
+        # commit in doubt finished, never sent again), or a commit that waited for the broker
+        # inside the client (kafka-python's retries) once the group found it again
+        seen = ("ECONNREFUSED", "Connection refused", "lost the brokers", "_ALL_BROKERS_DOWN",
+                "did not read the model topic", "transaction failed")  # fmt: skip
+        assert any(words in text for words in seen), text[-3000:]
+        ridden = re.findall(
+            r"committed after [0-9.]+ s of broker outage|reached (?:its coordinator|the "
+            r"brokers) again after", text
+        )  # fmt: skip
         assert ridden or sum(restarts) == 2, (restarts, text[-3000:])
         _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
     finally:
