@@ -211,8 +211,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--mix-every",
         type=_positive_int,
         metavar="N",
-        help="mix as soon as some worker learned N examples that no mixture holds (the owner "
-        "of partition 0 of the first topic mixes; every worker then moves onto the mixture)",
+        help="mix as soon as the group learned N examples that no mixture holds (the owner of "
+        "partition 0 of the first topic mixes; every worker then moves onto the mixture); "
+        "every worker commits at least every N / (workers) records for it",
     )
     shared.add_argument(
         "--mix-interval",

@@ -100,8 +100,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
     every, interval
         Commit after this many records / seconds (whichever first).
     mix_every, mix_interval
-        Mix after some worker learned this many examples no mixture holds / after this many
-        seconds (whichever first).
+        Mix once the group learned this many examples no mixture holds / after this many
+        seconds (whichever first); with ``mix_every`` every worker also commits after its
+        share of that (``mix_every`` over the group's size) records.
     leader
         The input partition whose owner mixes (default: partition 0 of the first input topic
         this worker is assigned).
@@ -249,7 +250,14 @@ class SharedModelCoordinator(CheckpointCoordinator):
 
     # -- when ----------------------------------------------------------------------------------
     def due(self, records: int, now: float | None = None) -> bool:
-        if self.every and records - self._last_records >= self.every:
+        """A commit is due after ``every`` records or ``interval`` seconds; with ``mix_every``
+        also after this worker's share of a mixing period (``mix_every`` over the live
+        group's size), so the increments a mix needs are committed in time at any speed."""
+        every = self.every
+        if self.mix_every:
+            share = max(1, self.mix_every // max(1, self.view.group_size()))
+            every = min(every, share) if every else share
+        if every and records - self._last_records >= every:
             return True
         now = time.monotonic() if now is None else now
         return self.interval is not None and now - self._last_time >= self.interval
@@ -265,9 +273,9 @@ class SharedModelCoordinator(CheckpointCoordinator):
     def mix_due(self, fresh: dict[str, list[Increment]], now: float | None = None) -> bool:
         if not fresh:
             return False
-        if self.mix_every and any(
-            sum(i.examples for i in steps) >= self.mix_every for steps in fresh.values()
-        ):
+        if self.mix_every and (
+            sum(i.examples for steps in fresh.values() for i in steps) >= self.mix_every
+        ):  # the group learned mix_every examples that no mixture holds
             return True
         now = time.monotonic() if now is None else now
         return self.mix_interval is not None and now - self._last_mix_time >= self.mix_interval

@@ -68,6 +68,7 @@ def test_pulled_model_is_as_good_as_one_sequential_model_over_10_seeds(averaged)
     mean = sum(gaps) / len(gaps)
     print(f"{'averaged' if averaged else 'plain'}: mean gap {mean:.4f}, worst {max(gaps):.4f}, "
           f"mixtures {[v for _, v in runs]}")  # fmt: skip
-    assert all(v >= 3 for _, v in runs), runs  # mixing really happened, several times
+    # --mix-every holds within a factor of 2: 12,000 records mixed every 500 or 1,000
+    assert all(v >= 12_000 / mix / 2 for (_, v), mix in zip(runs, [500, 1000] * 5)), runs
     assert mean <= 0.01, gaps  # the bar: at most 1 point below on average
     assert max(gaps) <= (0.005 if averaged else 0.10), gaps  # and never far below
