@@ -241,3 +241,55 @@ def test_the_source_refuses_a_consumer_without_them(monkeypatch: pytest.MonkeyPa
     with pytest.raises(ConnectorError, match=r"_manager\.call_soon\(\)"):
         next(iter(source.batches()))
     source.close()
+
+
+# -- the transactional producer's internals ---------------------------------------------------
+def test_the_installed_producer_has_what_the_transactions_rely_on() -> None:
+    """A transactional KafkaProducer that makes no connection (``api_version`` given) has
+    the transaction manager's begin_commit/begin_abort/send_offsets_to_transaction and the
+    sender's wakeup; their results have ``wait(timeout_ms=)`` returning whether they completed
+    (a TransactionalRequestResult)."""
+    from kafka import KafkaProducer
+    from kafka.producer.transaction_manager import TransactionalRequestResult
+
+    producer = KafkaProducer(bootstrap_servers=_NOWHERE, api_version=(3, 0),
+                             transactional_id="adapter-test")  # fmt: skip
+    try:
+        kafka_client.require_producer_internals(producer)
+        pending = TransactionalRequestResult()
+        assert pending.wait(timeout_ms=10) is False  # not completed: False, no exception
+        pending.done()
+        assert pending.wait(timeout_ms=10) is True
+        kafka_client.wait_transactional(producer, pending, 0.01, "a finished request")
+    finally:
+        producer.close(timeout=1)
+
+
+def test_a_changed_producer_fails_loudly_naming_what_changed() -> None:
+    class Producer:
+        _sender = None
+
+    with pytest.raises(ConnectorError, match="KafkaProducer._transaction_manager.begin_commit"):
+        kafka_client.require_producer_internals(Producer())
+    with pytest.raises(ConnectorError, match="_transaction_manager.begin_commit"):
+        kafka_client.begin_commit(Producer())
+
+
+def test_wait_transactional_times_out_and_keeps_the_request() -> None:
+    """A request not done in time raises KafkaTimeoutError; waiting again on the same result
+    picks it up once done (what a commit in doubt relies on)."""
+    from kafka.errors import KafkaTimeoutError
+    from kafka.producer.transaction_manager import TransactionalRequestResult
+
+    class Sender:
+        def wakeup(self) -> None:
+            pass
+
+    class Producer:
+        _sender = Sender()
+
+    pending = TransactionalRequestResult()
+    with pytest.raises(KafkaTimeoutError):
+        kafka_client.wait_transactional(Producer(), pending, 0.01, "committing")
+    pending.done()
+    kafka_client.wait_transactional(Producer(), pending, 0.01, "committing")
