@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint clean kafka-up kafka-down bench
+.PHONY: run test check lint clean kafka-up kafka-down bench
 
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
   stream_perceptron/_features.c
@@ -39,6 +39,15 @@ test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The quick loop of a contributor: lint, types and the unit tests that need no broker, browser
+# or Prometheus (learners, the C tier, shared-model logic, connectors, doctests); `make test`
+# stays the whole suite.
+check: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q tests/learners tests/fast tests/sharing \
+	  tests/connectors --ignore=tests/connectors/kafka stream_perceptron connectors
 
 # A real single-node Kafka broker on 127.0.0.1 (jars from Maven Central, no Docker).
 kafka-up:

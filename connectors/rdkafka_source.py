@@ -98,6 +98,10 @@ def require_confluent_kafka() -> Any:
     return confluent_kafka
 
 
+class _Closing(ConnectorError):
+    """The consumer's handle is being destroyed (``_DESTROY``) under a rebalance callback."""
+
+
 def is_fatal(error: Any) -> bool:
     """Whether a ``confluent_kafka.KafkaError`` cannot be cured by retrying."""
     return bool(error.fatal()) or error.name() in _FATAL
@@ -181,6 +185,12 @@ class RdKafkaSource(GroupSource, PartitionedSource):
         def callback(consumer: Any, partitions: list[Any]) -> None:
             try:
                 handler(consumer, partitions)
+            except _Closing as exc:
+                if not self._closed:
+                    logger.error("rebalance callback for %s failed: %r", partitions, exc)
+                    self._callback_error = exc
+                else:  # stopping: an assignment the close interrupted has nothing to do
+                    logger.info("rebalance callback for %s ended by the close", partitions)
             except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
                 logger.error("rebalance callback for %s failed: %r", partitions, exc)
                 self._callback_error = exc
@@ -369,6 +379,8 @@ class RdKafkaSource(GroupSource, PartitionedSource):
             except ck.KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 fatal = error is not None and hasattr(error, "fatal") and is_fatal(error)
+                if fatal and error is not None and error.name() == "_DESTROY":
+                    raise _Closing(f"{what} for {self.topics!r}: the consumer closed") from exc
                 if fatal or time.monotonic() > deadline:
                     raise ConnectorError(f"{what} for {self.topics!r} failed: {exc!r}") from exc
                 logger.warning("%s for %s failed, retrying: %r", what, self.topics, exc)

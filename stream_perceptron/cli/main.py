@@ -6,7 +6,9 @@ Exit codes: 0 done, 1 failure, 2 usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import io
 import logging
 import signal
 import sys
@@ -444,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.verbose, args.quiet)
     if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
         # `kill -USR1 PID`: every thread's stack on stderr (a worker that seems stuck)
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        with contextlib.suppress(io.UnsupportedOperation, OSError, ValueError):
+            faulthandler.register(signal.SIGUSR1, all_threads=True)  # stderr without a fd: not
     if args.command is None:
         parser.print_help()
         return 2

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import io
 import logging
 import os
 import signal
@@ -323,7 +325,8 @@ def _exit_if_still_running(seconds: float, signal_name: str) -> None:
             "recover): exiting now; what was not committed is read again after a restart",
             seconds, signal_name,
         )  # fmt: skip
-        faulthandler.dump_traceback(all_threads=True)  # where it was stuck, for the log
+        with contextlib.suppress(io.UnsupportedOperation, OSError, ValueError):
+            faulthandler.dump_traceback(all_threads=True)  # where it was stuck, for the log
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(1)

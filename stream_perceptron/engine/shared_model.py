@@ -415,8 +415,11 @@ class SharedModelCoordinator(CheckpointCoordinator):
         member took over."""
         started = time.monotonic()
         delay = 0.5
-        logger.warning("worker %s: the transaction failed (%s); committing it again when the "
-                       "broker is back", self.worker, failure)  # fmt: skip
+        logger.warning(
+            "worker %s: the transaction failed (%s); %s when the broker is back", self.worker,
+            failure, "finishing its commit (in doubt: never sent again)"
+            if getattr(failure, "in_doubt", False) else "committing it again",
+        )  # fmt: skip
         self.outages += 1
         while True:
             if time.monotonic() - started > self.outage_limit:
