@@ -136,6 +136,7 @@ class TransactionsBase(Closing):
         self._lock = threading.Lock()
         # the open transaction's messages, to send again if its commit fails
         self._sent: list[tuple[str, bytes | None, bytes | None, Any]] = []
+        self._deliveries: list[Any] = []  # per message, the client's delivery handle (or None)
         #: a commit was sent and not answered in time: it may have landed
         self.in_doubt = False
         #: set (by a client's error callback) when every broker went away
@@ -177,7 +178,7 @@ class TransactionsBase(Closing):
             message = (topic, None if value is None else bytes(value), key, headers)
             self._sent.append(message)
             try:
-                self._send(producer, *message)
+                self._deliveries.append(self._send(producer, *message))
             except self._client_errors() + (ValueError, TypeError) as exc:
                 raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
 
@@ -232,8 +233,7 @@ class TransactionsBase(Closing):
             self._producer = None
         try:
             producer = self._ready()
-            for message in self._sent:
-                self._send(producer, *message)
+            self._deliveries = [self._send(producer, *message) for message in self._sent]
         except ConnectorError as exc:
             raise TransactionFailed(str(exc), retriable=True) from exc
         except self._client_errors() as exc:
@@ -259,8 +259,19 @@ class TransactionsBase(Closing):
             ) from exc
         self.in_doubt = False
         self._open_txn = False
-        self._sent = []
+        lost = [m for m, d in zip(self._sent, self._deliveries) if self._undelivered(d)]
+        self._sent, self._deliveries = [], []
         logger.info("the commit of %r that was in doubt is done", self.transactional_id)
+        if lost:
+            # the client let the commit through without them (kafka-python: batches that
+            # expired while the broker was away): they are not in the log, so they go into
+            # the next transaction, once
+            logger.warning("%d messages of the transaction of %r were not delivered: sending "
+                           "them in the next one", len(lost), self.transactional_id)  # fmt: skip
+            producer = self._ready()
+            for message in lost:
+                self._sent.append(message)
+                self._deliveries.append(self._send(producer, *message))
 
     def _drop_producer(self) -> None:
         if self._producer is not None:
@@ -291,7 +302,7 @@ class TransactionsBase(Closing):
                 f"transaction of {self.transactional_id!r} {what}: {exc!r}", retriable=not fenced
             ) from exc
         self._open_txn = False
-        self._sent = []
+        self._sent, self._deliveries = [], []
 
     def abort(self) -> None:
         """Drop the open transaction, if any."""
@@ -300,7 +311,7 @@ class TransactionsBase(Closing):
 
     def _abort_quietly(self, keep: bool = False) -> None:
         if not keep:
-            self._sent = []
+            self._sent, self._deliveries = [], []
         if self._producer is not None and self._open_txn:
             try:
                 self._abort(self._producer)
@@ -347,7 +358,9 @@ class TransactionsBase(Closing):
     def _send(
         self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
         headers: list[tuple[str, bytes]] | None,
-    ) -> None:  # fmt: skip
+    ) -> Any:  # fmt: skip
+        """Queue one message; its delivery handle (``None`` when the client's commit itself
+        fails on an undelivered message)."""
         raise NotImplementedError
 
     def _send_offsets(
@@ -367,6 +380,10 @@ class TransactionsBase(Closing):
     def _unanswered(self, exc: BaseException) -> bool:
         """Whether ``exc`` says a call timed out (the broker may still act on it)."""
         raise NotImplementedError
+
+    def _undelivered(self, delivery: Any) -> bool:
+        """Whether a message whose ``_send`` returned ``delivery`` is known not delivered."""
+        return False
 
     def _abort(self, producer: Any) -> None:
         raise NotImplementedError
@@ -438,8 +455,11 @@ class KafkaTransactions(TransactionsBase):
     def _send(
         self, producer: KafkaProducer, topic: str, value: bytes | None, key: bytes | None,
         headers: list[tuple[str, bytes]] | None,
-    ) -> None:  # fmt: skip
-        producer.send(topic, value=value, key=key, headers=headers)
+    ) -> Any:  # fmt: skip
+        return producer.send(topic, value=value, key=key, headers=headers)
+
+    def _undelivered(self, delivery: Any) -> bool:
+        return delivery is not None and bool(delivery.is_done) and bool(delivery.failed())
 
     def _send_offsets(
         self, producer: KafkaProducer, offsets: dict[TopicPartitionKey, int], group_metadata: Any

@@ -107,11 +107,11 @@ class RdKafkaTransactions(TransactionsBase):
     def _send(
         self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
         headers: list[tuple[str, bytes]] | None,
-    ) -> None:  # fmt: skip
+    ) -> Any:  # fmt: skip
         while True:
             try:
                 producer.produce(topic, value, key, headers=headers)
-                return
+                return None  # commit_transaction fails when a message was not delivered
             except BufferError:  # the local queue is full: let librdkafka send some
                 producer.poll(FULL_QUEUE_WAIT_S)
 

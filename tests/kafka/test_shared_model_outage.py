@@ -34,10 +34,12 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
         args, model_topic, group = streaming_workers(
             bootstrap, topic, predictions, kafka_client, mix_every=1000
         )
-        produce(bootstrap, topic, data[:30_000])
         logs = [tmp_path / f"w{i}.log" for i in range(2)]
         member = [[*args, "--instance-id", f"w{i}"] for i in range(2)]
         procs = [start_worker(member[i], log) for i, log in enumerate(logs)]
+        for log in logs:  # both in the group, each with its partitions, before any record
+            wait_for(log, f"assigned [('{topic}'", timeout=90)
+        produce(bootstrap, topic, data[:30_000])
         for log in logs:
             wait_for(log, f" committed {topic}[", timeout=90)
         # mid-stream (the workers are learning what they fetched): commits fail from here

@@ -1,0 +1,102 @@
+"""TransactionsBase's commit in doubt, with a scripted client (the real-broker test is in
+tests/connectors/kafka/test_connectors_kafka_shared.py): waited for, never re-sent; a
+message the client let the commit through without is sent once, in the next transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from connectors.kafka_transactions import TransactionFailed, TransactionsBase
+
+
+class Timeout(Exception):
+    pass
+
+
+class Scripted(TransactionsBase):
+    """Commits time out ``timeouts`` times; deliveries listed in ``lost`` fail."""
+
+    def __init__(self, timeouts: int, lost: set[bytes]) -> None:
+        super().__init__("h:9", "t")
+        self.timeouts, self.lost = timeouts, lost
+        self.log: list[tuple] = []
+        self.committed: list[list[bytes]] = []
+        self.open: list[bytes] = []
+
+    def _configure(self, bootstrap_servers, client_options) -> dict[str, Any]:
+        return {}
+
+    def _client_errors(self):
+        return (Timeout,)
+
+    def _fenced(self, exc) -> bool:
+        return False
+
+    def _unanswered(self, exc) -> bool:
+        return isinstance(exc, Timeout)
+
+    def _create(self) -> object:
+        self.log.append(("create",))
+        return object()
+
+    def _begin(self, producer) -> None:
+        self.open = []
+
+    def _send(self, producer, topic, value, key, headers) -> Any:
+        self.log.append(("send", value))
+        if value in self.lost:
+            return ("lost", value)
+        self.open.append(value)
+        return ("delivered", value)
+
+    def _undelivered(self, delivery) -> bool:
+        return delivery[0] == "lost"
+
+    def _send_offsets(self, producer, offsets, group_metadata) -> None:
+        pass
+
+    def _end(self, producer) -> None:
+        self._ending = True
+        self._resume_commit(producer)
+
+    def _resume_commit(self, producer) -> None:
+        if self.timeouts:
+            self.timeouts -= 1
+            raise Timeout("no answer yet")
+        self.committed.append(self.open)
+        self.lost = set()  # what goes out again is delivered
+
+    def _abort(self, producer) -> None:
+        self.log.append(("abort",))
+
+    def _close(self, producer, timeout_s) -> None:
+        pass
+
+
+def test_a_commit_in_doubt_is_waited_for_and_never_sent_again() -> None:
+    out = Scripted(timeouts=2, lost=set())
+    for v in (b"a", b"b"):
+        out.send("t", v)
+    with pytest.raises(TransactionFailed) as failed:
+        out.commit({}, None)
+    assert failed.value.in_doubt and failed.value.retriable
+    with pytest.raises(TransactionFailed):
+        out.retry({}, None)  # still unanswered
+    out.retry({}, None)
+    assert out.committed == [[b"a", b"b"]]
+    assert [e for e in out.log if e[0] != "send"] == [("create",)]  # no abort, no new producer
+    assert [e[1] for e in out.log if e[0] == "send"] == [b"a", b"b"]  # each sent once
+
+
+def test_messages_the_commit_went_through_without_go_into_the_next_transaction() -> None:
+    out = Scripted(timeouts=1, lost={b"b"})
+    for v in (b"a", b"b", b"c"):
+        out.send("t", v)
+    with pytest.raises(TransactionFailed):
+        out.commit({}, None)
+    out.retry({}, None)
+    assert out.committed == [[b"a", b"c"]]
+    out.commit({}, None)
+    assert out.committed == [[b"a", b"c"], [b"b"]]  # once, in the next one
