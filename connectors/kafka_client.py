@@ -53,13 +53,15 @@ __all__ = [
 _TESTED_WITH = "kafka-python 3.0.12"
 
 
-def _private_method(consumer: Any, owner: str, method: str) -> Callable[..., Any]:
-    """``getattr(getattr(consumer, owner), method)``, or a ConnectorError saying what changed."""
-    holder = getattr(consumer, owner, None)
+def _private_method(
+    client: Any, owner: str, method: str, kind: str = "KafkaConsumer"
+) -> Callable[..., Any]:
+    """``getattr(getattr(client, owner), method)``, or a ConnectorError saying what changed."""
+    holder = getattr(client, owner, None)
     bound = getattr(holder, method, None)
     if holder is None or not callable(bound):
         raise ConnectorError(
-            f"the installed kafka-python has no KafkaConsumer.{owner}.{method}() (relied on"
+            f"the installed kafka-python has no {kind}.{owner}.{method}() (relied on"
             f" since no public API does the job; tested with {_TESTED_WITH}): see"
             " connectors/kafka_client.py"
         )
@@ -160,15 +162,7 @@ def require_internals(consumer: Any) -> None:
 
 
 def _producer_part(producer: Any, owner: str, method: str) -> Callable[..., Any]:
-    holder = getattr(producer, owner, None)
-    bound = getattr(holder, method, None)
-    if holder is None or not callable(bound):
-        raise ConnectorError(
-            f"the installed kafka-python has no KafkaProducer.{owner}.{method}() (relied on"
-            f" for transactional calls with a time limit; tested with {_TESTED_WITH}): see"
-            " connectors/kafka_client.py"
-        )
-    return bound
+    return _private_method(producer, owner, method, "KafkaProducer")
 
 
 def require_producer_internals(producer: Any) -> None:
