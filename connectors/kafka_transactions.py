@@ -179,8 +179,27 @@ class TransactionsBase(Closing):
             self._sent.append(message)
             try:
                 self._deliveries.append(self._send(producer, *message))
-            except self._client_errors() + (ValueError, TypeError) as exc:
+            except (ValueError, TypeError) as exc:
                 raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
+            except self._client_errors() as exc:
+                if self._fenced(exc) or self.in_doubt:
+                    raise ConnectorError(f"cannot send to Kafka topic {topic!r}: {exc!r}") from exc
+                self._send_again(exc)
+
+    def _send_again(self, failure: BaseException) -> None:
+        """The client dropped the open transaction (kafka-python, after bumping its epoch on
+        an error the broker restart caused, refuses sends "in state READY"): nothing of it is
+        committed, so a new producer takes all of its messages again."""
+        logger.warning("transactional producer %r dropped the open transaction (%r): sending "
+                       "its %d messages again from a new producer", self.transactional_id,
+                       failure, len(self._sent))  # fmt: skip
+        self._abort_quietly(keep=True)
+        self._drop_producer()
+        try:
+            producer = self._ready()
+            self._deliveries = [self._send(producer, *message) for message in self._sent]
+        except self._client_errors() + (ConnectorError,) as exc:
+            raise ConnectorError(f"cannot send to Kafka again: {exc!r}") from exc
 
     def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None:
         """Add ``offsets`` (next offset per input partition) for the group of
@@ -228,9 +247,7 @@ class TransactionsBase(Closing):
         """Abort the open transaction, then send its messages again, in a new transaction of a
         new producer, and commit that."""
         self._abort_quietly(keep=True)
-        if self._producer is not None:
-            self._close(self._producer, 1.0)
-            self._producer = None
+        self._drop_producer()
         try:
             producer = self._ready()
             self._deliveries = [self._send(producer, *message) for message in self._sent]
@@ -275,9 +292,18 @@ class TransactionsBase(Closing):
 
     def _drop_producer(self) -> None:
         if self._producer is not None:
-            self._close(self._producer, 1.0)
-            self._producer = None
+            self._close_quietly(1.0)
         self._open_txn = False
+
+    def _close_quietly(self, timeout_s: float) -> None:
+        """Close the producer (what it still queues is flushed up to ``timeout_s``); a client
+        error is logged, never raised: the producer is dropped either way."""
+        try:
+            self._close(self._producer, timeout_s)
+        except self._client_errors() as exc:
+            logger.warning("closing the transactional producer %r: %r", self.transactional_id,
+                           exc)  # fmt: skip
+        self._producer = None
 
     def _commit_sent(
         self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any, what: str
@@ -318,8 +344,7 @@ class TransactionsBase(Closing):
             except self._client_errors() as exc:
                 logger.warning("aborting the transaction of %r failed: %r",
                                self.transactional_id, exc)  # fmt: skip
-                self._close(self._producer, 5.0)
-                self._producer = None
+                self._close_quietly(5.0)
         self._open_txn = False
 
     def close(self) -> None:
@@ -327,8 +352,7 @@ class TransactionsBase(Closing):
         with self._lock:
             self._abort_quietly()
             if self._producer is not None:
-                self._close(self._producer, 10.0)
-                self._producer = None
+                self._close_quietly(10.0)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(transactional_id={self.transactional_id!r})"

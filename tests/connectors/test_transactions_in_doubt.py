@@ -18,9 +18,9 @@ class Timeout(Exception):
 class Scripted(TransactionsBase):
     """Commits time out ``timeouts`` times; deliveries listed in ``lost`` fail."""
 
-    def __init__(self, timeouts: int, lost: set[bytes]) -> None:
+    def __init__(self, timeouts: int, lost: set[bytes], refusals: int = 0) -> None:
         super().__init__("h:9", "t")
-        self.timeouts, self.lost = timeouts, lost
+        self.timeouts, self.lost, self.refusals = timeouts, lost, refusals
         self.log: list[tuple] = []
         self.committed: list[list[bytes]] = []
         self.open: list[bytes] = []
@@ -45,6 +45,10 @@ class Scripted(TransactionsBase):
         self.open = []
 
     def _send(self, producer, topic, value, key, headers) -> Any:
+        if self.refusals:  # the client dropped the transaction: "cannot send in state READY"
+            self.refusals -= 1
+            self.open = []
+            raise Timeout("Cannot call send in state READY")
         self.log.append(("send", value))
         if value in self.lost:
             return ("lost", value)
@@ -100,3 +104,13 @@ def test_messages_the_commit_went_through_without_go_into_the_next_transaction()
     assert out.committed == [[b"a", b"c"]]
     out.commit({}, None)
     assert out.committed == [[b"a", b"c"], [b"b"]]  # once, in the next one
+
+
+def test_a_transaction_the_client_dropped_is_sent_again_from_a_new_producer() -> None:
+    out = Scripted(timeouts=0, lost=set())
+    out.send("t", b"a")
+    out.refusals = 1  # kafka-python after an epoch bump: the open transaction is gone
+    out.send("t", b"b")
+    out.commit({}, None)
+    assert out.committed == [[b"a", b"b"]]
+    assert [e[0] for e in out.log].count("create") == 2
