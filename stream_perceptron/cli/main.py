@@ -86,6 +86,22 @@ def _http_url(text: str) -> str:
     return text
 
 
+def _half_life(text: str) -> float:
+    """``--average-half-life``: the learner's own rule (``check_half_life``), up to 1e12."""
+    from stream_perceptron.learners._base import check_half_life
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    problem = check_half_life(value)
+    if problem is None and not value <= 1e12:
+        problem = "must be at most 1e+12"
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return value
+
+
 MAX_SECONDS = 1e6  # about 11 days: longer waits are not what anybody means (and overflow timers)
 
 
@@ -247,7 +263,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     model.add_argument("--averaged", action="store_true", help="averaged perceptron")
     model.add_argument(
         "--average-half-life",
-        type=_float_upto(1e12),
+        type=_half_life,
         default=None,
         metavar="N",
         help="with --averaged: an average that forgets, a <- (1-alpha)*a + alpha*w after each "
