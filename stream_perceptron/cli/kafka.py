@@ -232,7 +232,14 @@ def pull_model_command(args: argparse.Namespace) -> int:
     from connectors import ConnectorError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
     from stream_perceptron.engine.shared_model import pull_model
+    from stream_perceptron.paths import state_file_problem
 
+    problem = state_file_problem(args.output, replace=getattr(args, "force", False))
+    if problem is not None:
+        advice = ": give --force to replace it" if problem == "exists" else ""
+        print(f"stream-perceptron: error: --output {args.output} {problem}{advice}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     client = getattr(args, "kafka_client", KAFKA_PYTHON)
     unusable = missing_client(client)
     if unusable:

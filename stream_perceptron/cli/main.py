@@ -423,7 +423,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="kafka-python",
         help="the Kafka client library that reads the model topic (default kafka-python)",
     )
-    pull.add_argument("--output", required=True, metavar="PATH", help="checkpoint file to write")
+    pull.add_argument(
+        "--output",
+        required=True,
+        metavar="PATH",
+        help="checkpoint file to write (a regular file; an existing one only with --force)",
+    )
+    pull.add_argument("--force", action="store_true", help="replace an existing --output file")
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]
     )

@@ -28,7 +28,7 @@ from stream_perceptron.learners import (
     StreamClassifier,
 )
 from stream_perceptron.metrics import MetricsExporter
-from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent
+from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
 from stream_perceptron.progress import Progress
 from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
@@ -88,11 +88,6 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.fresh and not args.checkpoint:
         parser.error("--fresh needs --checkpoint PATH")
     _check_files(args, parser)
-    if args.checkpoint and not (args.resume or args.fresh) and os.path.lexists(args.checkpoint):
-        parser.error(
-            f"--checkpoint {args.checkpoint} exists: give --resume to continue from it, or "
-            "--fresh to start a new model that overwrites it"
-        )
     if args.model_topic:
         _check_shared_model(args, parser)
     elif args.mix_every or args.mix_interval:
@@ -330,8 +325,15 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
     roles = [FileRole(flag, path) for flag, path in named if path]
     for a, b in conflicts(roles):
         parser.error(f"{a.flag} {a.path} and {b.flag} {b.path} are the same file")
-    if args.checkpoint and not is_regular_or_absent(args.checkpoint):
-        parser.error(f"--checkpoint {args.checkpoint} is not a regular file")
+    if args.checkpoint:
+        problem = state_file_problem(args.checkpoint, replace=args.resume or args.fresh)
+        if problem == "exists":
+            problem += (
+                ": give --resume to continue from it, or --fresh to start a new model that "
+                "overwrites it"
+            )
+        if problem is not None:
+            parser.error(f"--checkpoint {args.checkpoint} {problem}")
 
 
 # The flags that make the model: each sets the hyperparameter of its name.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 
 import pytest
@@ -38,3 +40,23 @@ def test_the_shortest_half_life_allowed_runs_to_the_end():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"value_too_large" not in proc.stderr
+
+
+# -- class 1: every command that writes a state file checks it the same way -----------------------
+PULL = ["pull-model", "--bootstrap-servers", "127.0.0.1:1", "--model-topic", "models"]
+
+
+def test_pull_model_never_replaces_a_device_or_an_existing_file(tmp_path):
+    proc = run_cli(*PULL, "--output", "/dev/null", "--force", timeout=30)
+    assert proc.returncode == 2 and b"--output /dev/null is not a regular file" in proc.stderr
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    proc = run_cli(*PULL, "--output", str(notes), timeout=30)
+    assert proc.returncode == 2 and b"exists: give --force" in proc.stderr
+    assert notes.read_text() == "my notes\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = run_cli(*PULL, "--output", str(fifo), "--force", timeout=30)
+    assert proc.returncode == 2 and b"not a regular file" in proc.stderr and fifo.is_fifo()
+    _no_traceback(proc)
