@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -59,4 +60,51 @@ def test_pull_model_never_replaces_a_device_or_an_existing_file(tmp_path):
     os.mkfifo(fifo)
     proc = run_cli(*PULL, "--output", str(fifo), "--force", timeout=30)
     assert proc.returncode == 2 and b"not a regular file" in proc.stderr and fifo.is_fifo()
+    _no_traceback(proc)
+
+
+# -- class 6: text that is not text (a lone surrogate) --------------------------------------------
+SURROGATES = [
+    rb'{"x": {"\ud800": 1.0}, "y": 1}',
+    rb'{"a\udfff": 2, "y": 0}',
+    rb'{"colour": "\ud800", "y": 1}',
+    rb'{"a": 1, "y": "\udbff"}',
+]
+
+
+def test_a_lone_surrogate_is_refused_as_invalid_utf8_and_every_exporter_stays_up(tmp_path):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from connectors import MemorySink, MemorySource
+    from stream_perceptron.engine import Engine, Outputs
+    from stream_perceptron.formats import make_parser
+    from stream_perceptron.metrics import MetricsExporter
+
+    good = [b'{"a": 1.0, "y": 1}', b'{"a": -1.0, "y": 0}', rb'{"\ud83d\ude00": 1, "y": 1}']
+    dead = MemorySink()
+    engine = Engine(Perceptron(), make_parser("jsonl"), Outputs(None, dead), keep_recent=8)
+    registry = CollectorRegistry()
+    exporter = MetricsExporter(engine, registry=registry)
+    engine.run(MemorySource(good + SURROGATES))
+    assert engine.stats.invalid == {"invalid_utf8": len(SURROGATES)}
+    assert len(dead.lines) == len(SURROGATES)
+    assert all(b"invalid_utf8" in line for line in dead.lines)
+    assert "\U0001f600" in engine.learner.weights  # a pair of escapes is one character
+    generate_latest(registry).decode("utf-8")
+    exporter.live.state_json().decode("utf-8")
+
+
+def test_inspect_refuses_a_checkpoint_holding_a_lone_surrogate(tmp_path):
+    ck = tmp_path / "ck.json"
+    data = b"".join(line + b"\n" for line in [b'{"a": 1.0, "y": 1}', *SURROGATES])
+    proc = run_cli("run", "--format", "jsonl", "--checkpoint", str(ck), "-q", stdin=data)
+    assert proc.returncode == 0, proc.stderr.decode()
+    shown = run_cli("inspect", str(ck))
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert b"invalid_utf8" in shown.stdout
+    state = json.loads(ck.read_text())
+    state["model"]["weights"].append(["\ud800", 1.0])  # written by an older release
+    ck.write_text(json.dumps(state))
+    proc = run_cli("inspect", str(ck))
+    assert proc.returncode == 1 and b"lone surrogate" in proc.stderr
     _no_traceback(proc)
