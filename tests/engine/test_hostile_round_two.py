@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import subprocess
 
 import pytest
-from cli_helpers import binary_examples, run_cli, to_csv
+from cli_helpers import CLI, binary_examples, run_cli, to_csv
 
 from stream_perceptron.learners import Perceptron
 from stream_perceptron.learners._base import MIN_HALF_LIFE
@@ -108,3 +109,40 @@ def test_inspect_refuses_a_checkpoint_holding_a_lone_surrogate(tmp_path):
     proc = run_cli("inspect", str(ck))
     assert proc.returncode == 1 and b"lone surrogate" in proc.stderr
     _no_traceback(proc)
+
+
+# -- class 4: one huge value does not disable a scaled feature for good ----------------------------
+@pytest.mark.parametrize("nested", [False, True])  # the block path (flat rows) and the dict path
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_scaling_refuses_the_value_that_would_poison_its_statistics(tmp_path, nested, pure):
+    examples = binary_examples(400, d=3, seed=4)
+    rows = [({"f0": 1e200, "f1": 0.5, "f2": 0.1}, 1), *examples]
+    lines = [json.dumps({"x": x, "y": y} if nested else {**x, "y": y}) for x, y in rows]
+    summary = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [*CLI, "run", "--format", "jsonl", "--scale", "standard", "--averaged", "-q",
+         "--summary-json", str(summary), "--dead-letter", str(tmp_path / "dead.jsonl")],
+        input="\n".join(lines).encode() + b"\n", capture_output=True, timeout=120, check=False,
+        env={**os.environ, "STREAM_PERCEPTRON_PURE_PYTHON": pure},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    got = json.loads(summary.read_text())
+    assert got["invalid"] == {"value_too_large": 1}
+    assert got["learned"] == 400
+    assert got["accuracy"] > 0.8
+    assert (tmp_path / "dead.jsonl").read_text().count("value_too_large") == 1
+
+
+def test_the_scaler_keeps_every_statistic_finite_for_values_up_to_its_limit():
+    from stream_perceptron.errors import ValueTooLargeError
+    from stream_perceptron.learners.scaling import SCALE_LIMIT, Standardizer
+
+    scaler = Standardizer()
+    for v in [SCALE_LIMIT, -SCALE_LIMIT, SCALE_LIMIT, 0.5, -SCALE_LIMIT]:
+        _, pending = scaler.transform({"a": v})
+        scaler.commit(pending)
+    n, mean, var = scaler.stats("a")
+    assert n == 5 and math.isfinite(mean) and math.isfinite(var)
+    with pytest.raises(ValueTooLargeError):
+        scaler.transform({"a": SCALE_LIMIT * 2})
+    assert scaler.stats("a") == (n, mean, var)
