@@ -231,6 +231,7 @@ def pull_model_command(args: argparse.Namespace) -> int:
     """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
     from connectors import ConnectorError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
+    from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
     from stream_perceptron.engine.shared_model import pull_model
     from stream_perceptron.paths import state_file_problem
 
@@ -245,15 +246,26 @@ def pull_model_command(args: argparse.Namespace) -> int:
     if unusable:
         print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
         return 2
-    log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
     try:
-        model, version, offsets, bad = pull_model(log)
-        save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
-    except (StreamPerceptronError, ConnectorError, OSError) as e:
+        lock = CheckpointLock(args.output).acquire()  # not while a run writes it
+    except CheckpointLockedError as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"stream-perceptron: error: cannot lock --output: {e}", file=sys.stderr)
         return 1
+    try:
+        log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
+        try:
+            model, version, offsets, bad = pull_model(log)
+            save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
+        except (StreamPerceptronError, ConnectorError, OSError) as e:
+            print(f"stream-perceptron: error: {e}", file=sys.stderr)
+            return 1
+        finally:
+            log.close()
     finally:
-        log.close()
+        lock.release()
     if not args.quiet:
         print(
             f"stream-perceptron: wrote mixture version {version} ({model.n_seen} examples, "

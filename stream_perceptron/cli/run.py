@@ -14,6 +14,7 @@ from typing import Any
 
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
+from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
@@ -137,11 +138,24 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         args.metrics_port = 0  # any free port; its address is printed
     if args.metrics_port is not None and args.metrics_port < 0:
         args.metrics_port = None
+    lock = None
+    if args.checkpoint:  # held until the end, before anything is read or cut back
+        try:
+            lock = CheckpointLock(args.checkpoint).acquire()
+        except CheckpointLockedError as e:
+            print(f"stream-perceptron: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"stream-perceptron: error: cannot lock --checkpoint: {e}", file=sys.stderr)
+            return 1
     try:
         return _run(args, fmt)
     except (StreamPerceptronError, ConnectorError, OSError) as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _run(args: argparse.Namespace, fmt: str) -> int:

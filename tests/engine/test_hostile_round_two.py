@@ -7,6 +7,7 @@ import math
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 from cli_helpers import CLI, binary_examples, run_cli, to_csv
@@ -146,3 +147,46 @@ def test_the_scaler_keeps_every_statistic_finite_for_values_up_to_its_limit():
     with pytest.raises(ValueTooLargeError):
         scaler.transform({"a": SCALE_LIMIT * 2})
     assert scaler.stats("a") == (n, mean, var)
+
+
+# -- class 2: one run per checkpoint ---------------------------------------------------------------
+def test_a_second_run_on_a_checkpoint_in_use_exits_2_naming_the_holder(tmp_path):
+    ck, predictions = tmp_path / "c.json", tmp_path / "p.jsonl"
+    args = ["run", "--format", "csv", "--checkpoint", str(ck), "--predictions", str(predictions),
+            "--checkpoint-every", "50"]  # fmt: skip
+    first = subprocess.Popen([*CLI, *args], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert first.stdin is not None
+        first.stdin.write(DATA)
+        first.stdin.flush()
+        lock = tmp_path / "c.json.lock"
+        deadline = time.monotonic() + 60
+        while not (ck.exists() and str(first.pid) in _text(lock)):
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        written = predictions.read_bytes()
+        link = tmp_path / "link.json"
+        link.symlink_to(ck)  # another spelling of the same checkpoint
+        for spelling in (str(ck), str(link)):
+            second = run_cli("run", "--format", "csv", "--checkpoint", spelling, "--resume",
+                             "--predictions", str(predictions), stdin=DATA)  # fmt: skip
+            assert second.returncode == 2, second.stderr.decode()
+            assert f"in use by another run (pid {first.pid} on".encode() in second.stderr
+            _no_traceback(second)
+        assert predictions.read_bytes()[: len(written)] == written  # not cut back
+        first.stdin.close()
+        assert first.wait(timeout=60) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert predictions.read_bytes().count(b"\n") == DATA.count(b"\n") - 1
+    again = run_cli("run", "--format", "csv", "--checkpoint", str(ck), "--resume", stdin=DATA)
+    assert again.returncode == 0, again.stderr.decode()  # the lock went with its holder
+
+
+def _text(path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
