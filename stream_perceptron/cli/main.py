@@ -385,6 +385,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="continue from --checkpoint if it exists (a file --input skips what was learned)",
     )
     ck.add_argument(
+        "--input-changed",
+        choices=("stop", "restart"),
+        default="stop",
+        help="--resume when the --input file is not what the checkpoint read (shorter, or other "
+        "first bytes: rotated or rewritten): stop with exit 2 (default), or restart: learn it "
+        "from its first line with the checkpoint's model",
+    )
+    ck.add_argument(
         "--fresh",
         action="store_true",
         help="start a new model although --checkpoint exists (it is overwritten at the first "

@@ -14,6 +14,7 @@ from typing import Any
 
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
+from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
@@ -150,6 +151,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             return 1
     try:
         return _run(args, fmt)
+    except InputChangedError as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 2
     except (StreamPerceptronError, ConnectorError, OSError) as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
         return 1
@@ -167,10 +171,16 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     if args.resume:
         source_name = None if kafka else ("stdin" if args.input == "-" else args.input)
         coordinator, checkpoint = CheckpointCoordinator.resume(
-            args.checkpoint, source=source_name, every=every, interval=interval
+            args.checkpoint,
+            source=source_name,
+            every=every,
+            interval=interval,
+            restart_changed=args.input_changed == "restart",
         )
     else:
         coordinator = CheckpointCoordinator(args.checkpoint, every=every, interval=interval)
+    if not kafka and args.input != "-":
+        coordinator.inputs[args.input] = args.input  # identified in each checkpoint
     if checkpoint is not None:
         _warn_ignored_flags(args, checkpoint.model)
         learner = checkpoint.model

@@ -190,3 +190,72 @@ def _text(path) -> str:
         return path.read_text()
     except FileNotFoundError:
         return ""
+
+
+# -- class 3: an input is known by what it is and what it holds, not by its spelling ---------------
+def _cli_in(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, cwd=cwd, timeout=120, check=False)
+
+
+def _seen(ck) -> int:
+    return json.loads(ck.read_text())["model"]["n_seen"]
+
+
+def test_resume_finds_the_input_under_any_spelling(tmp_path):
+    (tmp_path / "sub").mkdir()
+    data = tmp_path / "ph.csv"
+    data.write_bytes(DATA)
+    ck, p = tmp_path / "ck.json", tmp_path / "p.jsonl"
+    first = _cli_in(tmp_path, "run", "--input", "ph.csv", "--checkpoint", "ck.json",
+                    "--predictions", "p.jsonl")  # fmt: skip
+    assert first.returncode == 0, first.stderr.decode()
+    for cwd, spelling in [(tmp_path, "./ph.csv"), (tmp_path, str(data)),
+                          (tmp_path / "sub", "../ph.csv")]:  # fmt: skip
+        proc = _cli_in(cwd, "run", "--input", spelling, "--checkpoint", str(ck),
+                       "--predictions", str(p), "--resume")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert b"skipping the first 301 lines" in proc.stderr  # the header too
+        assert _seen(ck) == 300 and p.read_bytes().count(b"\n") == 300  # nothing learned twice
+    with data.open("ab") as f:  # appended to: only the new lines are learned
+        f.write(to_csv(binary_examples(50, seed=3)).split(b"\n", 1)[1])
+    proc = _cli_in(tmp_path, "run", "--input", "./ph.csv", "--checkpoint", "ck.json", "--resume")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert _seen(ck) == 350
+
+
+@pytest.mark.parametrize("how", ["rotated", "shorter"])
+def test_resume_refuses_an_input_that_changed_behind_its_name(tmp_path, how):
+    data, ck = tmp_path / "in.csv", tmp_path / "ck.json"
+    data.write_bytes(DATA)
+    assert _cli_in(tmp_path, "run", "--input", "in.csv", "--checkpoint", "ck.json").returncode == 0
+    data.unlink()  # a new file under the same name
+    if how == "rotated":
+        data.write_bytes(to_csv(binary_examples(120, seed=77)))
+    else:
+        data.write_bytes(b"\n".join(DATA.split(b"\n")[:101]) + b"\n")  # its first 100 records
+    proc = _cli_in(tmp_path, "run", "--input", "in.csv", "--checkpoint", "ck.json", "--resume")
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert b"is not what the checkpoint read (301 lines of it)" in proc.stderr
+    assert b"--input-changed restart" in proc.stderr and b"--fresh" in proc.stderr
+    assert (b"shorter" if how == "shorter" else b"first") in proc.stderr
+    _no_traceback(proc)
+    assert _seen(ck) == 300  # left as it was
+    proc = _cli_in(tmp_path, "run", "--input", "in.csv", "--checkpoint", "ck.json", "--resume",
+                   "--input-changed", "restart")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert _seen(ck) == 300 + (120 if how == "rotated" else 100)
+
+
+def test_a_version_1_checkpoint_still_resumes_by_file(tmp_path):
+    data, ck = tmp_path / "in.csv", tmp_path / "ck.json"
+    data.write_bytes(DATA)
+    assert _cli_in(tmp_path, "run", "--input", "in.csv", "--checkpoint", "ck.json").returncode == 0
+    state = json.loads(ck.read_text())
+    assert state["schema_version"] == 2 and state["inputs"]["in.csv"]["head_bytes"] > 0
+    del state["inputs"]
+    state["schema_version"] = 1
+    ck.write_text(json.dumps(state))
+    proc = _cli_in(tmp_path, "run", "--input", "./in.csv", "--checkpoint", "ck.json", "--resume")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert _seen(ck) == 300
+    assert json.loads(ck.read_text())["schema_version"] == 2
