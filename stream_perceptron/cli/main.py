@@ -102,6 +102,17 @@ def _half_life(text: str) -> float:
     return value
 
 
+def _listen_host(text: str) -> str:
+    """``--metrics-host``: an address or name to bind; never empty (which binds every interface
+    unasked): every interface is ``0.0.0.0`` or ``::``, said so."""
+    if not text or any(c.isspace() for c in text) or text.startswith("["):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a host: give an address such as 127.0.0.1, or 0.0.0.0 for every "
+            "interface"
+        )
+    return text
+
+
 MAX_SECONDS = 1e6  # about 11 days: longer waits are not what anybody means (and overflow timers)
 
 
@@ -341,7 +352,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "port; -1: off). Off by default for stdin, 9108 with --source kafka",
     )
     metrics.add_argument(
-        "--metrics-host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"
+        "--metrics-host",
+        type=_listen_host,
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address (default 127.0.0.1; 0.0.0.0 for every interface). Bound to a loopback "
+        "address, requests naming another Host are refused (DNS rebinding)",
     )
     metrics.add_argument(
         "--pushgateway", type=_http_url, metavar="URL", help="push metrics to a Pushgateway"
