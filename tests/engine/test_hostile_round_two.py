@@ -259,3 +259,31 @@ def test_a_version_1_checkpoint_still_resumes_by_file(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()
     assert _seen(ck) == 300
     assert json.loads(ck.read_text())["schema_version"] == 2
+
+
+# -- class 10: an interval checkpoint while stdin is idle ------------------------------------------
+def test_the_checkpoint_interval_fires_while_stdin_is_idle(tmp_path):
+    ck, predictions = tmp_path / "c.json", tmp_path / "p.jsonl"
+    proc = subprocess.Popen(
+        [*CLI, "run", "--format", "csv", "--checkpoint", str(ck), "--checkpoint-interval", "0.5",
+         "--predictions", str(predictions), "-q"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(DATA)
+        proc.stdin.flush()  # then nothing more, the pipe left open
+        deadline = time.monotonic() + 30
+        while not ck.exists():
+            assert time.monotonic() < deadline, "no checkpoint while stdin was idle"
+            assert proc.poll() is None
+            time.sleep(0.1)
+        state = json.loads(ck.read_text())
+        assert state["model"]["n_seen"] == 300
+        assert predictions.read_bytes().count(b"\n") == 300  # flushed before the save
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
