@@ -323,6 +323,14 @@ class GroupSource(SourceState, Closing):
     # -- the loop ------------------------------------------------------------------------------
     def _iterate(self) -> Iterator[PollUnit]:
         consumer = self._open()
+        if self._exit_at_end:  # "to the end" of a topic that is not there: say so, at once
+            existing = self._topic_names(consumer)
+            missing = [t for t in self.topics if t not in existing]
+            if missing:
+                raise ConnectorError(
+                    f"the topic {', '.join(map(repr, missing))} does not exist, so it has no end "
+                    "to read to (--exit-at-end): check the name, or create the topic first"
+                )
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
             with self._poll_lock:
@@ -342,6 +350,14 @@ class GroupSource(SourceState, Closing):
                 if not self._had_partitions:
                     deadline = self._wait_for_partitions(deadline)
         self._close_consumer()
+
+    #: How long the brokers have to list their topics (``--exit-at-end`` checks the names).
+    METADATA_TIMEOUT_S = 20.0
+
+    def _topic_names(self, consumer: Any) -> set[str]:
+        """The topics the cluster has (a :class:`ConnectorError` when it cannot say in
+        ``METADATA_TIMEOUT_S``); without asking, so that none is created."""
+        raise NotImplementedError
 
     def _held_to_limit(self, unit: PollUnit) -> PollUnit:
         """``unit`` with every value longer than ``max_line_bytes`` cut to it and marked

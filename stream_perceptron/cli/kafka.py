@@ -59,6 +59,14 @@ def missing_client(client: str) -> str | None:
                 "--kafka-client confluent-kafka needs the confluent-kafka package: "
                 "pip install 'stream-perceptron[rdkafka]'"
             )
+        return None
+    try:
+        import kafka  # noqa: F401
+    except ImportError:
+        return (
+            "--kafka-client kafka-python needs the kafka-python package: pip install "
+            "kafka-python (or give --kafka-client confluent-kafka)"
+        )
     return None
 
 
