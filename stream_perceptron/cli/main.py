@@ -102,6 +102,16 @@ def _half_life(text: str) -> float:
     return value
 
 
+def _text(text: str) -> str:
+    """A name that reaches an exporter (a topic, group or run name as a label): text that can be
+    written as UTF-8 (not bytes of another encoding, which argv holds as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"{text!a} is not UTF-8 text") from None
+    return text
+
+
 def _listen_host(text: str) -> str:
     """``--metrics-host``: an address or name to bind; never empty (which binds every interface
     unasked): every interface is ``0.0.0.0`` or ``::``, said so."""
@@ -162,9 +172,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     kafka.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help="Kafka brokers")
     kafka.add_argument(
-        "--topic", action="append", default=[], metavar="TOPIC", help="topic to consume (repeat)"
+        "--topic",
+        action="append",
+        type=_text,
+        default=[],
+        metavar="TOPIC",
+        help="topic to consume (repeat)",
     )
-    kafka.add_argument("--group", metavar="GROUP", help="consumer group id")
+    kafka.add_argument("--group", type=_text, metavar="GROUP", help="consumer group id")
     kafka.add_argument(
         "--kafka-client",
         choices=("kafka-python", "confluent-kafka"),
@@ -178,8 +193,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="stop (checkpoint and commit) once the end offsets seen at assignment are reached",
     )
-    kafka.add_argument("--predictions-topic", metavar="TOPIC", help="produce predictions here")
-    kafka.add_argument("--dead-letter-topic", metavar="TOPIC", help="produce bad records here")
+    kafka.add_argument(
+        "--predictions-topic", type=_text, metavar="TOPIC", help="produce predictions here"
+    )
+    kafka.add_argument(
+        "--dead-letter-topic", type=_text, metavar="TOPIC", help="produce bad records here"
+    )
     kafka.add_argument(
         "--security-protocol", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
     )
@@ -206,6 +225,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     kafka.add_argument(
         "--instance-id",
+        type=_text,
         metavar="ID",
         help="static group membership (group.instance.id): a worker restarted with the same ID "
         "takes its partitions back without a rebalance (deploy/k8s passes the pod name)",
@@ -219,6 +239,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     shared.add_argument(
         "--model-topic",
+        type=_text,
         metavar="TOPIC",
         help="the compacted topic holding the shared model (created if missing); turns the "
         "mode on. Commits follow --checkpoint-every/--checkpoint-interval (default every 1 s)",
@@ -370,7 +391,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="seconds between pushes (default 10; one more push at the end)",
     )
     metrics.add_argument(
-        "--run-name", metavar="NAME", help="Pushgateway grouping label 'run' (default: host-pid)"
+        "--run-name",
+        type=_text,
+        metavar="NAME",
+        help="Pushgateway grouping label 'run' (default: host-pid)",
     )
     metrics.add_argument(
         "--metrics-max-weights",
@@ -440,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint PATH --resume).",
     )
     pull.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]")
-    pull.add_argument("--model-topic", required=True, metavar="TOPIC")
+    pull.add_argument("--model-topic", type=_text, required=True, metavar="TOPIC")
     pull.add_argument(
         "--kafka-client",
         choices=("kafka-python", "confluent-kafka"),

@@ -287,3 +287,11 @@ def test_the_checkpoint_interval_fires_while_stdin_is_idle(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("flag", ["--run-name", "--topic", "--group"])
+def test_names_that_reach_an_exporter_must_be_utf8_text(flag):
+    proc = run_cli("run", "--format", "csv", flag, "bad\udcff", stdin=DATA)  # argv byte 0xff
+    assert proc.returncode == 2 and f"error: argument {flag}".encode() in proc.stderr
+    assert b"is not UTF-8 text" in proc.stderr
+    _no_traceback(proc)
