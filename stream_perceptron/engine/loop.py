@@ -185,11 +185,11 @@ class Engine:
         to say): a thread asks the coordinator while the loop waits for input; the save takes
         the engine's lock, so it never sees half a batch. (A Kafka source calls ``idle()``
         itself between polls.) Returns the event that stops the thread."""
+        if isinstance(source, PartitionedSource):
+            return None  # Kafka: its poll loop calls idle()
         interval = self.coordinator.interval
         if interval is None or self.coordinator.path is None:
             return None
-        if isinstance(source, PartitionedSource):
-            return None  # Kafka: its poll loop calls idle()
         stop = threading.Event()
         tick = min(interval, 1.0) / 2
 
