@@ -13,7 +13,6 @@ import pytest
 from cli_helpers import CLI, binary_examples, run_cli, to_csv
 
 from stream_perceptron.learners import Perceptron
-from stream_perceptron.learners._base import MIN_HALF_LIFE
 
 DATA = to_csv(binary_examples(300, seed=29))
 
@@ -37,6 +36,8 @@ def test_a_half_life_the_average_cannot_use_is_a_usage_error(half_life):
 
 
 def test_the_shortest_half_life_allowed_runs_to_the_end():
+    from stream_perceptron.learners._base import MIN_HALF_LIFE
+
     proc = run_cli(
         "run", "--format", "csv", "--averaged", "--average-half-life", repr(MIN_HALF_LIFE),
         stdin=DATA,
