@@ -51,7 +51,10 @@ logger = logging.getLogger(__name__)
 
 class InputChangedError(StreamPerceptronError):
     """The file behind ``--input`` is not the one the checkpoint read (rotated, rewritten or
-    cut shorter): skipping the lines the checkpoint learned would skip others."""
+    cut shorter): skipping the lines the checkpoint learned would skip others (exit 2: the
+    user chooses, ``--input-changed restart`` or ``--fresh``)."""
+
+    exit_code = 2
 
 
 @dataclass

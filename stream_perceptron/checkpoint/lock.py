@@ -22,7 +22,9 @@ __all__ = ["CheckpointLock", "CheckpointLockedError", "lock_path"]
 
 
 class CheckpointLockedError(StreamPerceptronError):
-    """Another process holds the checkpoint's lock."""
+    """Another process holds the checkpoint's lock (exit 2: the user must stop the other run)."""
+
+    exit_code = 2
 
 
 def lock_path(checkpoint: str) -> str:

@@ -14,7 +14,6 @@ from typing import Any
 
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
-from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
@@ -151,12 +150,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             return 1
     try:
         return _run(args, fmt)
-    except InputChangedError as e:
-        print(f"stream-perceptron: error: {e}", file=sys.stderr)
-        return 2
     except (StreamPerceptronError, ConnectorError, OSError) as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
-        return 1
+        return getattr(e, "exit_code", 1)  # 2: InputChangedError, the user chooses
     finally:
         if lock is not None:
             lock.release()
