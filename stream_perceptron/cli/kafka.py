@@ -237,11 +237,9 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
 
 
 def pull_model_command(args: argparse.Namespace) -> int:
-    """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
-    from connectors import ConnectorError
-    from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
+    """``pull-model``, its ``--output`` checked as ``run --checkpoint`` is (a regular file, an
+    existing one only with ``--force``) and locked while it is written."""
     from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
-    from stream_perceptron.engine.shared_model import pull_model
     from stream_perceptron.paths import state_file_problem
 
     problem = state_file_problem(args.output, replace=getattr(args, "force", False))
@@ -249,11 +247,6 @@ def pull_model_command(args: argparse.Namespace) -> int:
         advice = ": give --force to replace it" if problem == "exists" else ""
         print(f"stream-perceptron: error: --output {args.output} {problem}{advice}",
               file=sys.stderr)  # fmt: skip
-        return 2
-    client = getattr(args, "kafka_client", KAFKA_PYTHON)
-    unusable = missing_client(client)
-    if unusable:
-        print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
         return 2
     try:
         lock = CheckpointLock(args.output).acquire()  # not while a run writes it
@@ -264,17 +257,31 @@ def pull_model_command(args: argparse.Namespace) -> int:
         print(f"stream-perceptron: error: cannot lock --output: {e}", file=sys.stderr)
         return 1
     try:
-        log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
-        try:
-            model, version, offsets, bad = pull_model(log)
-            save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
-        except (StreamPerceptronError, ConnectorError, OSError) as e:
-            print(f"stream-perceptron: error: {e}", file=sys.stderr)
-            return 1
-        finally:
-            log.close()
+        return _pull_model(args)
     finally:
         lock.release()
+
+
+def _pull_model(args: argparse.Namespace) -> int:
+    """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
+    from connectors import ConnectorError
+    from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
+    from stream_perceptron.engine.shared_model import pull_model
+
+    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    unusable = missing_client(client)
+    if unusable:
+        print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
+        return 2
+    log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
+    try:
+        model, version, offsets, bad = pull_model(log)
+        save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
+    except (StreamPerceptronError, ConnectorError, OSError) as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        log.close()
     if not args.quiet:
         print(
             f"stream-perceptron: wrote mixture version {version} ({model.n_seen} examples, "
