@@ -14,6 +14,7 @@ from typing import Any
 
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
+from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
@@ -138,27 +139,30 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         args.metrics_port = 0  # any free port; its address is printed
     if args.metrics_port is not None and args.metrics_port < 0:
         args.metrics_port = None
-    lock = None
-    if args.checkpoint:  # held until the end, before anything is read or cut back
-        try:
-            lock = CheckpointLock(args.checkpoint).acquire()
-        except CheckpointLockedError as e:
-            print(f"stream-perceptron: error: {e}", file=sys.stderr)
-            return 2
-        except OSError as e:
-            print(f"stream-perceptron: error: cannot lock --checkpoint: {e}", file=sys.stderr)
-            return 1
     try:
         return _run(args, fmt)
     except (StreamPerceptronError, ConnectorError, OSError) as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
-        return getattr(e, "exit_code", 1)  # 2: InputChangedError, the user chooses
+        return 1
+
+
+def _run(args: argparse.Namespace, fmt: str) -> int:
+    """The run, holding the checkpoint's lock from before anything is read or cut back to the
+    end; a checkpoint in use, or an input that changed behind its name, exits 2."""
+    lock = None
+    try:
+        if args.checkpoint:
+            lock = CheckpointLock(args.checkpoint).acquire()
+        return _learn(args, fmt)
+    except (CheckpointLockedError, InputChangedError) as e:  # the user must choose
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return e.exit_code
     finally:
         if lock is not None:
             lock.release()
 
 
-def _run(args: argparse.Namespace, fmt: str) -> int:
+def _learn(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
     learner = make_learner(args)
     kafka = args.source == "kafka"
