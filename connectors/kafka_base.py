@@ -12,18 +12,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any
 
 from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.kafka_common import SourceState, TopicPartitionKey, check_offsets
 from connectors.message_block import MessageBlock
-from connectors.record import Record
+from connectors.record import LINE_TOO_LONG, Record
 
 __all__ = ["GroupSource", "PollUnit"]
 
 #: What a poll hands on: a partition's run of one-record messages as a block, or records.
 PollUnit = MessageBlock | list[Record]
+
+_value_of = attrgetter("value")
 
 logger = logging.getLogger("connectors.kafka_source")  # the sources' own log
 
@@ -61,9 +64,12 @@ class GroupSource(SourceState, Closing):
         client_options: dict[str, Any] | None = None,
         commit_timeout_ms: int = 5000,
         assignment_timeout_s: float = 60.0,
+        max_line_bytes: int | None = None,
     ) -> None:
         """Check the arguments and set the state every client shares; the client's settings
-        come from ``_configure``."""
+        come from ``_configure``. ``max_line_bytes``: a longer message (or line of one) comes
+        as a record with ``error="line_too_long"`` holding its first bytes, as a line source
+        gives one (``None``: no limit)."""
         max_poll_records = self.MAX_POLL_RECORDS if max_poll_records is None else max_poll_records
         if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
             raise ConnectorError(f"topics must be a non-empty list of str, got {topics!r}")
@@ -85,6 +91,7 @@ class GroupSource(SourceState, Closing):
         self._poll_timeout_ms = poll_timeout_ms
         self._max_poll_records = max_poll_records
         self._split_lines = split_lines
+        self._max_line_bytes = max_line_bytes
         self._commit_timeout_ms = commit_timeout_ms
         self._assignment_timeout_s = float(assignment_timeout_s)
         self.rebalances = 0
@@ -316,6 +323,14 @@ class GroupSource(SourceState, Closing):
     # -- the loop ------------------------------------------------------------------------------
     def _iterate(self) -> Iterator[PollUnit]:
         consumer = self._open()
+        if self._exit_at_end:  # "to the end" of a topic that is not there: say so, at once
+            existing = self._topic_names(consumer)
+            missing = [t for t in self.topics if t not in existing]
+            if missing:
+                raise ConnectorError(
+                    f"the topic {', '.join(map(repr, missing))} does not exist, so it has no end "
+                    "to read to (--exit-at-end): check the name, or create the topic first"
+                )
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
             with self._poll_lock:
@@ -325,7 +340,7 @@ class GroupSource(SourceState, Closing):
             if self._closed:
                 break
             if units:
-                yield from units
+                yield from map(self._held_to_limit, units)
             elif self._on_idle is not None:
                 self._on_idle()
             if self._exit_at_end:
@@ -335,6 +350,36 @@ class GroupSource(SourceState, Closing):
                 if not self._had_partitions:
                     deadline = self._wait_for_partitions(deadline)
         self._close_consumer()
+
+    #: How long the brokers have to list their topics (``--exit-at-end`` checks the names).
+    METADATA_TIMEOUT_S = 20.0
+
+    def _topic_names(self, consumer: Any) -> set[str]:
+        """The topics the cluster has (a :class:`ConnectorError` when it cannot say in
+        ``METADATA_TIMEOUT_S``); without asking, so that none is created."""
+        raise NotImplementedError
+
+    def _held_to_limit(self, unit: PollUnit) -> PollUnit:
+        """``unit`` with every value longer than ``max_line_bytes`` cut to it and marked
+        ``line_too_long`` (a block holding one comes as records)."""
+        limit = self._max_line_bytes
+        if limit is None:
+            return unit
+        if isinstance(unit, MessageBlock):
+            if max(map(len, unit.values), default=0) <= limit:
+                return unit
+            records = unit.records()
+        else:
+            if max(map(len, map(_value_of, unit)), default=0) <= limit:
+                return unit
+            records = unit
+        too_long = [i for i, r in enumerate(records) if len(r.value) > limit]
+        logger.debug("%d messages longer than %d bytes: line_too_long", len(too_long), limit)
+        held = list(records)
+        for i in too_long:
+            r = held[i]
+            held[i] = Record(r.value[:limit], r.position, r.key, error=LINE_TOO_LONG)
+        return held
 
     def _wait_for_partitions(self, deadline: float) -> float:
         """With ``exit_at_end``, before any partition came: while the group is still joining or

@@ -150,7 +150,11 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
         config = merge_client_options(
-            {"auto_offset_reset": "earliest", "reconnect_backoff_max_ms": 5000},
+            {  # a mistyped --topic is not created by reading it
+                "auto_offset_reset": "earliest",
+                "reconnect_backoff_max_ms": 5000,
+                "allow_auto_create_topics": False,
+            },
             client_options,
             _RESERVED_CONSUMER_OPTIONS,
         )
@@ -180,6 +184,16 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         self._consumer = consumer
         logger.info("subscribed to %s as group %r", self.topics, self.group_id)
         return consumer
+
+    def _topic_names(self, consumer: KafkaConsumer) -> set[str]:
+        from kafka.errors import KafkaError
+
+        try:
+            return set(consumer.topics())
+        except KafkaError as exc:
+            raise ConnectorError(
+                f"cannot list the topics of {self._config['bootstrap_servers']}: {exc!r}"
+            ) from exc
 
     def _poll(self, consumer: KafkaConsumer) -> list[PollUnit]:
         from kafka.errors import KafkaError

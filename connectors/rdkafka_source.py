@@ -176,6 +176,17 @@ class RdKafkaSource(GroupSource, PartitionedSource):
         logger.info("subscribed to %s as group %r (confluent-kafka)", self.topics, self.group_id)
         return consumer
 
+    def _topic_names(self, consumer: Any) -> set[str]:
+        ck = require_confluent_kafka()
+        try:
+            metadata = consumer.list_topics(timeout=self.METADATA_TIMEOUT_S)
+        except ck.KafkaException as exc:
+            raise ConnectorError(
+                f"cannot reach the Kafka brokers {self._config['bootstrap.servers']} (no topic "
+                f"list within {self.METADATA_TIMEOUT_S:g} s): {exc.args[0] if exc.args else exc}"
+            ) from exc
+        return set(metadata.topics)
+
     def _guarded(
         self, handler: Callable[[Any, list[Any]], None]
     ) -> Callable[[Any, list[Any]], None]:

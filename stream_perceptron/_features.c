@@ -14,6 +14,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The largest |value| the statistics count: with every counted value within it, the mean stays
+ * within it, the variance under its square and (v - old) * (v - mean) under 4 * its square =
+ * 2^1022, so no later update can overflow them (SCALE_LIMIT in scaling.py). */
+#define SCALE_LIMIT 0x1p510
+
 /* The value of v for a feature whose statistics (after counting v) are n, mean, var: what
  * Standardizer.value computes. */
 static inline double standardized(double v, double n, double mean, double var)
@@ -83,7 +88,7 @@ static PyObject *scale_block(PyObject *self, PyObject *args)
             double m = old + (value - old) / nj;
             double s = var[j] + ((value - old) * (value - m) - var[j]) / nj;
             double r = standardized(value, nj, m, s);
-            if (!(isfinite(m) && isfinite(s) && isfinite(r))) {
+            if (!(fabs(value) <= SCALE_LIMIT && isfinite(m) && isfinite(s) && isfinite(r))) {
                 bad = i;
                 break;
             }
@@ -182,7 +187,8 @@ static PyObject *scale_dict(PyObject *self, PyObject *args)
         }
         if (r == NULL)
             goto error;
-        if (strict && !(isfinite(mean) && isfinite(var) && isfinite(scaled))) {
+        if (strict && !(fabs(value) <= SCALE_LIMIT && isfinite(mean) && isfinite(var) &&
+                        isfinite(scaled))) {
             Py_DECREF(r);
             Py_DECREF(out);
             Py_DECREF(pending);

@@ -13,7 +13,14 @@ import os
 import stat
 from dataclasses import dataclass
 
-__all__ = ["FileRole", "conflicts", "file_identity", "is_regular_or_absent", "same_file"]
+__all__ = [
+    "FileRole",
+    "conflicts",
+    "file_identity",
+    "is_regular_or_absent",
+    "same_file",
+    "state_file_problem",
+]
 
 # Many roles may share these: writing to them destroys nothing.
 _SHAREABLE = {os.path.realpath(os.devnull)}
@@ -85,3 +92,29 @@ def is_regular_or_absent(path: str) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:
         return True
+
+
+def state_file_problem(path: str, *, replace: bool) -> str | None:
+    """Why a state file (``run --checkpoint``, ``pull-model --output``) cannot be written at
+    ``path``, or None: the one check every command that writes one makes before it starts.
+    Only a regular file is replaced (by a rename, so a device, FIFO or directory would be
+    destroyed), and an existing one only when the user said so (``replace``: ``--resume``,
+    ``--fresh``, ``--force``).
+
+    Examples
+    --------
+    >>> state_file_problem(os.devnull, replace=True)
+    'is not a regular file'
+
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "exists" if os.path.islink(path) and not replace else None  # a dangling link
+    except OSError as e:
+        return f"cannot be checked: {e.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if not replace:
+        return "exists"
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -68,11 +69,16 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> None:
         f.write(json.dumps(obj, allow_nan=False).encode() + b"\n")
 
 
+# A ``\uD800``-``\uDFFF`` escape: how a lone surrogate (not text) gets into a JSON file.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def read_json(path: str | os.PathLike[str], limit: int = MAX_STATE_BYTES) -> Any:
     """Read a JSON file written by :func:`write_json_atomic`, with a clear error if it is not.
 
     Only a regular file of at most ``limit`` bytes is read (never ``/dev/zero``, a FIFO, or a
-    file that would fill the memory).
+    file that would fill the memory), and only text: a string holding a lone surrogate (which
+    the parsers refuse in a record) is refused in a state file too.
     """
     try:
         with open(path, "rb") as f:
@@ -87,7 +93,15 @@ def read_json(path: str | os.PathLike[str], limit: int = MAX_STATE_BYTES) -> Any
             data = f.read(limit + 1)
         if len(data) > limit:
             raise StateError(f"the state file {path} grew past {limit} bytes while read")
-        return json.loads(data)
+        obj = json.loads(data)
+        if _SURROGATE_ESCAPE.search(data) is not None:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate raises
+        return obj
+    except UnicodeEncodeError as e:
+        raise StateError(
+            f"the state file {path} holds a lone surrogate ({e.object[e.start:e.end]!a}), "
+            "which is not text: no exporter could write it"
+        ) from None
     except FileNotFoundError as e:
         raise StateError(f"no state file at {path}") from e
     except RecursionError as e:

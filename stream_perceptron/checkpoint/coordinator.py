@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from connectors import CommittingSource, PositionKey, Source
+from stream_perceptron.checkpoint.inputs import change, identify, same_input
 from stream_perceptron.checkpoint.store import (
     Checkpoint,
     file_size,
     load_checkpoint,
     save_checkpoint,
 )
+from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.paths import same_file
 from stream_perceptron.stats import RunStats
@@ -42,9 +44,17 @@ from stream_perceptron.stats import RunStats
 if TYPE_CHECKING:  # the engine imports this module
     from stream_perceptron.engine.outputs import Outputs
 
-__all__ = ["CheckpointCoordinator", "RunState"]
+__all__ = ["CheckpointCoordinator", "InputChangedError", "RunState"]
 
 logger = logging.getLogger(__name__)
+
+
+class InputChangedError(StreamPerceptronError):
+    """The file behind ``--input`` is not the one the checkpoint read (rotated, rewritten or
+    cut shorter): skipping the lines the checkpoint learned would skip others (exit 2: the
+    user chooses, ``--input-changed restart`` or ``--fresh``)."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -96,6 +106,8 @@ class CheckpointCoordinator:
         self.positions: dict[PositionKey, int] = dict(positions or {})
         # Where the restored model left each position: records before it are skipped.
         self.resume_from: dict[PositionKey, int] = dict(self.positions)
+        # Input files to identify in each checkpoint: source name -> path.
+        self.inputs: dict[str, str] = {}
         self.last_saved_at: float | None = None  # wall-clock time of the last saved checkpoint
         self._last_records = 0
         self._last_time = time.monotonic()
@@ -111,12 +123,16 @@ class CheckpointCoordinator:
         source: str | None,
         every: int | None = None,
         interval: float | None = None,
+        restart_changed: bool = False,
     ) -> tuple[CheckpointCoordinator, Checkpoint | None]:
         """A coordinator that continues the checkpoint at ``path`` (if it exists yet).
 
         ``source`` says which saved positions still hold: ``None`` for a partitioned source
         (Kafka: every topic partition), a file's name (that file's lines already learned are
-        skipped), or ``"stdin"`` (a pipe cannot be re-read: nothing is skipped).
+        skipped), or ``"stdin"`` (a pipe cannot be re-read: nothing is skipped). A file is
+        found by what it is (device and inode, or resolved path), not by its spelling; when
+        what it holds changed (shorter, or other first bytes), :class:`InputChangedError` is
+        raised, unless ``restart_changed``: then it is read from its first line.
         """
         if not os.path.exists(path):
             logger.warning("no checkpoint at %s yet: starting a new model", path)
@@ -127,8 +143,9 @@ class CheckpointCoordinator:
             positions = {k: v for k, v in saved.items() if k[1] is not None}
             where = "Kafka partitions resume at " + _describe(positions)
         elif source != "stdin":
-            positions = {k: v for k, v in saved.items() if k[0] == source}
-            where = f"skipping the first {positions.get((source, None), 0)} lines of {source}"
+            skip = _file_position(checkpoint, source, restart_changed)
+            positions = {(source, None): skip} if skip else {}
+            where = f"skipping the first {skip} lines of {source}"
         else:
             positions = {}
             where = "stdin is read from its start (nothing is skipped)"
@@ -219,6 +236,11 @@ class CheckpointCoordinator:
                         os.path.realpath(path): file_size(path)
                         for path in state.outputs.paths.values()
                     },
+                    inputs={
+                        name: identity
+                        for name, path in self.inputs.items()
+                        if (identity := identify(path)) is not None
+                    },
                 )
                 save_checkpoint(self.path, checkpoint)
                 self.last_saved_at = time.time()
@@ -228,6 +250,41 @@ class CheckpointCoordinator:
         if self._committer is not None and offsets:
             self._committer.commit(offsets)
         logger.debug("checkpoint at %d records", state.stats.records)
+
+
+def _file_position(checkpoint: Checkpoint, source: str, restart_changed: bool) -> int:
+    """The lines of the input file ``source`` the checkpoint learned (0: none, or another file)."""
+    saved = checkpoint.next_offsets
+    current = identify(source)
+    if current is None:  # a FIFO or device: known by its name only
+        return saved.get((source, None), 0)
+    name = next(
+        (n for n, identity in checkpoint.inputs.items() if same_input(identity, current)), None
+    )
+    if name is None and not checkpoint.inputs:  # a version 1 checkpoint: the same file
+        name = next((s for s, p in saved if p is None and same_file(s, source)), None)
+    skip = 0 if name is None else saved.get((name, None), 0)
+    if name is None:
+        others = [s for s, p in saved if p is None and s != "stdin"]
+        if others:
+            logger.warning(
+                "--input %s is not the file the checkpoint read (%s): it is read from its "
+                "first line", source, ", ".join(others),
+            )  # fmt: skip
+        return 0
+    why = change(checkpoint.inputs[name], source) if name in checkpoint.inputs else None
+    if why is None or skip == 0:
+        return skip
+    if not restart_changed:
+        raise InputChangedError(
+            f"--input {source} is not what the checkpoint read ({skip} lines of it): {why}. "
+            "Give --input-changed restart to learn it from its first line with the "
+            "checkpoint's model, or --fresh to start a new model"
+        )
+    logger.warning(
+        "--input %s changed since the checkpoint (%s): it is read from its first line", source, why
+    )
+    return 0
 
 
 def _describe(offsets: dict[PositionKey, int]) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors import PositionKey
+from stream_perceptron.checkpoint.inputs import valid
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.state import read_json, write_json_atomic
@@ -17,7 +18,10 @@ from stream_perceptron.stats import RunStats
 __all__ = ["Checkpoint", "PositionKey", "file_size", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_KIND = "stream-perceptron-checkpoint"
-CHECKPOINT_VERSION = 1
+#: Version 2 added ``inputs``: each input file's identity (``checkpoint/inputs.py``). A version 1
+#: checkpoint still loads (with no identities: its input is matched as a file by its name).
+CHECKPOINT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 
@@ -29,6 +33,7 @@ class Checkpoint:
     next_offsets: dict[PositionKey, int] = field(default_factory=dict)
     stats: dict[str, Any] | None = None
     outputs: dict[str, int] = field(default_factory=dict)  # output path -> size at checkpoint
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # source name -> identity
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,16 +47,17 @@ class Checkpoint:
             ],
             "stats": self.stats,
             "outputs": self.outputs,
+            "inputs": self.inputs,
         }
 
     @classmethod
     def from_json(cls, data: Any) -> Checkpoint:
         if not isinstance(data, dict) or data.get("kind") != CHECKPOINT_KIND:
             raise StateError("not a stream-perceptron checkpoint")
-        if data.get("schema_version") != CHECKPOINT_VERSION:
+        if data.get("schema_version") not in _READABLE_VERSIONS:
             raise StateError(
-                f"checkpoint schema_version {data.get('schema_version')!r} is not "
-                f"{CHECKPOINT_VERSION}, the version this release reads"
+                f"checkpoint schema_version {data.get('schema_version')!r} is not one of "
+                f"{_READABLE_VERSIONS}, the versions this release reads"
             )
         try:
             model = StreamClassifier.from_state(data["model"])
@@ -72,11 +78,16 @@ class Checkpoint:
         if stats is not None:
             RunStats().load_state(stats)  # raises StateError for anything it cannot hold
         outputs = _field(data, "outputs", dict, default={})
+        inputs = _field(data, "inputs", dict, default={})  # version 1: none
+        for name, entry in inputs.items():
+            if not valid(entry):
+                raise StateError(f"corrupt checkpoint: the input {name!r} is {entry!r}")
         return cls(
             model=model,
             next_offsets=next_offsets,
             stats=stats,
             outputs={str(k): _count(v, f"the size of {k}") for k, v in outputs.items()},
+            inputs=inputs,
         )
 
 

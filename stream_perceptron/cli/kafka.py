@@ -59,6 +59,14 @@ def missing_client(client: str) -> str | None:
                 "--kafka-client confluent-kafka needs the confluent-kafka package: "
                 "pip install 'stream-perceptron[rdkafka]'"
             )
+        return None
+    try:
+        import kafka  # noqa: F401
+    except ImportError:
+        return (
+            "--kafka-client kafka-python needs the kafka-python package: pip install "
+            "kafka-python (or give --kafka-client confluent-kafka)"
+        )
     return None
 
 
@@ -134,6 +142,7 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         on_revoke=engine.coordinator.revoked,
         on_idle=engine.coordinator.idle,
         exit_at_end=args.exit_at_end,
+        max_line_bytes=args.max_line_bytes,
         client_options={
             **consumer_options(args.kafka_option),
             **client_options(args, client),
@@ -229,6 +238,32 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
 
 
 def pull_model_command(args: argparse.Namespace) -> int:
+    """``pull-model``, its ``--output`` checked as ``run --checkpoint`` is (a regular file, an
+    existing one only with ``--force``) and locked while it is written."""
+    from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
+    from stream_perceptron.paths import state_file_problem
+
+    problem = state_file_problem(args.output, replace=getattr(args, "force", False))
+    if problem is not None:
+        advice = ": give --force to replace it" if problem == "exists" else ""
+        print(f"stream-perceptron: error: --output {args.output} {problem}{advice}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        lock = CheckpointLock(args.output).acquire()  # not while a run writes it
+    except CheckpointLockedError as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"stream-perceptron: error: cannot lock --output: {e}", file=sys.stderr)
+        return 1
+    try:
+        return _pull_model(args)
+    finally:
+        lock.release()
+
+
+def _pull_model(args: argparse.Namespace) -> int:
     """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
     from connectors import ConnectorError
     from connectors.kafka_model_topic import ModelTopicError

@@ -91,6 +91,43 @@ def _http_url(text: str) -> str:
     return text
 
 
+def _half_life(text: str) -> float:
+    """``--average-half-life``: the learner's own rule (``check_half_life``), up to 1e12."""
+    from stream_perceptron.learners._base import check_half_life
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    problem = check_half_life(value)
+    if problem is None and not value <= 1e12:
+        problem = "must be at most 1e+12"
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return value
+
+
+def _text(text: str) -> str:
+    """A name that reaches an exporter (a topic, group or run name as a label): text that can be
+    written as UTF-8 (not bytes of another encoding, which argv holds as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"{text!a} is not UTF-8 text") from None
+    return text
+
+
+def _listen_host(text: str) -> str:
+    """``--metrics-host``: an address or name to bind; never empty (which binds every interface
+    unasked): every interface is ``0.0.0.0`` or ``::``, said so."""
+    if not text or any(c.isspace() for c in text) or text.startswith("["):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a host: give an address such as 127.0.0.1, or 0.0.0.0 for every "
+            "interface"
+        )
+    return text
+
+
 MAX_SECONDS = 1e6  # about 11 days: longer waits are not what anybody means (and overflow timers)
 
 
@@ -140,9 +177,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     kafka.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help="Kafka brokers")
     kafka.add_argument(
-        "--topic", action="append", default=[], metavar="TOPIC", help="topic to consume (repeat)"
+        "--topic",
+        action="append",
+        type=_text,
+        default=[],
+        metavar="TOPIC",
+        help="topic to consume (repeat)",
     )
-    kafka.add_argument("--group", metavar="GROUP", help="consumer group id")
+    kafka.add_argument("--group", type=_text, metavar="GROUP", help="consumer group id")
     kafka.add_argument(
         "--kafka-client",
         choices=("kafka-python", "confluent-kafka"),
@@ -156,8 +198,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="stop (checkpoint and commit) once the end offsets seen at assignment are reached",
     )
-    kafka.add_argument("--predictions-topic", metavar="TOPIC", help="produce predictions here")
-    kafka.add_argument("--dead-letter-topic", metavar="TOPIC", help="produce bad records here")
+    kafka.add_argument(
+        "--predictions-topic", type=_text, metavar="TOPIC", help="produce predictions here"
+    )
+    kafka.add_argument(
+        "--dead-letter-topic", type=_text, metavar="TOPIC", help="produce bad records here"
+    )
     kafka.add_argument(
         "--security-protocol", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
     )
@@ -184,6 +230,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     kafka.add_argument(
         "--instance-id",
+        type=_text,
         metavar="ID",
         help="static group membership (group.instance.id): a worker restarted with the same ID "
         "takes its partitions back without a rebalance (deploy/k8s passes the pod name)",
@@ -197,6 +244,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     shared.add_argument(
         "--model-topic",
+        type=_text,
         metavar="TOPIC",
         help="the compacted topic holding the shared model (created if missing; an existing "
         "one must have one partition and cleanup.policy=compact); turns the mode on. Commits "
@@ -261,7 +309,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     model.add_argument("--averaged", action="store_true", help="averaged perceptron")
     model.add_argument(
         "--average-half-life",
-        type=_float_upto(1e12),
+        type=_half_life,
         default=None,
         metavar="N",
         help="with --averaged: an average that forgets, a <- (1-alpha)*a + alpha*w after each "
@@ -339,7 +387,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "port; -1: off). Off by default for stdin, 9108 with --source kafka",
     )
     metrics.add_argument(
-        "--metrics-host", default="127.0.0.1", metavar="HOST", help="address (default 127.0.0.1)"
+        "--metrics-host",
+        type=_listen_host,
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address (default 127.0.0.1; 0.0.0.0 for every interface). Bound to a loopback "
+        "address, requests naming another Host are refused (DNS rebinding)",
     )
     metrics.add_argument(
         "--pushgateway", type=_http_url, metavar="URL", help="push metrics to a Pushgateway"
@@ -352,7 +405,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="seconds between pushes (default 10; one more push at the end)",
     )
     metrics.add_argument(
-        "--run-name", metavar="NAME", help="Pushgateway grouping label 'run' (default: host-pid)"
+        "--run-name",
+        type=_text,
+        metavar="NAME",
+        help="Pushgateway grouping label 'run' (default: host-pid)",
     )
     metrics.add_argument(
         "--metrics-max-weights",
@@ -381,6 +437,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--resume",
         action="store_true",
         help="continue from --checkpoint if it exists (a file --input skips what was learned)",
+    )
+    ck.add_argument(
+        "--input-changed",
+        choices=("stop", "restart"),
+        default="stop",
+        help="--resume when the --input file is not what the checkpoint read (shorter, or other "
+        "first bytes: rotated or rewritten): stop with exit 2 (default), or restart: learn it "
+        "from its first line with the checkpoint's model",
     )
     ck.add_argument(
         "--fresh",
@@ -414,14 +478,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint PATH --resume).",
     )
     pull.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]")
-    pull.add_argument("--model-topic", required=True, metavar="TOPIC")
+    pull.add_argument("--model-topic", type=_text, required=True, metavar="TOPIC")
     pull.add_argument(
         "--kafka-client",
         choices=("kafka-python", "confluent-kafka"),
         default="kafka-python",
         help="the Kafka client library that reads the model topic (default kafka-python)",
     )
-    pull.add_argument("--output", required=True, metavar="PATH", help="checkpoint file to write")
+    pull.add_argument(
+        "--output",
+        required=True,
+        metavar="PATH",
+        help="checkpoint file to write (a regular file; an existing one only with --force)",
+    )
+    pull.add_argument("--force", action="store_true", help="replace an existing --output file")
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]
     )

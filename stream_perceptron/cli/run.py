@@ -17,6 +17,8 @@ from typing import Any
 
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
+from stream_perceptron.checkpoint.coordinator import InputChangedError
+from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
@@ -31,7 +33,7 @@ from stream_perceptron.learners import (
     StreamClassifier,
 )
 from stream_perceptron.metrics import MetricsExporter
-from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent
+from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
 from stream_perceptron.progress import Progress
 from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
@@ -91,11 +93,6 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.fresh and not args.checkpoint:
         parser.error("--fresh needs --checkpoint PATH")
     _check_files(args, parser)
-    if args.checkpoint and not (args.resume or args.fresh) and os.path.lexists(args.checkpoint):
-        parser.error(
-            f"--checkpoint {args.checkpoint} exists: give --resume to continue from it, or "
-            "--fresh to start a new model that overwrites it"
-        )
     if args.model_topic:
         _check_shared_model(args, parser)
     elif args.mix_every or args.mix_interval:
@@ -156,6 +153,22 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _run(args: argparse.Namespace, fmt: str) -> int:
+    """The run, holding the checkpoint's lock from before anything is read or cut back to the
+    end; a checkpoint in use, or an input that changed behind its name, exits 2."""
+    lock = None
+    try:
+        if args.checkpoint:
+            lock = CheckpointLock(args.checkpoint).acquire()
+        return _learn(args, fmt)
+    except (CheckpointLockedError, InputChangedError) as e:  # the user must choose
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return e.exit_code
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _learn(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
     learner = make_learner(args)
     kafka = args.source == "kafka"
@@ -164,10 +177,16 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
     if args.resume:
         source_name = None if kafka else ("stdin" if args.input == "-" else args.input)
         coordinator, checkpoint = CheckpointCoordinator.resume(
-            args.checkpoint, source=source_name, every=every, interval=interval
+            args.checkpoint,
+            source=source_name,
+            every=every,
+            interval=interval,
+            restart_changed=args.input_changed == "restart",
         )
     else:
         coordinator = CheckpointCoordinator(args.checkpoint, every=every, interval=interval)
+    if not kafka and args.input != "-":
+        coordinator.inputs[args.input] = args.input  # identified in each checkpoint
     if checkpoint is not None:
         _warn_ignored_flags(args, checkpoint.model)
         learner = checkpoint.model
@@ -404,8 +423,15 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
     roles = [FileRole(flag, path) for flag, path in named if path]
     for a, b in conflicts(roles):
         parser.error(f"{a.flag} {a.path} and {b.flag} {b.path} are the same file")
-    if args.checkpoint and not is_regular_or_absent(args.checkpoint):
-        parser.error(f"--checkpoint {args.checkpoint} is not a regular file")
+    if args.checkpoint:
+        problem = state_file_problem(args.checkpoint, replace=args.resume or args.fresh)
+        if problem == "exists":
+            problem += (
+                ": give --resume to continue from it, or --fresh to start a new model that "
+                "overwrites it"
+            )
+        if problem is not None:
+            parser.error(f"--checkpoint {args.checkpoint} {problem}")
 
 
 # The flags that make the model: each sets the hyperparameter of its name.

@@ -19,6 +19,7 @@ from connectors import (
     LineBlock,
     MessageBlock,
     MessageBlockSource,
+    PartitionedSource,
     PositionKey,
     Record,
     Source,
@@ -155,6 +156,7 @@ class Engine:
         """Process the source to its end (or until stopped); always checkpoint at the end."""
         coordinator = self.coordinator
         coordinator.bind(source)
+        ticker = self._idle_ticker(source)
         try:
             for unit in self._batches(source):
                 started = time.perf_counter()
@@ -173,8 +175,34 @@ class Engine:
                     break
                 coordinator.after_batch(self.stats.records)
         finally:
+            if ticker is not None:
+                ticker.set()
             coordinator.finish()
         return self.stats
+
+    def _idle_ticker(self, source: Source) -> threading.Event | None:
+        """An interval checkpoint also while a line source blocks in a read (stdin with nothing
+        to say): a thread asks the coordinator while the loop waits for input; the save takes
+        the engine's lock, so it never sees half a batch. (A Kafka source calls ``idle()``
+        itself between polls.) Returns the event that stops the thread."""
+        if isinstance(source, PartitionedSource):
+            return None  # Kafka: its poll loop calls idle()
+        interval = self.coordinator.interval
+        if interval is None or self.coordinator.path is None:
+            return None
+        stop = threading.Event()
+        tick = min(interval, 1.0) / 2
+
+        def loop() -> None:
+            while not stop.wait(tick):
+                if self._waiting_for_input:
+                    try:
+                        self.coordinator.idle()
+                    except Exception:  # the loop's own save at the end raises it again
+                        logger.exception("an idle checkpoint failed")
+
+        threading.Thread(target=loop, name="idle-checkpoint", daemon=True).start()
+        return stop
 
     def _batches(self, source: Source) -> Iterator[list[Record] | LineBlock | MessageBlock]:
         # A line source can hand whole reads to the block path, without a record per line, and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -12,6 +13,7 @@ from stream_perceptron.formats.base import (
     DUPLICATE_FEATURE,
     EMPTY_RECORD,
     INVALID_JSON,
+    INVALID_UTF8,
     NON_FINITE,
     NON_NUMERIC,
     NOT_AN_OBJECT,
@@ -180,10 +182,29 @@ def _features(obj: dict[str, Any], label: str | None) -> dict[str, float]:
     return x
 
 
+# A ``\uD800``-``\uDFFF`` escape: the only way a surrogate gets into text decoded as UTF-8.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def _decode(text: str) -> Any:
-    """One JSON value, or the :class:`RecordError` that says why it is not one we can hold."""
+    r"""One JSON value, or the :class:`RecordError` that says why it is not one we can hold.
+
+    A string holding a lone surrogate (``"\\ud800"`` not paired with a low one) is not text:
+    no exporter could write it as UTF-8, so the record is refused as ``invalid_utf8``, like a
+    byte sequence that does not decode (a pair of escapes is one character, and is kept).
+
+    Examples
+    --------
+    >>> _decode('{"\\ud83d\\ude00": 1}')
+    {'😀': 1}
+    >>> _decode('{"x": {"\\ud800": 1.0}}')
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.RecordError: invalid_utf8: a lone surrogate escape (\ud800)
+
+    """
     try:
-        return _decoder.decode(text)
+        obj = _decoder.decode(text)
     except json.JSONDecodeError as e:
         where = "column" if e.msg.endswith(" at") else "at column"  # "... starting at"
         raise RecordError(INVALID_JSON, f"{e.msg} {where} {e.colno}") from None
@@ -193,6 +214,13 @@ def _decode(text: str) -> Any:
         raise RecordError(TOO_DEEP, "nested deeper than the parser allows") from None
     except ValueError as e:  # an integer over Python's digit limit for str -> int
         raise RecordError(VALUE_TOO_LARGE, str(e)) from None
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            bad = e.object[e.start : e.end].encode("unicode_escape").decode("ascii")
+            raise RecordError(INVALID_UTF8, f"a lone surrogate escape ({bad})") from None
+    return obj
 
 
 def _label_of_text(text: str) -> Any:

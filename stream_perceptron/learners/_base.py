@@ -550,6 +550,32 @@ class MulticlassLinearModel(MulticlassClassifier):
 #: accumulators are rescaled: its coefficients reach 2**RENORMALISE_HALF_LIVES at most.
 RENORMALISE_HALF_LIVES = 256
 
+#: The shortest half-life the forgetting average can take: ``beta = 2**(-1/N)`` and its inverse
+#: must stay finite and non-zero, and one example's coefficient ``2**(1/N)`` no larger than
+#: the ``2**RENORMALISE_HALF_LIVES`` the renormalisation keeps the others under.
+MIN_HALF_LIFE = 1.0 / RENORMALISE_HALF_LIVES
+
+
+def check_half_life(value: object) -> str | None:
+    """Why ``value`` cannot be an ``average_half_life`` (None when it can): the one rule the
+    constructor and the ``--average-half-life`` flag both apply.
+
+    Examples
+    --------
+    >>> check_half_life(700.0) is None
+    True
+    >>> check_half_life(1e-20)
+    'must be a finite number of examples from 0.00390625 on'
+
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not MIN_HALF_LIFE <= value < math.inf
+    ):
+        return f"must be a finite number of examples from {MIN_HALF_LIFE:g} on"
+    return None
+
 
 class LinearHyperparameters:
     """The hyperparameters both perceptrons share, checked and stored under their own names.
@@ -587,14 +613,10 @@ class LinearHyperparameters:
         if not lr > 0:
             raise ValueError(f"lr must be positive, got {lr!r}")
         if average_half_life is not None:
-            if (
-                isinstance(average_half_life, bool)
-                or not isinstance(average_half_life, (int, float))
-                or not 0 < average_half_life < math.inf
-            ):
+            problem = check_half_life(average_half_life)
+            if problem is not None:
                 raise ValueError(
-                    f"average_half_life must be a positive finite number of examples or None,"
-                    f" got {average_half_life!r}"
+                    f"average_half_life {problem} (or None), got {average_half_life!r}"
                 )
             if not averaged:
                 raise ValueError("average_half_life needs averaged=True")

@@ -23,6 +23,13 @@ _speedup = native.features if native.speedups is not None else None
 
 _INF = math.inf
 
+#: The largest ``|v|`` the statistics count (``SCALE_LIMIT`` in ``_features.c``). With every
+#: counted value within it, the mean stays within it, the variance under its square and
+#: ``(v - old) * (v - mean)`` under ``4 * SCALE_LIMIT**2 = 2**1022``: no later update can
+#: overflow them. A larger value would leave statistics that every later value of the feature
+#: overflows (one 1e200 disabled a feature for good), so its example is refused instead.
+SCALE_LIMIT = 2.0**510
+
 
 def value_of(v: float, n: int, mean: float, var: float) -> float:
     """``v`` standardised with the statistics ``n, mean, var`` that already count it.
@@ -83,7 +90,8 @@ class Standardizer:
     ) -> tuple[dict, list[tuple[Any, int, float, float]]]:
         """``x`` standardised, and the statistics counting it (for :meth:`commit`, once the
         example is learned). Raises :class:`ValueTooLargeError` when a statistic or a value
-        would not be finite, unless not ``strict`` (a prediction: the values as they come)."""
+        would not be finite, or a value is past :data:`SCALE_LIMIT`, unless not ``strict`` (a
+        prediction: the values as they come)."""
         n_of, mean_of, var_of = self._n, self._mean, self._var
         if _speedup is not None:  # the same in C, or None: this loop
             got = _speedup.scale_dict(x, n_of, mean_of, var_of, strict)
@@ -101,7 +109,12 @@ class Standardizer:
                 mean = old + (v - old) / n
                 var = var + ((v - old) * (v - mean) - var) / n
                 r = value_of(v, n, mean, var)
-                if strict and not (-_INF < mean < _INF and -_INF < var < _INF and -_INF < r < _INF):
+                if strict and not (
+                    -SCALE_LIMIT <= v <= SCALE_LIMIT
+                    and -_INF < mean < _INF
+                    and -_INF < var < _INF
+                    and -_INF < r < _INF
+                ):
                     raise too_large("the scaler's statistics")
                 out[k] = r
                 pending.append((k, n, mean, var))

@@ -114,7 +114,7 @@ class MetricsExporter:
             push_to_gateway(
                 url, job="stream_perceptron", registry=self.registry, grouping_key=grouping
             )
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: an exposition that cannot be sent
             logger.warning("cannot push metrics to %s: %s", url, e)
             return False
         return True

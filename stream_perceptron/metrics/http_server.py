@@ -10,11 +10,24 @@ requests without blocking (a listen backlog of 1,024; a request must arrive whol
 ``request_timeout`` seconds and fit in 8 KiB, or the connection is closed), and only complete
 requests go to a fixed pool of ``workers`` threads that build the exposition and send it. Slow
 or silent clients therefore cost a buffer, never a thread.
+
+Hostile clients (issue 29) cost at most ``max_connections`` file descriptors: at the cap, a new
+connection takes the place of the oldest one still without a whole request after 0.25 s, and
+otherwise the server stops accepting (the kernel's backlog holds the others) until one
+is done. When ``accept`` itself fails (out of file descriptors) the server backs off (0.1 s,
+doubling to 5 s) instead of spinning, and logs each reason once. A request ends at its blank
+line, CRLF or bare LF. Bound to a loopback address, a request naming another ``Host`` (a DNS
+rebinding page in a browser) is refused with 403. Every answer says ``nosniff`` and carries a
+Content-Security-Policy that lets the live page run its own inline code and nothing else;
+``HEAD`` answers the ``Content-Length`` ``GET`` would have.
 """
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import logging
+import resource
 import selectors
 import socket
 import threading
@@ -22,15 +35,60 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["MetricsHTTPServer", "Response"]
+__all__ = ["MetricsHTTPServer", "Response", "default_max_connections", "is_loopback"]
 
 logger = logging.getLogger(__name__)
 
 #: ``(status, content type, body)``
 Response = tuple[int, str, bytes]
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found"}
+_REASONS[405] = "Method Not Allowed"
 _MAX_REQUEST_BYTES = 8192
+_SECURITY_HEADERS = (
+    "X-Content-Type-Options: nosniff\r\n"
+    "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'\r\n"
+    "Cache-Control: no-store\r\n"
+)
+_BACKOFF_FIRST, _BACKOFF_MAX = 0.1, 5.0
+#: At the connection cap, a connection that sent no whole request for this long makes room.
+_IDLE_GRACE = 0.25
+
+
+def default_max_connections() -> int:
+    """256, or a quarter of the process's file descriptor limit when that is lower (at least
+    8): the engine keeps the rest for its files, checkpoints and Kafka connections."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 256
+    return max(8, min(256, soft // 4))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, without a port) is this machine's loopback.
+
+    Examples
+    --------
+    >>> [is_loopback(h) for h in ("localhost", "127.0.0.2", "::1", "0.0.0.0", "evil.example")]
+    [True, True, True, False, False]
+
+    """
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """The host of a ``Host`` header value, without its port or IPv6 brackets."""
+    header = header.strip()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 class MetricsHTTPServer:
@@ -40,6 +98,9 @@ class MetricsHTTPServer:
     ----------
     routes
         Paths without the query string (``"/metrics"``) and what answers them.
+    max_connections
+        Connections held at once (file descriptors the server may use), reading or answered;
+        default :func:`default_max_connections`.
     host, port
         Where to listen (port 0: any free port; :attr:`port` says which).
     workers
@@ -66,9 +127,20 @@ class MetricsHTTPServer:
         workers: int = 4,
         request_timeout: float = 10.0,
         backlog: int = 1024,
+        max_connections: int | None = None,
     ) -> None:
         self.routes = routes
         self.request_timeout = request_timeout
+        self.max_connections = default_max_connections() if max_connections is None else (
+            max_connections
+        )
+        self._loopback_only = is_loopback(host)  # then only a loopback Host is served
+        self._answering = 0  # connections handed to the workers, not yet closed
+        self._answering_lock = threading.Lock()
+        self._listening = True
+        self._backoff = _BACKOFF_FIRST
+        self._resume_at = 0.0  # accepting waits until then after an accept error
+        self._logged: set[int] = set()  # accept errors already logged (errno)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -102,22 +174,60 @@ class MetricsHTTPServer:
                         self._accept()
                     else:
                         self._read(key.fileobj)  # type: ignore[arg-type]
-                self._expire(time.monotonic())
+                now = time.monotonic()
+                self._expire(now)
+                self._listen(now >= self._resume_at and self._room(now))
         finally:
             for conn in list(self._pending):
                 self._drop(conn)
             self._selector.close()
             self._listener.close()
 
+    def _stale(self, now: float) -> socket.socket | None:
+        """The connection that has waited longest for its request, if over ``_IDLE_GRACE``."""
+        if not self._pending:
+            return None
+        oldest = min(self._pending, key=lambda c: self._pending[c][1])
+        waited = now - (self._pending[oldest][1] - self.request_timeout)
+        return oldest if waited > _IDLE_GRACE else None
+
+    def _room(self, now: float) -> bool:
+        """Whether a connection may be accepted now (perhaps in the place of an idle one)."""
+        held = len(self._pending) + self._answering
+        return held < self.max_connections or self._stale(now) is not None
+
+    def _listen(self, on: bool) -> None:
+        if on != self._listening:
+            if on:
+                self._selector.register(self._listener, selectors.EVENT_READ, None)
+            else:
+                self._selector.unregister(self._listener)
+            self._listening = on
+
     def _accept(self) -> None:
         for _ in range(64):  # a burst: take what is queued, then serve the others
+            if len(self._pending) + self._answering >= self.max_connections:
+                idle = self._stale(time.monotonic())
+                if idle is None:
+                    return  # all busy or just arrived: the kernel's backlog holds the others
+                self._drop(idle)  # an idle client makes room
             try:
                 conn, _addr = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # out of file descriptors: leave it in the backlog for now
-                logger.warning("metrics server cannot accept a connection: %s", e)
+            except OSError as e:  # out of file descriptors: back off, leave it in the backlog
+                self._resume_at = time.monotonic() + self._backoff
+                self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+                code = e.errno or 0
+                log = logger.debug if code in self._logged else logger.warning
+                self._logged.add(code)
+                pause = self._resume_at - time.monotonic()
+                reason = errno.errorcode.get(code, str(code))
+                log("metrics server cannot accept connections (%s: %s): pausing %.1f s (each "
+                    "reason logged once)", reason, e.strerror, pause)  # fmt: skip
+                self._listen(False)
                 return
+            self._backoff = _BACKOFF_FIRST
             conn.setblocking(False)
             self._pending[conn] = (bytearray(), time.monotonic() + self.request_timeout)
             self._selector.register(conn, selectors.EVENT_READ, None)
@@ -134,15 +244,22 @@ class MetricsHTTPServer:
             return
         buffer, _deadline = self._pending[conn]
         buffer += chunk
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0:
+        ends = [i for i in (buffer.find(b"\r\n\r\n"), buffer.find(b"\n\n")) if i >= 0]
+        if not ends:
             if len(buffer) > _MAX_REQUEST_BYTES:
                 self._drop(conn)
             return
         self._selector.unregister(conn)
         del self._pending[conn]
-        request_line = bytes(buffer[: buffer.find(b"\r\n")])
-        self._pool.submit(self._answer, conn, request_line)
+        lines = [line.rstrip(b"\r") for line in bytes(buffer[: min(ends)]).split(b"\n")]
+        host = next(
+            (line.split(b":", 1)[1].decode("latin-1") for line in lines[1:]
+             if line[:5].lower() == b"host:"),
+            None,
+        )  # fmt: skip
+        with self._answering_lock:
+            self._answering += 1
+        self._pool.submit(self._answer, conn, lines[0], host)
 
     def _expire(self, now: float) -> None:
         for conn, (_buffer, deadline) in list(self._pending.items()):
@@ -158,32 +275,36 @@ class MetricsHTTPServer:
         conn.close()
 
     # -- the workers ---------------------------------------------------------------------------
-    def _answer(self, conn: socket.socket, request_line: bytes) -> None:
+    def _answer(self, conn: socket.socket, request_line: bytes, host: str | None = None) -> None:
         try:
-            status, content_type, body = self._respond(request_line)
+            status, content_type, body = self._respond(request_line, host)
             head = (
                 f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n"
+                f"{_SECURITY_HEADERS}Connection: close\r\n\r\n"
             ).encode("ascii")
             conn.settimeout(self.request_timeout)
-            conn.sendall(head + body)
+            conn.sendall(head if request_line.startswith(b"HEAD ") else head + body)
         except OSError as e:
             logger.debug("metrics client went away: %s", e)
         except Exception:  # a failing route must not kill the worker thread
             logger.exception("metrics request %r failed", request_line[:200])
         finally:
             conn.close()
+            with self._answering_lock:
+                self._answering -= 1
 
-    def _respond(self, request_line: bytes) -> Response:
+    def _respond(self, request_line: bytes, host: str | None = None) -> Response:
         parts = request_line.split()
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
             return 400, "text/plain; charset=utf-8", b"bad request\n"
+        if self._loopback_only and host is not None and not is_loopback(_host_name(host)):
+            # a page of another site whose name now resolves to 127.0.0.1 (DNS rebinding)
+            return 403, "text/plain; charset=utf-8", b"this server answers loopback hosts only\n"
         method, target = parts[0], parts[1].decode("latin-1")
         route = self.routes.get(target.split("?", 1)[0])
         if route is None:
             return 404, "text/plain; charset=utf-8", b"not found\n"
         if method not in (b"GET", b"HEAD"):
             return 405, "text/plain; charset=utf-8", b"only GET\n"
-        status, content_type, body = route()
-        return status, content_type, b"" if method == b"HEAD" else body
+        return route()  # HEAD: the same head, Content-Length included; _answer sends no body

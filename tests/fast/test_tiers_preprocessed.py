@@ -53,15 +53,12 @@ def _dense_rows(model: Preprocessed, features: list, X: np.ndarray, labels: list
             model.label_encoding = encoding
         assert bits(model.get_state()) == before
         i = e.row  # type: ignore[union-attr]
+        before_it = _dense_rows(model, features, X[:i], labels[:i])  # in stream order
         refused = per_record(model, features, X[i : i + 1], labels[i : i + 1])
         # a labelled row is refused by the record path too; an unlabelled one only predicted
         # there (its non-finite values are not the kernel's input)
         assert (refused == [REFUSED]) == (labels[i] is not None)
-        return (
-            _dense_rows(model, features, X[:i], labels[:i])
-            + refused
-            + _dense_rows(model, features, X[i + 1 :], labels[i + 1 :])
-        )
+        return before_it + refused + _dense_rows(model, features, X[i + 1 :], labels[i + 1 :])
 
 
 def _check(make: Any, stream: tuple) -> Preprocessed:

@@ -41,6 +41,9 @@ FLAGS: dict[str, st.SearchStrategy[str]] = {
     "--label": st.sampled_from(["y", "a", "missing", ""]),
     "--scale": st.sampled_from(["standard", "minmax", ""]),
     "--hash-bits": st.one_of(TEXT, st.sampled_from(["0", "1", "18", "32", "33"])),
+    "--average-half-life": st.one_of(TEXT, st.sampled_from(["1e-20", "0.0009", "0.004", "700"])),
+    "--metrics-host": st.sampled_from(["", " ", "[::1]", "127.0.0.1"]),
+    "--run-name": st.sampled_from(["run", "\udcff", "x\ud800"]),
 }
 
 
@@ -60,7 +63,7 @@ def _run(argv: list[str]) -> int:
     )
 )
 def test_any_flag_values_end_in_a_documented_exit_code(flags):
-    argv = ["run", "--format", "csv", "-q"]
+    argv = ["run", "--format", "csv", "-q", "--averaged"]
     for flag, value in flags.items():
         argv.append(f"{flag}={value}")
     assert _run(argv) in (0, 1, 2)

@@ -24,6 +24,10 @@ def _check(parser, line: bytes) -> None:
         return
     x, y = example
     assert all(isinstance(v, float) and math.isfinite(v) for v in x.values())
+    for name in x:  # every name is text every exporter can write (no lone surrogate)
+        name.encode("utf-8")
+    if isinstance(y, str):
+        y.encode("utf-8")
     json.dumps(y, allow_nan=False)  # every label can be written as strict JSON
     if isinstance(y, float):
         assert math.isfinite(y)

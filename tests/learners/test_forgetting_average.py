@@ -179,7 +179,7 @@ def test_hyperparameter_checks():
                 klass(averaged=True, average_half_life=bad)
         # the dense kernels take the forgetting average, down to a half-life of 0.01
         assert klass(averaged=True, average_half_life=10).dense_capable == native.has_dense()
-        assert not klass(averaged=True, average_half_life=0.001).dense_capable
+        assert not klass(averaged=True, average_half_life=0.005).dense_capable
         state = klass(averaged=True, average_half_life=10).get_state()
         state["avg_ref"] = 5
         with pytest.raises(Exception, match="avg_ref"):
