@@ -193,7 +193,7 @@ def fold(
     Raises
     ------
     MixError
-        If the workers run other learners or hyperparameters, or encode labels differently.
+        If the workers run other learners or hyperparameters.
 
     Examples
     --------

@@ -81,11 +81,14 @@ def _check(states: Sequence[dict[str, Any]], weights: Sequence[float]) -> None:
 
 
 def _labels(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The binary label encoding: the settled one (all settled ones must agree)."""
+    """The binary label encoding of a mixed state: the first settled one of ``states``.
+
+    Every encoding maps its negative label to -1 and its positive one to +1 (``False``/``True``,
+    ``0``/``1``, ``-1``/``+1``), so weights learned under any of them mix as they are; only the
+    labels a model prints differ. The group's encoding is the mixture's (a fold lists it
+    first); a worker moving onto a mixture lists its own state first and keeps printing its
+    own spelling (partitions that spell labels ``true/false`` and ``1/0`` learn one model)."""
     settled = [s["labels"] for s in states if s["labels"].get("settled")]
-    for other in settled[1:]:
-        if other != settled[0]:
-            raise MixError(f"workers encode labels differently: {settled[0]} and {other}")
     return dict(settled[0] if settled else states[0]["labels"])
 
 

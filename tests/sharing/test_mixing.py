@@ -133,12 +133,17 @@ def test_what_cannot_be_mixed(states: list, weights: list, message: str) -> None
         mix_states(states, weights)
 
 
-def test_labels_encoded_differently_are_refused() -> None:
+def test_labels_spelled_differently_mix_as_signs() -> None:
+    """True/False on one worker and -1/+1 on another are one model: both learn in signs; the
+    mixture prints the first state's labels."""
     a, b = Perceptron(), Perceptron()
     a.learn_one({"x": 1.0}, True)
     b.learn_one({"x": 1.0}, -1)  # settles -1/+1
-    with pytest.raises(MixError, match="encode labels"):
-        mix_states([a.get_state(), b.get_state()], [1, 1])
+    mixed = Perceptron.from_state(mix_states([a.get_state(), b.get_state()], [1, 1]))
+    assert mixed.weights == {"x": 0.0} and mixed.bias == 0.0  # +x and -x, averaged
+    assert type(mixed.predict_one({"x": 1.0})) is bool  # a's spelling
+    other = Perceptron.from_state(mix_states([b.get_state(), a.get_state()], [1, 1]))
+    assert type(other.predict_one({"x": 1.0})) is int  # b's
 
 
 def test_a_forgetting_average_is_not_mixed():

@@ -117,3 +117,26 @@ def test_the_weight_bound_holds_for_a_real_learner_and_refuses_more(bias: str) -
     inflated = dict(state, weights=[["a", 1.01 * limit]])
     view.ingest([(b"mixture", Mixture(2, inflated, "a").encode())])
     assert view.mixture.version == 1 and view.rejected == {"implausible": 1}
+
+
+def test_partitions_that_spell_labels_differently_learn_one_model() -> None:
+    """Partition 0 labels true/false, partition 1 labels 1/0: both workers learn, the leader
+    mixes both (nothing refused), and each worker prints its own spelling."""
+    import json
+
+    cluster = Cluster()
+    data = _data(2, 300)
+    data[0] = [json.dumps({**(r := json.loads(v)), "y": bool(r["y"])}).encode() for v in data[0]]
+    a, ca = _worker(cluster, "a", mix_every=60)
+    b, cb = _worker(cluster, "b", mix_every=60)
+    for part in ({p: rows[:150] for p, rows in data.items()}, data):
+        b.run(PartitionSource(cluster, part, [1], cb))
+        a.run(PartitionSource(cluster, part, [0], ca))
+        cb.mix()
+    view = ModelView()
+    view.ingest([(k, v) for k, v, _ in cluster.topics[MODEL_TOPIC]])
+    current = view.current()
+    assert current is not None and current[0]["n_seen"] == 600
+    assert view.rejected == {} and ca.version >= 2 and cb.version >= 2
+    assert type(a.learner.predict_one({"x": 1.0, "z": 0.0})) is bool
+    assert type(b.learner.predict_one({"x": 1.0, "z": 0.0})) is int
