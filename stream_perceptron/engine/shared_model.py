@@ -56,6 +56,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: how long the leader's read before its commit waits for others' open transactions (its own
+#: transaction may be open meanwhile: it must commit well within the 10 s transaction timeout)
+LEADER_STABLE_WAIT_S = 2.0
+
 
 def adopt(learner: StreamClassifier, state: dict[str, Any]) -> None:
     """Make ``learner`` (in place: the engine and the metrics hold it) the learner of
@@ -441,12 +445,21 @@ class SharedModelCoordinator(CheckpointCoordinator):
             return
 
     def _try_read_log(self) -> bool:
-        """Read the model topic; False (logged) when the broker cannot be reached."""
+        """Read the model topic (the leader, before its commit: its own transaction may be
+        open meanwhile, so it waits at most ``LEADER_STABLE_WAIT_S`` for the others' open
+        transactions, well below the transaction timeout; what they commit later is mixed
+        next time); False (logged) when the broker cannot be reached."""
+        wait = getattr(self.log, "stable_wait_s", None)
         try:
+            if wait is not None:
+                self.log.stable_wait_s = min(wait, LEADER_STABLE_WAIT_S)  # type: ignore[attr-defined]
             self._read_log()
         except ConnectorError as e:
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
             return False
+        finally:
+            if wait is not None:
+                self.log.stable_wait_s = wait  # type: ignore[attr-defined]
         return True
 
     def _publish(self, learner: StreamClassifier) -> None:
