@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -117,18 +118,30 @@ def accuracy(model: StreamClassifier, data: list[tuple[dict, int]]) -> float:
     return sum(model.predict_one(x) == y for x, y in data) / len(data)
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int) -> list:
-    """Every committed message of ``topic`` (read_committed), to its end."""
+def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 90) -> list:
+    """Every committed message of ``topic`` (read_committed), to its end: to the high
+    watermark, not the last stable offset, so a transaction still open (a producer a worker
+    abandoned, until the broker's transaction timeout aborts it) delays the read instead of
+    hiding whatever was committed after it."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    probe = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        ends = probe.end_offsets(tps)  # read_uncommitted: the high watermarks
+    finally:
+        probe.close()
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning()
-        ends = consumer.end_offsets(tps)
+        deadline = time.monotonic() + timeout
         out = []
         while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, (
+                f"{topic}: read_committed stuck at "
+                f"{[consumer.position(tp) for tp in tps]} of {[ends[tp] for tp in tps]}"
+            )
             for messages in consumer.poll(timeout_ms=500).values():
                 out += messages
         return out
@@ -166,8 +179,6 @@ def prediction_positions(messages: list) -> list[tuple[str, int, int]]:
 
 def wait_for(log: Path, text: str, since: int = 0, timeout: float = 60) -> None:
     """Wait until ``text`` appears in ``log`` after its first ``since`` bytes."""
-    import time
-
     deadline = time.monotonic() + timeout
     while text.encode() not in log.read_bytes()[since:]:
         assert time.monotonic() < deadline, f"{text!r} not in {log}: {log.read_text()[-2000:]}"

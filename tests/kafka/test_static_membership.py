@@ -34,13 +34,18 @@ def test_a_restarted_static_member_learns_again_well_before_the_session_timeout(
     kafka_bootstrap, tmp_path, kafka_client
 ):
     examples = binary_examples(150_000, d=8, seed=31)
+    values = jsonl(examples)
+    # Ten slices, two a round: one for the victim, one produced after its kill, so the
+    # restarted worker always has new records to learn (with the fast client the victim alone
+    # could otherwise reach the end, and the restart would have nothing to show).
+    slices = [values[i : i + 15_000] for i in range(0, len(values), 15_000)]
     topic = make_topic(kafka_bootstrap, 2)
-    produce(kafka_bootstrap, topic, jsonl(examples), 2)
     ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
     args = _args(kafka_bootstrap, topic, _name("group"), ck, preds, "--instance-id", "worker-0",
                  client=kafka_client)  # fmt: skip
     restarts = []
-    for _ in range(5):
+    for round_ in range(5):
+        produce(kafka_bootstrap, topic, slices[2 * round_], 2)
         victim = subprocess.Popen([*CLI, *args], stderr=subprocess.DEVNULL)
         before = _lines(preds)
         deadline = time.monotonic() + 60
@@ -48,6 +53,7 @@ def test_a_restarted_static_member_learns_again_well_before_the_session_timeout(
             time.sleep(0.05)
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=30)
+        produce(kafka_bootstrap, topic, slices[2 * round_ + 1], 2)
         # Restart at once and time until learning goes on (a checkpoint's worth of new output).
         started = time.monotonic()
         again = subprocess.Popen([*CLI, *args], stderr=subprocess.DEVNULL)
