@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 #: how long the leader's read before its commit waits for others' open transactions (its own
 #: transaction may be open meanwhile: it must commit well within the 10 s transaction timeout)
 LEADER_STABLE_WAIT_S = 2.0
+#: a commit that took longer is logged (a client that waited out a broker outage inside the
+#: call, as kafka-python's retries do, committed it in place without failing)
+SLOW_COMMIT_S = 5.0
 
 
 def adopt(learner: StreamClassifier, state: dict[str, Any]) -> None:
@@ -394,6 +397,11 @@ class SharedModelCoordinator(CheckpointCoordinator):
             if not e.retriable:
                 raise
             self._ride_out(e, offsets, group)
+        else:
+            took = time.perf_counter() - started
+            if took > SLOW_COMMIT_S:
+                logger.warning("worker %s: a commit took %.1f s (the broker slow or away)",
+                               self.worker, took)  # fmt: skip
         with state.lock:
             self.commit_seconds += time.perf_counter() - started
             self.committed.update(offsets)

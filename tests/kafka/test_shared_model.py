@@ -7,6 +7,7 @@ import random
 import signal
 import threading
 import time
+from collections import Counter
 
 import pytest
 from cli_helpers import run_cli
@@ -223,9 +224,18 @@ def _check_exact(
     pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json", client)
     assert pulled.n_seen == n
     out = read_committed(kafka_bootstrap, predictions, 3)
-    assert prediction_positions(out) == sorted(
-        (topic, i % PARTITIONS, i // PARTITIONS) for i in range(n)
-    )
+    seen = prediction_positions(out)
+    want = sorted((topic, i % PARTITIONS, i // PARTITIONS) for i in range(n))
+    if seen != want:  # say what differs, not a diff of 2n lines cut to its tail
+        counts = Counter(seen)
+        missing = sorted(set(want) - set(counts))
+        twice = sorted(k for k, c in counts.items() if c > 1)
+        stray = sorted(set(counts) - set(want))
+        raise AssertionError(
+            f"{len(seen)} predictions for {n} records: {len(missing)} missing "
+            f"(first {missing[:5]}, last {missing[-5:]}), {len(twice)} twice (first "
+            f"{twice[:5]}), {len(stray)} stray (first {stray[:5]})"
+        )
     held_out = examples(4000, seed=99)
     gap = accuracy(_sequential(data, averaged=True), held_out) - accuracy(pulled, held_out)
     print(f"held-out accuracy gap to one sequential model: {gap:.4f}")
