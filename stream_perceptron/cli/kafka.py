@@ -4,6 +4,7 @@ the client ``--kafka-client`` names (the engine never knows which)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import sys
@@ -17,6 +18,7 @@ __all__ = [
     "kafka_source",
     "kafka_outputs",
     "missing_client",
+    "resolve_client",
     "shared_model",
     "pull_model_command",
 ]
@@ -25,6 +27,9 @@ USERNAME_ENV = "STREAM_PERCEPTRON_KAFKA_USERNAME"
 PASSWORD_ENV = "STREAM_PERCEPTRON_KAFKA_PASSWORD"
 KAFKA_PYTHON = "kafka-python"
 CONFLUENT_KAFKA = "confluent-kafka"
+AUTO = "auto"
+
+logger = logging.getLogger(__name__)
 
 # Our flags (and the credentials) in each client's naming: kafka-python, librdkafka.
 _NAMES = {
@@ -43,6 +48,33 @@ def _name(option: str, client: str) -> str:
     return _NAMES[option][client == CONFLUENT_KAFKA]
 
 
+def resolve_client(client: str) -> str:
+    """The client ``--kafka-client client`` means: ``auto`` is confluent-kafka (librdkafka)
+    where it can be imported, else kafka-python with a one-line notice of the faster one;
+    a named client is itself (:func:`missing_client` says whether it can be used).
+
+    Examples
+    --------
+    >>> resolve_client("kafka-python")
+    'kafka-python'
+    >>> resolve_client("auto") in ("confluent-kafka", "kafka-python")
+    True
+    """
+    if client != AUTO:
+        return client
+    if missing_client(CONFLUENT_KAFKA) is None:
+        logger.info("Kafka client: confluent-kafka (librdkafka; --kafka-client auto)")
+        return CONFLUENT_KAFKA
+    if missing_client(KAFKA_PYTHON) is None:
+        logger.warning(
+            "using kafka-python, the slower Kafka client (confluent-kafka is not installed): "
+            "pip install 'stream-perceptron[rdkafka]' for librdkafka, about 5x faster; "
+            "--kafka-client kafka-python keeps this one without this notice"
+        )
+        return KAFKA_PYTHON
+    return AUTO  # neither: missing_client(AUTO) says so
+
+
 def missing_client(client: str) -> str | None:
     """Why the Kafka client ``client`` cannot be used here (``None``: it can).
 
@@ -51,6 +83,13 @@ def missing_client(client: str) -> str | None:
     >>> missing_client("kafka-python") is None
     True
     """
+    if client == AUTO:
+        if missing_client(CONFLUENT_KAFKA) is None or missing_client(KAFKA_PYTHON) is None:
+            return None
+        return (
+            "Kafka needs a client library: pip install kafka-python (the declared dependency) "
+            "or 'stream-perceptron[rdkafka]' (confluent-kafka, librdkafka, faster)"
+        )
     if client == CONFLUENT_KAFKA:
         try:
             import confluent_kafka  # noqa: F401
@@ -270,7 +309,7 @@ def _pull_model(args: argparse.Namespace) -> int:
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
     from stream_perceptron.engine.shared_model import pull_model
 
-    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    client = resolve_client(getattr(args, "kafka_client", AUTO))
     unusable = missing_client(client)
     if unusable:
         print(f"stream-perceptron: error: {unusable}", file=sys.stderr)

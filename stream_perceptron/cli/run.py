@@ -115,8 +115,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             parser.error(f"--source kafka needs {', '.join(missing)}")
         if args.input != "-":
             parser.error("--input is for --source stdin; Kafka input comes from --topic")
-        from stream_perceptron.cli.kafka import missing_client
+        from stream_perceptron.cli.kafka import missing_client, resolve_client
 
+        args.kafka_client = resolve_client(args.kafka_client)
         unusable = missing_client(args.kafka_client)
         if unusable:
             parser.error(unusable)
@@ -128,7 +129,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         for flag in (*kafka_only, "instance_id"):
             if getattr(args, flag):
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
-        if args.kafka_client != "kafka-python":
+        if args.kafka_client != "auto":
             parser.error("--kafka-client needs --source kafka")
     if args.average_half_life is not None and not args.averaged:
         parser.error("--average-half-life needs --averaged")

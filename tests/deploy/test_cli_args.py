@@ -27,6 +27,7 @@ def test_statefulset_args_parse():
     args = _parse(container["args"])
     assert args.command == "run" and args.source == "kafka" and args.model_topic
     assert args.metrics_port == 9108 and args.metrics_host == "0.0.0.0"
+    assert args.kafka_client == "confluent-kafka"  # librdkafka: the image has the extra
 
 
 @pytest.mark.parametrize("worker", ["engine", "engine-2", "engine-3"])
@@ -37,3 +38,4 @@ def test_compose_engine_command_parses(worker):
         pytest.fail("the engine command should be a list")
     args = _parse(command)
     assert args.source == "kafka" and args.model_topic and args.metrics_port == 9108
+    assert args.kafka_client == "confluent-kafka"  # librdkafka: the image has the extra

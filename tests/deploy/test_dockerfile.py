@@ -67,6 +67,12 @@ def test_the_c_kernels_are_built_and_checked(parsed):
     assert args_of(parsed, "COPY")[-1].startswith("--from=build /wheels")
 
 
+def test_the_image_has_the_fast_kafka_client(parsed):
+    # --kafka-client auto (the default) and the deploy files' confluent-kafka need the extra
+    install = next(run for run in args_of(parsed, "RUN") if "pip install" in run)
+    assert "[rdkafka]" in install and "import confluent_kafka" in install, install
+
+
 def test_runs_as_non_root(parsed):
     users = args_of(parsed, "USER")
     assert users, "no USER: the container would run as root"

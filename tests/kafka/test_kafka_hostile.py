@@ -81,9 +81,9 @@ def test_a_missing_kafka_python_is_a_usage_error(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     for argv in (
         ["run", "--source", "kafka", "--bootstrap-servers", "127.0.0.1:9", "--topic", "t",
-         "--group", "g", "--format", "jsonl"],
+         "--group", "g", "--format", "jsonl", "--kafka-client", "kafka-python"],
         ["pull-model", "--bootstrap-servers", "127.0.0.1:9", "--model-topic", "m", "--output",
-         str(tmp_path / "m.json")],
+         str(tmp_path / "m.json"), "--kafka-client", "kafka-python"],
     ):  # fmt: skip
         proc = subprocess.run([*CLI, *argv], capture_output=True, env=env, timeout=60, check=False)
         assert proc.returncode == 2, proc.stderr.decode()
