@@ -14,6 +14,14 @@
 #   KAFKA_HEAP_OPTS        JVM heap flags                        default: -Xmx512m -Xms256m
 #   KAFKA_JVM_OPTS         extra JVM flags (replace default)     default: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 #   KAFKA_EXTRA_PROPERTIES extra server.properties lines (newline separated), appended last
+#   KAFKA_SECURE           1: also a SASL_SSL listener (SCRAM-SHA-512; TLS certificates made
+#                          here with openssl, CA in $KAFKA_STATE_DIR/tls/ca.pem) and the KRaft
+#                          StandardAuthorizer (ACLs). The PLAINTEXT listener stays, for the
+#                          operator: its principal User:ANONYMOUS is a super user. Prints two
+#                          more lines: KAFKA_SASL_SSL_SERVERS=127.0.0.1:PORT, KAFKA_SSL_CAFILE=PATH
+#   KAFKA_SASL_SSL_PORT    SASL_SSL port                          default: previous one, else a free port
+#   KAFKA_SCRAM_USERS      "name=password,..." SCRAM-SHA-512 users made when the storage is
+#                          formatted (first start of a state dir)  default: admin=admin-secret
 #   PYTHON                 python used for port picking/probing  default: python3
 set -euo pipefail
 
@@ -145,11 +153,11 @@ finally:
 PY
 }
 
-free_ports() { # prints two distinct free loopback ports
+free_ports() { # prints three distinct free loopback ports
   "$PYTHON" - <<'PY'
 import socket
 socks = []
-for _ in range(2):
+for _ in range(3):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -179,6 +187,11 @@ if [[ -f "$PID_FILE" ]]; then
     if wait_ready "$old_pid" "$PORT"; then
       log "broker already running (pid $old_pid)"
       echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$PORT"
+      running_sport="$(sed -n 's/^SASL_SSL_PORT=//p' "$PORTS_FILE")"
+      if [[ -n "$running_sport" ]]; then
+        echo "KAFKA_SASL_SSL_SERVERS=127.0.0.1:$running_sport"
+        echo "KAFKA_SSL_CAFILE=$STATE_DIR/tls/ca.pem"
+      fi
       exit 0
     fi
     log_tail; exit 1
@@ -199,12 +212,13 @@ fi
 CP="$LIBS_DIR/*"
 
 # ---------------------------------------------------------------- ports
-PREV_PORT="" PREV_CPORT=""
+PREV_PORT="" PREV_CPORT="" PREV_SPORT=""
 if [[ -f "$PORTS_FILE" ]]; then
   PREV_PORT="$(sed -n 's/^PORT=//p' "$PORTS_FILE")"
   PREV_CPORT="$(sed -n 's/^CONTROLLER_PORT=//p' "$PORTS_FILE")"
+  PREV_SPORT="$(sed -n 's/^SASL_SSL_PORT=//p' "$PORTS_FILE")"
 fi
-read -r FREE1 FREE2 < <(free_ports)
+read -r FREE1 FREE2 FREE3 < <(free_ports)
 PORT="${KAFKA_PORT:-}"
 CPORT="${KAFKA_CONTROLLER_PORT:-}"
 if [[ -z "$PORT" ]]; then
@@ -215,10 +229,51 @@ if [[ -z "$CPORT" ]]; then
   elif [[ "$FREE2" != "$PORT" ]]; then CPORT="$FREE2"; else CPORT="$FREE1"; fi
 fi
 if [[ "$PORT" == "$CPORT" ]]; then log "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ ($PORT)"; exit 1; fi
-for p in "$PORT" "$CPORT"; do
+SECURE="${KAFKA_SECURE:-0}"
+SPORT=""
+if [[ "$SECURE" == 1 ]]; then
+  SPORT="${KAFKA_SASL_SSL_PORT:-}"
+  if [[ -z "$SPORT" ]]; then
+    if [[ -n "$PREV_SPORT" && "$PREV_SPORT" != "$PORT" && "$PREV_SPORT" != "$CPORT" ]] \
+       && port_free "$PREV_SPORT"; then SPORT="$PREV_SPORT"
+    else
+      for candidate in "$FREE3" "$FREE2" "$FREE1"; do
+        if [[ "$candidate" != "$PORT" && "$candidate" != "$CPORT" ]]; then SPORT="$candidate"; break; fi
+      done
+    fi
+  fi
+  if [[ "$SPORT" == "$PORT" || "$SPORT" == "$CPORT" ]]; then
+    log "KAFKA_SASL_SSL_PORT must differ from the other ports ($SPORT)"; exit 1
+  fi
+elif [[ "$SECURE" != 0 ]]; then
+  log "KAFKA_SECURE must be 0 or 1 (got '$SECURE')"; exit 1
+fi
+for p in "$PORT" "$CPORT" $SPORT; do
   if ! port_free "$p"; then log "port 127.0.0.1:$p is already in use"; exit 1; fi
 done
-printf 'PORT=%s\nCONTROLLER_PORT=%s\n' "$PORT" "$CPORT" >"$PORTS_FILE"
+printf 'PORT=%s\nCONTROLLER_PORT=%s\nSASL_SSL_PORT=%s\n' "$PORT" "$CPORT" "$SPORT" >"$PORTS_FILE"
+
+# ---------------------------------------------------------------- TLS (KAFKA_SECURE=1)
+TLS_DIR="$STATE_DIR/tls"
+STORE_PASS="stream-perceptron-test"
+make_tls() { # a CA and the broker's certificate for 127.0.0.1, made once per state dir
+  [[ -s "$TLS_DIR/broker.p12" && -s "$TLS_DIR/ca.pem" ]] && return 0
+  command -v openssl >/dev/null 2>&1 || { log "KAFKA_SECURE=1 needs openssl"; return 1; }
+  mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -keyout ca.key -out ca.pem \
+      -subj "/CN=stream-perceptron test CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=127.0.0.1"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >broker.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -extfile broker.ext -out broker.pem
+    openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+      -out broker.p12 -passout "pass:$STORE_PASS"
+  ) >>"$OUT_LOG" 2>&1 || { log "making the TLS certificates failed"; return 1; }
+}
+if [[ "$SECURE" == 1 ]]; then make_tls || { log_tail; exit 1; }; fi
 
 # ---------------------------------------------------------------- config
 cat >"$PROPS" <<EOF
@@ -241,6 +296,23 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
+if [[ "$SECURE" == 1 ]]; then
+  sed -i "s|^listeners=.*|listeners=PLAINTEXT://127.0.0.1:${PORT},CONTROLLER://127.0.0.1:${CPORT},SASL_SSL://127.0.0.1:${SPORT}|;
+          s|^advertised.listeners=.*|advertised.listeners=PLAINTEXT://127.0.0.1:${PORT},SASL_SSL://127.0.0.1:${SPORT}|;
+          s|^listener.security.protocol.map=.*|listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL|" "$PROPS"
+  cat >>"$PROPS" <<EOF
+# KAFKA_SECURE=1: clients on SASL_SSL (SCRAM-SHA-512 over TLS), authorised by ACLs
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=${TLS_DIR}/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=${STORE_PASS}
+listener.name.sasl_ssl.ssl.key.password=${STORE_PASS}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:admin
+allow.everyone.if.no.acl.found=false
+EOF
+fi
 if [[ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]]; then
   printf '%s\n' "# KAFKA_EXTRA_PROPERTIES" "$KAFKA_EXTRA_PROPERTIES" >>"$PROPS"
 fi
@@ -291,8 +363,15 @@ if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
     printf '%s\n' "$CLUSTER_ID" >"$CLUSTER_ID_FILE"
   fi
   log "formatting storage in $DATA_DIR (cluster id $CLUSTER_ID)"
+  SCRAM=()
+  if [[ "$SECURE" == 1 ]]; then
+    IFS=',' read -r -a users <<<"${KAFKA_SCRAM_USERS:-admin=admin-secret}"
+    for user in "${users[@]}"; do
+      SCRAM+=(--add-scram "SCRAM-SHA-512=[name=${user%%=*},password=${user#*=}]")
+    done
+  fi
   if ! "$JAVA" "${TOOL_JVM[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.tools.StorageTool format --standalone \
-        -t "$CLUSTER_ID" -c "$PROPS" >>"$OUT_LOG" 2>&1; then
+        -t "$CLUSTER_ID" -c "$PROPS" "${SCRAM[@]}" >>"$OUT_LOG" 2>&1; then
     log "kafka.tools.StorageTool format failed"; log_tail; exit 1
   fi
 fi
@@ -317,6 +396,10 @@ PID="$(cat "$PID_FILE")"
 if wait_ready "$PID" "$PORT"; then
   log "broker ready (pid $PID) after ${SECONDS}s"
   echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$PORT"
+  if [[ "$SECURE" == 1 ]]; then
+    echo "KAFKA_SASL_SSL_SERVERS=127.0.0.1:$SPORT"
+    echo "KAFKA_SSL_CAFILE=$TLS_DIR/ca.pem"
+  fi
   exit 0
 fi
 

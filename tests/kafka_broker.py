@@ -9,14 +9,17 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "DEFAULT_STATE_DIR",
     "BrokerError",
+    "SecuredBroker",
     "broker_running",
     "free_port",
     "start_broker",
+    "start_secured_broker",
     "stop_broker",
 ]
 
@@ -78,6 +81,37 @@ def start_broker(
         if line.startswith(_PREFIX):
             return line[len(_PREFIX) :].strip()
     raise BrokerError(f"kafka-up.sh printed no {_PREFIX} line:\n{proc.stderr[-3000:]}")
+
+
+@dataclass(frozen=True)
+class SecuredBroker:
+    """A broker started with ``KAFKA_SECURE=1``: ``plaintext`` is the operator's listener
+    (User:ANONYMOUS, a super user), ``sasl_ssl`` the clients' (SCRAM-SHA-512 over TLS, ACLs),
+    ``cafile`` the CA that signed its certificate."""
+
+    plaintext: str
+    sasl_ssl: str
+    cafile: str
+
+
+def start_secured_broker(
+    state_dir: Path, users: dict[str, str], timeout: float = 300
+) -> SecuredBroker:
+    """Start a broker in ``state_dir`` with a SASL_SSL listener, the StandardAuthorizer and
+    the SCRAM-SHA-512 ``users`` (name -> password), made when its storage is formatted."""
+    env = {**_env(state_dir, None), "KAFKA_SECURE": "1",
+           "KAFKA_SCRAM_USERS": ",".join(f"{u}={p}" for u, p in users.items())}  # fmt: skip
+    proc = _run(KAFKA_UP, env, timeout)
+    lines = dict(
+        line.split("=", 1) for line in proc.stdout.splitlines() if line.startswith("KAFKA_")
+    )
+    try:
+        return SecuredBroker(
+            lines["KAFKA_BOOTSTRAP_SERVERS"], lines["KAFKA_SASL_SSL_SERVERS"],
+            lines["KAFKA_SSL_CAFILE"],
+        )  # fmt: skip
+    except KeyError as exc:
+        raise BrokerError(f"kafka-up.sh printed no {exc} line:\n{proc.stderr[-3000:]}") from exc
 
 
 def stop_broker(state_dir: Path | None = None, timeout: float = 120) -> None:

@@ -314,7 +314,10 @@ def _pull_model(args: argparse.Namespace) -> int:
     if unusable:
         print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
         return 2
-    log = _model_log_class(client)(args.bootstrap_servers.split(","), args.model_topic)
+    security = client_options(args, client)
+    log = _model_log_class(client)(
+        args.bootstrap_servers.split(","), args.model_topic, client_options=security
+    )
     try:
         log.ensure(create=False)  # never creates it (a mistyped name is an error)
         model, version, offsets, view = pull_model(log)

@@ -204,12 +204,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     kafka.add_argument(
         "--dead-letter-topic", type=_text, metavar="TOPIC", help="produce bad records here"
     )
-    kafka.add_argument(
-        "--security-protocol", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-    )
-    kafka.add_argument(
-        "--sasl-mechanism", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-    )
+    _add_security_flags(kafka)
     kafka.add_argument(
         "--kafka-option",
         action="append",
@@ -235,9 +230,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="static group membership (group.instance.id): a worker restarted with the same ID "
         "takes its partitions back without a rebalance (deploy/k8s passes the pod name)",
     )
-    kafka.add_argument("--ssl-cafile", metavar="PATH")
-    kafka.add_argument("--ssl-certfile", metavar="PATH")
-    kafka.add_argument("--ssl-keyfile", metavar="PATH")
     shared = run.add_argument_group(
         "shared-model mode (--source kafka: every worker of --group learns one model; "
         "outputs, partition state and offsets are committed in Kafka transactions)"
@@ -493,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint file to write (a regular file; an existing one only with --force)",
     )
     pull.add_argument("--force", action="store_true", help="replace an existing --output file")
+    _add_security_flags(pull)
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]
     )
@@ -500,6 +493,28 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--format", choices=FORMATS, default="csv")
     data.add_argument("--label", default="y")
     return parser
+
+
+def _add_security_flags(group: argparse._ActionsContainer) -> None:
+    """The security flags of every command that talks to Kafka (``run``, ``pull-model``)."""
+    group.add_argument(
+        "--security-protocol",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        help="how the client talks to the brokers (default PLAINTEXT)",
+    )
+    group.add_argument(
+        "--sasl-mechanism",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
+        help="with SASL_*: the user name and password come from the environment, "
+        "STREAM_PERCEPTRON_KAFKA_USERNAME and STREAM_PERCEPTRON_KAFKA_PASSWORD (never flags)",
+    )
+    group.add_argument(
+        "--ssl-cafile", metavar="PATH", help="the CA certificate (PEM) of the brokers"
+    )
+    group.add_argument(
+        "--ssl-certfile", metavar="PATH", help="client certificate (PEM), for mutual TLS"
+    )
+    group.add_argument("--ssl-keyfile", metavar="PATH", help="its private key (PEM)")
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
