@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KafkaModelLog",
+    "LogRecord",
     "ModelLog",
     "ModelLogBase",
     "ModelTopicError",
@@ -45,6 +46,28 @@ _RESERVED = frozenset(
     {"bootstrap_servers", "group_id", "enable_auto_commit", "isolation_level",
      "key_deserializer", "value_deserializer"}
 )  # fmt: skip
+
+
+class LogRecord(tuple[bytes | None, bytes | None]):
+    """A record read from the log: the pair ``(key, value)``, with its ``headers`` (a list of
+    ``(name, bytes)``, or ``None``) as an attribute.
+
+    Examples
+    --------
+    >>> record = LogRecord(b"k", b"v", [("h", b"1")])
+    >>> record == (b"k", b"v"), record.headers
+    (True, [('h', b'1')])
+    >>> key, value = record
+    """
+
+    headers: list[tuple[str, bytes]] | None
+
+    def __new__(
+        cls, key: bytes | None, value: bytes | None, headers: Any = None
+    ) -> LogRecord:
+        record = super().__new__(cls, (key, value))
+        record.headers = [(str(k), v) for k, v in headers] if headers else None
+        return record
 
 
 @runtime_checkable
@@ -306,7 +329,9 @@ class KafkaModelLog(ModelLogBase):
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         polled = self._consumer.poll(timeout_ms=200, max_records=10_000).values()
-        out = [(m.key, m.value) for messages in polled for m in messages]
+        out: list[tuple[bytes | None, bytes | None]] = [
+            LogRecord(m.key, m.value, m.headers) for messages in polled for m in messages
+        ]
         if out:
             self._next = max(m.offset for messages in polled for m in messages) + 1
         return out

@@ -16,6 +16,7 @@ from connectors.errors import ConnectorError
 from connectors.kafka_common import make_client, merge_client_options, servers_text
 from connectors.kafka_model_topic import (
     TOPIC_CONFIG,
+    LogRecord,
     ModelLogBase,
     check_model_topic,
     missing_model_topic,
@@ -150,7 +151,7 @@ class RdKafkaModelLog(ModelLogBase):
         for message in self._consumer.consume(10_000, 0.2):
             error = message.error()
             if error is None:
-                out.append((message.key(), message.value()))
+                out.append(LogRecord(message.key(), message.value(), message.headers()))
                 self._next = message.offset() + 1
             elif error.name() == "GROUP_AUTHORIZATION_FAILED":
                 # the reader's group id is one librdkafka insists on: it never joins or

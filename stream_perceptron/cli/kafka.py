@@ -261,6 +261,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
         leader=(sorted(args.topic)[0], 0),  # one mixer, whatever each worker is assigned
         adopt_settings=args.adopt_model_settings,
     )
+    coordinator.view.signer = getattr(args, "model_topic_signer", None)
 
     def headers() -> list[tuple[str, bytes]]:
         return [("model_version", str(coordinator.version).encode()), ("worker", worker.encode())]
@@ -314,13 +315,20 @@ def _pull_model(args: argparse.Namespace) -> int:
     if unusable:
         print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
         return 2
+    from stream_perceptron.cli.run import model_topic_signer
+
+    try:
+        signer = model_topic_signer(getattr(args, "model_topic_key_file", None))
+    except StreamPerceptronError as e:
+        print(f"stream-perceptron: error: {e}", file=sys.stderr)
+        return 2
     security = client_options(args, client)
     log = _model_log_class(client)(
         args.bootstrap_servers.split(","), args.model_topic, client_options=security
     )
     try:
         log.ensure(create=False)  # never creates it (a mistyped name is an error)
-        model, version, offsets, view = pull_model(log)
+        model, version, offsets, view = pull_model(log, signer)
         save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
     except ModelTopicError as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)

@@ -263,6 +263,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="mix every SECONDS (default 5 when --mix-every is not given)",
     )
+    shared.add_argument(
+        "--model-topic-key-file",
+        metavar="PATH",
+        help="the group's secret key (32 bytes or more; every worker and pull-model the same): "
+        "each model-topic record is signed with it (HMAC-SHA256 in a header) and a record "
+        "without its signature is refused, even where the topic's ACLs are loose",
+    )
     model = run.add_argument_group("model")
     model.add_argument(
         "--model",
@@ -485,6 +492,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint file to write (a regular file; an existing one only with --force)",
     )
     pull.add_argument("--force", action="store_true", help="replace an existing --output file")
+    pull.add_argument(
+        "--model-topic-key-file",
+        metavar="PATH",
+        help="the group's key: only records signed with it count (as the workers' flag)",
+    )
     _add_security_flags(pull)
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]

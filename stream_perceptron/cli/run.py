@@ -35,6 +35,7 @@ from stream_perceptron.learners import (
 from stream_perceptron.metrics import MetricsExporter
 from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
 from stream_perceptron.progress import Progress
+from stream_perceptron.sharing.signing import RecordSigner, load_key_file
 from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
 
@@ -97,6 +98,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         _check_shared_model(args, parser)
     elif args.mix_every or args.mix_interval:
         parser.error("--mix-every and --mix-interval need --model-topic")
+    elif args.model_topic_key_file:
+        parser.error("--model-topic-key-file needs --model-topic")
     if (args.checkpoint_every or args.checkpoint_interval) and not (
         args.checkpoint or args.model_topic
     ):
@@ -385,6 +388,23 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
                 f"{flag} is not for --model-topic: the shared model and its outputs live in "
                 "Kafka (--predictions-topic, --dead-letter-topic, pull-model)"
             )
+    args.model_topic_signer = model_topic_signer(args.model_topic_key_file, parser)
+
+
+def model_topic_signer(
+    path: str | None, parser: argparse.ArgumentParser | None = None
+) -> RecordSigner | None:
+    """The signer of ``--model-topic-key-file`` (``None`` without one); a file that cannot
+    be read or is too short is a usage error (exit 2)."""
+    if not path:
+        return None
+    try:
+        return load_key_file(path)
+    except (OSError, ValueError) as e:
+        message = f"--model-topic-key-file: {e}"
+        if parser is None:
+            raise StreamPerceptronError(message) from e
+        parser.error(message)
 
 
 def _close_metrics(exporter: MetricsExporter, args: argparse.Namespace) -> None:

@@ -18,6 +18,8 @@ and logged once per reason when it:
   ``n`` updates of inputs of norm at most ``R`` can move a weight vector).
 
 A refused increment is never folded; the leader deletes it with a tombstone (:attr:`doomed`).
+With the group's key (``--model-topic-key-file``, :attr:`ModelView.signer`), a record not
+signed with it is refused before anything else (``unsigned``, ``bad_signature``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from stream_perceptron.sharing.records import (
     increment_key,
     parse_increment_key,
 )
+from stream_perceptron.sharing.signing import RecordSigner
 
 __all__ = ["ModelView", "Expected", "model_of", "pull_model"]
 
@@ -79,6 +82,8 @@ class ModelView:
     rejected: Counter[str] = field(default_factory=Counter)
     #: keys of refused increments, for the leader to delete with tombstones
     doomed: set[str] = field(default_factory=set)
+    #: the group's key: records not signed with it are refused (``None``: none are checked)
+    signer: RecordSigner | None = None
 
     @property
     def bad_records(self) -> int:
@@ -98,13 +103,19 @@ class ModelView:
             "stream_perceptron_model_records_rejected_total" if first else "",
         )  # fmt: skip
 
-    def ingest(self, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    def ingest(
+        self, records: list[tuple[bytes | None, bytes | None]], own: bool = False
+    ) -> None:
         """Take records in log order; one that fails a check is counted and skipped. Mixtures
         are checked after the others: a compacted log can hold a mixture before the latest
-        records of the partitions whose examples it counts."""
+        records of the partitions whose examples it counts. ``own``: records this worker
+        committed itself (not read back: no signature to check)."""
         mixtures: list[tuple[bytes | None, Mixture]] = []
-        for key, value in records:
+        for record in records:
+            key, value = record
             with self._refusing(key):
+                if self.signer is not None and not own:  # records read carry their headers
+                    self.signer.check(key, value, getattr(record, "headers", None))
                 mixture = self._ingest(key, value)
                 if mixture is not None:
                     mixtures.append((key, mixture))
@@ -357,16 +368,19 @@ def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> No
             )  # fmt: skip
 
 
-def pull_model(log: Any) -> tuple[StreamClassifier, int, dict[PositionKey, int], ModelView]:
+def pull_model(
+    log: Any, signer: RecordSigner | None = None
+) -> tuple[StreamClassifier, int, dict[PositionKey, int], ModelView]:
     """The cluster's current model from the model topic: ``(model, version, next offsets per
-    partition, the view: what was refused, by reason)``.
+    partition, the view: what was refused, by reason)``; with ``signer``, only the records
+    signed with the group's key count.
 
     Raises
     ------
     EngineError
         If the topic holds no model yet.
     """
-    view = ModelView()
+    view = ModelView(signer=signer)
     view.ingest(log.read_new())
     current = view.current()
     if current is None:

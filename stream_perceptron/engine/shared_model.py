@@ -412,7 +412,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self._last_records = state.stats.records
             self._last_time = time.monotonic()
             if mixture is not None:  # committed: the chain goes on from it
-                self.view.ingest([(k.encode(), None) for k in _held_keys(mixture, self.view)])
+                held = _held_keys(mixture, self.view)
+                self.view.ingest([(k.encode(), None) for k in held], own=True)
                 self.view.mixture = mixture
         try:
             self.mix()
@@ -576,7 +577,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self.log.close()
 
     def _send(self, key: str, value: bytes | None) -> None:
-        self.output.send(self.topic, value, key.encode())
+        raw = key.encode()
+        signer = self.view.signer
+        headers = signer.headers(raw, value) if signer is not None else None
+        self.output.send(self.topic, value, raw, headers=headers)
 
     def _read_log(self) -> None:
         self.view.ingest(self.log.read_new())

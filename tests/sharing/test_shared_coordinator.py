@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from connectors import Position, Record, Source
+from connectors.kafka_model_topic import LogRecord
 from connectors.kafka_transactions import TransactionalSink
 from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine, Outputs
@@ -40,7 +41,7 @@ class MemoryLog:
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         log = self.cluster.topics.get(MODEL_TOPIC, [])
         new, self.read = log[self.read :], len(log)
-        return [(k, v) for k, v, _ in new]
+        return [LogRecord(k, v, h) for k, v, h in new]  # (key, value), headers beside
 
     def close(self) -> None:
         pass
@@ -118,11 +119,14 @@ def _data(partitions: int, per_partition: int) -> dict[int, list[bytes]]:
     return out
 
 
-def _worker(cluster, name, learner=None, **kwargs) -> tuple[Engine, SharedModelCoordinator]:
+def _worker(
+    cluster, name, learner=None, signer=None, **kwargs
+) -> tuple[Engine, SharedModelCoordinator]:
     transactions = MemoryTransactions(cluster)
     coordinator = SharedModelCoordinator(
         MemoryLog(cluster), transactions, MODEL_TOPIC, name, every=50, interval=None, **kwargs
     )
+    coordinator.view.signer = signer  # --model-topic-key-file
     outputs = Outputs(predictions=TransactionalSink(
         transactions, "predictions",
         headers=lambda: [("model_version", str(coordinator.version).encode())],
