@@ -28,7 +28,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +115,7 @@ class ModelView:
             key, value = record
             with self._refusing(key):
                 if self.signer is not None and not own:  # records read carry their headers
-                    self.signer.check(key, value, getattr(record, "headers", None))
+                    self._check_signature(record)
                 mixture = self._ingest(key, value)
                 if mixture is not None:
                     mixtures.append((key, mixture))
@@ -123,6 +123,22 @@ class ModelView:
             with self._refusing(key):
                 if self._check_mixture(mixture):
                     self.mixture = mixture
+
+    def _check_signature(self, record: tuple[bytes | None, bytes | None]) -> None:
+        """Refuse a record the group's key did not sign; an unsigned increment under a key no
+        worker's held increment has is doomed (the leader deletes it, so that readers without
+        the key do not fold it either; one under a held key is left: deleting it would delete
+        the worker's)."""
+        assert self.signer is not None
+        key, value = record
+        try:
+            self.signer.check(key, value, getattr(record, "headers", None))
+        except RecordFormatError as e:
+            with suppress(RecordFormatError):
+                named = parse_increment_key(key)
+                if named is not None and named[1] not in self.increments.get(named[0], {}):
+                    self.doomed.add(increment_key(*named))
+            raise e from None
 
     @contextmanager
     def _refusing(self, key: bytes | None) -> Iterator[None]:

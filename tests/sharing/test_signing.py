@@ -108,6 +108,9 @@ def test_with_the_key_only_the_groups_records_count() -> None:
     assert want["n_seen"] == got["n_seen"] == 600
     assert got == want  # the same model, to the last weight
     assert set(view.rejected) == {"unsigned", "bad_signature"}, view.rejected
+    # the leader deleted the stranger's increments (readers without the key skip them too)
+    deleted = {k for k, v, _ in forged.topics[MODEL_TOPIC] if v is None}
+    assert {b"increment:intruder:1", b"increment:intruder:2"} <= deleted
     # pull-model with the key: the same; without it, the stranger's increment is folded
     records = [LogRecord(k, v, h) for k, v, h in forged.topics[MODEL_TOPIC]]
 
