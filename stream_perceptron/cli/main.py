@@ -185,14 +185,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="topic to consume (repeat)",
     )
     kafka.add_argument("--group", type=_text, metavar="GROUP", help="consumer group id")
-    kafka.add_argument(
-        "--kafka-client",
-        choices=("auto", "confluent-kafka", "kafka-python"),
-        default="auto",
-        help="the Kafka client library (default auto: confluent-kafka, librdkafka from the extra "
-        "stream-perceptron[rdkafka], about 5x faster, where it is installed, else kafka-python "
-        "with a notice); --kafka-option and --producer-option use its own names",
-    )
+    _add_client_flag(kafka, "; --kafka-option and --producer-option use its own names")
     kafka.add_argument(
         "--exit-at-end",
         action="store_true",
@@ -478,13 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pull.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]")
     pull.add_argument("--model-topic", type=_text, required=True, metavar="TOPIC")
-    pull.add_argument(
-        "--kafka-client",
-        choices=("auto", "confluent-kafka", "kafka-python"),
-        default="auto",
-        help="the Kafka client library that reads the model topic (default auto: "
-        "confluent-kafka where it is installed, else kafka-python)",
-    )
+    _add_client_flag(pull)
     pull.add_argument(
         "--output",
         required=True,
@@ -505,6 +492,18 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--format", choices=FORMATS, default="csv")
     data.add_argument("--label", default="y")
     return parser
+
+
+def _add_client_flag(group: argparse._ActionsContainer, more: str = "") -> None:
+    """``--kafka-client`` of every command that talks to Kafka."""
+    group.add_argument(
+        "--kafka-client",
+        choices=("auto", "confluent-kafka", "kafka-python"),
+        default="auto",
+        help="the Kafka client library (default auto: confluent-kafka, librdkafka from the extra "
+        "stream-perceptron[rdkafka], about 5x faster, where it is installed, else kafka-python "
+        "with a notice)" + more,
+    )
 
 
 def _add_security_flags(group: argparse._ActionsContainer) -> None:

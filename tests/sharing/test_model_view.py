@@ -14,14 +14,15 @@ from stream_perceptron.engine.model_view import ModelView, pull_model
 from stream_perceptron.sharing import Mixture, PartitionState
 
 
-def _run(cluster: Cluster, hostile: list[tuple[bytes, bytes | None, str]]) -> None:
-    """Two workers (``a`` owns the leader partition) learn 2 x 300 records; ``hostile``
-    records land on the model topic after every fifth commit of ``b`` once a mixture exists
-    (before the first one, a reader without a model of its own, as pull-model, takes the
-    first well-formed mixture's settings as the group's)."""
+def _run(cluster: Cluster, written: list[tuple[bytes, bytes | None, list]], signer=None) -> None:
+    """Two workers (``a`` owns the leader partition; ``signer``: their group key) learn
+    2 x 300 records; records ``(key, value, headers)`` someone else ``written`` land on the
+    model topic after every fifth commit of ``b`` once a mixture exists (before the first
+    one, a reader without a model of its own, as pull-model, takes the first well-formed
+    mixture's settings as the group's)."""
     data = _data(2, 300)
-    a, ca = _worker(cluster, "a", mix_every=60)
-    b, cb = _worker(cluster, "b", mix_every=60)
+    a, ca = _worker(cluster, "a", mix_every=60, signer=signer)
+    b, cb = _worker(cluster, "b", mix_every=60, signer=signer)
     commits = 0
     save = cb.save
 
@@ -30,7 +31,7 @@ def _run(cluster: Cluster, hostile: list[tuple[bytes, bytes | None, str]]) -> No
         save()
         commits += 1
         if commits % 5 == 0 and cb.version > 0:
-            cluster.topics[MODEL_TOPIC].extend((k, v, []) for k, v, _ in hostile)
+            cluster.topics[MODEL_TOPIC].extend(written)
 
     cb.save = save_and_poison  # type: ignore[method-assign]
     halves = [{p: rows[:150] for p, rows in data.items()}, data]
@@ -40,12 +41,16 @@ def _run(cluster: Cluster, hostile: list[tuple[bytes, bytes | None, str]]) -> No
         cb.mix()
 
 
+def _unsigned(hostile: list[tuple[bytes, bytes | None, str]]) -> list:
+    return [(k, v, []) for k, v, _ in hostile]
+
+
 def test_hostile_records_are_refused_by_reason_and_change_nothing() -> None:
     fresh = Perceptron(averaged=True).get_state()
     hostile = hostile_records(fresh)
     clean, poisoned = Cluster(), Cluster()
     _run(clean, [])
-    _run(poisoned, hostile)
+    _run(poisoned, _unsigned(hostile))
     views = []
     for cluster in (clean, poisoned):
         view = ModelView()
@@ -66,7 +71,7 @@ def test_hostile_records_are_refused_by_reason_and_change_nothing() -> None:
 
 def test_pull_model_skips_hostile_records() -> None:
     cluster = Cluster()
-    _run(cluster, hostile_records(Perceptron(averaged=True).get_state()))
+    _run(cluster, _unsigned(hostile_records(Perceptron(averaged=True).get_state())))
 
     class Log:
         def read_new(self):

@@ -10,7 +10,8 @@ import stat
 
 import pytest
 from model_topic_records import hostile_records
-from test_shared_coordinator import MODEL_TOPIC, Cluster, PartitionSource, _data, _worker
+from test_model_view import _run
+from test_shared_coordinator import MODEL_TOPIC, Cluster, _data
 
 from connectors.kafka_model_topic import LogRecord
 from stream_perceptron import Perceptron
@@ -39,29 +40,6 @@ def _plausible_increment() -> tuple[bytes, bytes]:
     return increment.key.encode(), increment.encode()
 
 
-def _run(cluster: Cluster, signer: RecordSigner | None, forged: list) -> None:
-    """Two workers learn 2 x 300 records; ``forged`` records ``(key, value, headers)`` land on
-    the model topic after every fifth commit of ``b`` once a mixture exists."""
-    data = _data(2, 300)
-    a, ca = _worker(cluster, "a", mix_every=60, signer=signer)
-    b, cb = _worker(cluster, "b", mix_every=60, signer=signer)
-    commits = 0
-    save = cb.save
-
-    def save_and_forge() -> None:
-        nonlocal commits
-        save()
-        commits += 1
-        if commits % 5 == 0 and cb.version > 0:
-            cluster.topics[MODEL_TOPIC].extend(forged)
-
-    cb.save = save_and_forge  # type: ignore[method-assign]
-    for part in ({p: rows[:150] for p, rows in data.items()}, data):
-        b.run(PartitionSource(cluster, part, [1], cb))
-        a.run(PartitionSource(cluster, part, [0], ca))
-        cb.mix()
-
-
 def _current(cluster: Cluster, signer: RecordSigner | None) -> tuple[dict, ModelView]:
     view = ModelView(signer=signer)
     view.ingest([LogRecord(k, v, h) for k, v, h in cluster.topics[MODEL_TOPIC]])
@@ -86,8 +64,8 @@ def test_the_checks_alone_fold_a_plausible_stranger_increment() -> None:
     """The control: without the key, the forged increment is taken (so the key is what
     refuses it below)."""
     clean, forged = Cluster(), Cluster()
-    _run(clean, None, [])
-    _run(forged, None, _forged())
+    _run(clean, [])
+    _run(forged, _forged())
     want, _ = _current(clean, None)
     got, view = _current(forged, None)
     assert want["n_seen"] == 600
@@ -100,8 +78,8 @@ def test_the_checks_alone_fold_a_plausible_stranger_increment() -> None:
 def test_with_the_key_only_the_groups_records_count() -> None:
     signer = RecordSigner(KEY)
     clean, forged = Cluster(), Cluster()
-    _run(clean, signer, [])
-    _run(forged, signer, _forged())
+    _run(clean, [], signer)
+    _run(forged, _forged(), signer)
     want, clean_view = _current(clean, signer)
     got, view = _current(forged, signer)
     assert clean_view.bad_records == 0  # every record the workers wrote is signed
