@@ -34,6 +34,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: how long a worker waits for the metadata of a model topic another worker just created
+CREATION_WAIT_S = 15.0
+
 TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(16 * 1024 * 1024),
@@ -149,6 +152,27 @@ class ModelLogBase:
         self._latest: Any = None
         self._carry: list[tuple[bytes | None, bytes | None]] = []  # read by a failed call
         self._next = 0  # the offset after the last record read: a reopened reader starts there
+
+    def _wait_for_creation(
+        self, partitions: Any, timeout_s: float = CREATION_WAIT_S
+    ) -> int:
+        """The topic's partition count, once ``partitions()`` knows it: a topic another
+        worker has just created can be missing from the metadata, or partitionless, for a
+        moment (workers that start together race to create it)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                known = partitions()
+            except LookupError:
+                known = None
+            if known:
+                return int(known)
+            if time.monotonic() > deadline:
+                raise ConnectorError(
+                    f"the model topic {self.topic!r} exists but its metadata did not show "
+                    f"within {timeout_s:g} s"
+                )
+            time.sleep(0.2)
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         """Read to the end. A transaction still open on the topic (a worker that died in the
@@ -270,11 +294,16 @@ class KafkaModelLog(ModelLogBase):
                     return
                 except TopicAlreadyExistsError:
                     pass  # another worker was first: check it as any existing topic
-            (described,) = admin.describe_topics([self.topic])
+
+            def partitions_known() -> int | None:  # None while its creation is under way
+                (described,) = admin.describe_topics([self.topic])
+                return len(described["partitions"]) or None
+
+            partitions = self._wait_for_creation(partitions_known)
             resource = ConfigResource(ConfigResourceType.TOPIC, self.topic, None)
             configs = admin.describe_configs([resource], config_filter="all")
             policy = configs["topic"][self.topic]["cleanup.policy"]["value"]
-            check_model_topic(self.topic, len(described["partitions"]), policy)
+            check_model_topic(self.topic, partitions, policy)
         except (KeyError, TypeError, ValueError) as exc:
             raise ConnectorError(
                 f"cannot describe the model topic {self.topic!r}: {exc!r}"

@@ -75,8 +75,16 @@ class RdKafkaModelLog(ModelLogBase):
                     raise missing_model_topic(self.topic)
                 if self._create(ck, admin, NewTopic):
                     return
-                topics = admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics
-            partitions = len(topics[self.topic].partitions)
+
+                def partitions_known() -> int | None:  # another worker is creating it
+                    found = admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S).topics
+                    topic = found.get(self.topic)
+                    return len(topic.partitions) if topic is not None and topic.error is None \
+                        and topic.partitions else None  # fmt: skip
+
+                partitions = self._wait_for_creation(partitions_known)
+            else:
+                partitions = len(topics[self.topic].partitions)
             resource = ConfigResource(ResourceType.TOPIC, self.topic)
             configs = admin.describe_configs([resource])[resource].result(REQUEST_TIMEOUT_S)
             check_model_topic(self.topic, partitions, configs["cleanup.policy"].value)

@@ -201,3 +201,33 @@ def test_a_commit_in_doubt_is_finished_never_sent_twice(kafka_bootstrap, kafka_c
         assert reader.read_new() == [(b"w", b"warm"), *sent, (b"a", b"after")]
     finally:
         reader.close()
+
+
+def test_workers_that_start_together_all_get_the_new_model_topic(kafka_bootstrap, kafka_client):
+    """Workers started at once race to create the model topic: the losers wait for its
+    metadata instead of failing on a topic that exists but does not show yet (a three-worker
+    page test found them exiting 1 with ``KeyError``)."""
+    import threading
+
+    for _ in range(4):
+        topic = f"test-model-{uuid.uuid4().hex[:12]}"
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def ensure(topic: str = topic, errors: list = errors, start=start) -> None:
+            log = LOGS[kafka_client](kafka_bootstrap, topic)
+            try:
+                start.wait()
+                log.ensure()
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+            finally:
+                log.close()
+
+        threads = [threading.Thread(target=ensure) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [], errors
+        assert _topic_config(kafka_bootstrap, topic)[0] == 1
