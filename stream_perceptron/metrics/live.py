@@ -24,6 +24,15 @@ However often it is requested, the document is computed at most every 0.5 s (a r
 that time gets the last one), so polling it cannot slow learning.
 ``kafka``
     null, or ``lag`` (``[topic, partition, lag]``) and ``rebalances``.
+``shared_model``
+    null outside shared-model mode (``--model-topic``), else what this worker knows of the
+    group: ``worker`` (its id), ``version`` (of the mixture its model is based on), ``mixes``,
+    ``last_mix_age_seconds``, ``divergence``, ``versions`` (``[seconds since start, version]``
+    at each change, at most 500), ``owned`` (``[topic, partition]`` this worker owns),
+    ``workers`` (``[{"worker", "partitions": [[topic, partition, next_offset, lag]]}]``: each
+    partition under the worker that last committed it, by the model topic's partition
+    records, this worker's own partitions under it; ``lag`` is known for its own only, else
+    null), ``group_size`` and ``rejected`` (model-topic records refused, by reason).
 """
 
 from __future__ import annotations
@@ -81,12 +90,19 @@ class LiveState:
         self._curve_lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cached: tuple[float, bool, bytes] | None = None
+        self._versions: list[tuple[float, int]] = []  # shared-model mode: (seconds, version)
 
     def observe_batch(self, _seconds: float) -> None:
         """Between batches: one point of the learning curve (examples, mistakes)."""
         stats = self.engine.stats
         point = (stats.learned, stats.mistakes)
+        coordinator = self.engine.coordinator
         with self._curve_lock:
+            version = int(coordinator.version) if _is_shared(coordinator) else None
+            if version is not None and (not self._versions or self._versions[-1][1] != version):
+                self._versions.append((round(time.time() - self.started_at, 3), version))
+                if len(self._versions) > CURVE_POINTS:
+                    self._versions = self._versions[::2]
             if point[0] == self._curve[-1][0]:
                 return
             self._seen += 1
@@ -109,13 +125,25 @@ class LiveState:
             saved_at = coordinator.last_saved_at
             params = learner._get_params()
             curve = [*self._curve, (stats.learned, stats.mistakes)]
+            shared = _shared(coordinator) if _is_shared(coordinator) else None
         kafka = None
+        lag: dict[tuple[str, int], int] = {}
         if self.kafka is not None:
             got = self.kafka()
+            lag = dict(got.get("lag", {}))
             kafka = {
-                "lag": [[t, p, n] for (t, p), n in sorted(got.get("lag", {}).items())],
+                "lag": [[t, p, n] for (t, p), n in sorted(lag.items())],
                 "rebalances": got.get("rebalances", 0),
             }
+        if shared is not None:
+            with self._curve_lock:
+                versions = [[t, v] for t, v in self._versions]
+            if not versions or versions[-1][1] != shared["version"]:  # moved since a batch
+                versions.append([round(time.time() - self.started_at, 3), shared["version"]])
+            shared["versions"] = versions
+            for worker in shared["workers"]:
+                for row in worker["partitions"]:
+                    row[3] = lag.get((row[0], row[1]))
         return {
             "schema_version": SCHEMA_VERSION,
             "run": {
@@ -147,6 +175,7 @@ class LiveState:
                 "age_seconds": None if saved_at is None else max(0.0, time.time() - saved_at),
             },
             "kafka": kafka,
+            "shared_model": shared,
         }
 
     def state_json(self) -> bytes:
@@ -160,6 +189,40 @@ class LiveState:
             body = json.dumps(self.state(), allow_nan=False, default=str).encode()
             self._cached = (now, self.ended, body)
             return body
+
+
+def _is_shared(coordinator: Any) -> bool:
+    """Whether ``coordinator`` is a shared-model one (its view of the model topic)."""
+    return hasattr(coordinator, "view") and hasattr(coordinator, "mixes")
+
+
+def _shared(c: Any) -> dict[str, Any]:
+    """The group as a shared-model coordinator ``c`` knows it (called under the engine's
+    lock, which the coordinator's state changes under)."""
+    owners: dict[str, list[list[Any]]] = {}
+    owned = sorted(c.owned, key=lambda k: (k[0], k[1] or 0))
+    for (topic, partition), record in c.view.partitions.items():
+        worker = c.worker if (topic, partition) in c.owned else record.worker or "?"
+        owners.setdefault(worker, []).append([topic, partition, record.next_offset, None])
+    for topic, partition in owned:  # owned, no partition record yet: next offset unknown
+        if (topic, partition) not in c.view.partitions:
+            owners.setdefault(c.worker, []).append([topic, partition, None, None])
+    return {
+        "worker": c.worker,
+        "version": c.version,
+        "mixes": c.mixes,
+        "last_mix_age_seconds": (
+            None if c.last_mix_at is None else max(0.0, time.time() - c.last_mix_at)
+        ),
+        "divergence": c.divergence,
+        "owned": [[t, p] for t, p in owned],
+        "workers": [
+            {"worker": w, "partitions": sorted(rows, key=lambda r: (r[0], r[1] or 0))}
+            for w, rows in sorted(owners.items())
+        ],
+        "group_size": c.view.group_size(),
+        "rejected": dict(c.view.rejected),
+    }
 
 
 def _thin(curve: list[tuple[int, int]]) -> list[tuple[int, int]]:

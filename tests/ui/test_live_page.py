@@ -124,6 +124,8 @@ def test_the_page_follows_the_run_and_agrees_with_the_api_and_the_summary(slow_r
         assert _text(driver, "mistakes") == f"{done['mistakes']:,}"
         assert _text(driver, "accuracy") == f"{100 * done['accuracy']:.2f} %"
         assert "Perceptron(lr=1, bias=learned" in _text(driver, "watching")
+        assert state["shared_model"] is None  # not in shared-model mode: no group panel
+        assert driver.find_element("id", "shared-section").get_attribute("hidden")
         assert "saved" in _text(driver, "checkpoint")
         shown = driver.find_elements("css selector", "#weights tr")
         assert len(shown) == len(state["model"]["weights"]) > 0
