@@ -133,10 +133,14 @@ def servers_text(bootstrap_servers: str | list[str]) -> str:
 
 
 def make_client(
-    create: Callable[[], Any], what: str, servers: object, errors: tuple[type[BaseException], ...]
-) -> Any:
+    create: Callable[[], Any], what: str, servers: object, errors: tuple[type[BaseException], ...],
+    config: dict[str, Any] | None = None,
+) -> Any:  # fmt: skip
     """``create()``, its ``errors`` (and bad settings) raised as a ConnectorError saying which
-    client for which brokers could not be made.
+    client for which brokers could not be made; with SASL in ``config`` (kafka-python's
+    names), a client that could not bootstrap is said to be perhaps refused its credentials
+    (the broker closes the connection on a wrong password, which kafka-python does not always
+    get to report).
 
     Examples
     --------
@@ -149,7 +153,15 @@ def make_client(
     try:
         return create()
     except caught as exc:
-        raise ConnectorError(f"cannot create a Kafka {what} for {servers!r}: {exc!r}") from exc
+        hint = ""
+        if (config or {}).get("sasl_mechanism") and "bootstrap" in str(exc).lower():
+            hint = (
+                " (with SASL this is also how a wrong user name or password shows: check "
+                "STREAM_PERCEPTRON_KAFKA_USERNAME/PASSWORD, authentication failed?)"
+            )
+        raise ConnectorError(
+            f"cannot create a Kafka {what} for {servers!r}: {exc!r}{hint}"
+        ) from exc
 
 
 def needs_split(values: list[bytes]) -> bool:

@@ -62,7 +62,7 @@ class KafkaSink(TopicSink):
 
         servers = self._config["bootstrap_servers"]
         producer = make_client(
-            lambda: KafkaProducer(**self._config), "producer", servers, (KafkaError,)
+            lambda: KafkaProducer(**self._config), "producer", servers, (KafkaError,), self._config
         )
         logger.debug("created the Kafka producer of %r", self.topic)
         return producer

@@ -173,7 +173,7 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
 
         servers = self._config["bootstrap_servers"]
         consumer = make_client(
-            lambda: KafkaConsumer(**self._config), "consumer", servers, (KafkaError,)
+            lambda: KafkaConsumer(**self._config), "consumer", servers, (KafkaError,), self._config
         )
         try:
             kafka_client.require_internals(consumer)
