@@ -385,7 +385,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
                     self._send(key, None)
                 mixture = self._next_mixture()
             self.view.doomed.clear()
-            group = self._group() if self._group is not None else None
+            # the group's membership only where offsets go with the transaction: a worker
+            # stopped before it was assigned anything (its consumer closed or never opened)
+            # commits what it has without one
+            group = self._group() if offsets and self._group is not None else None
             if offsets and group is None:
                 raise EngineError("shared-model mode commits offsets of a consumer group only")
         # the commit outside the state's lock, which the metrics read under (a commit can wait

@@ -462,3 +462,28 @@ def test_with_several_input_topics_one_partition_elects_the_leader() -> None:
     assert not coordinator.is_leader  # b's partition 0 is not the leader's partition
     coordinator.owned.add(("a", 0))
     assert coordinator.is_leader
+
+
+class _NeverAssigned(Source):
+    """A worker stopped (SIGTERM) before the group gave it a partition: nothing is yielded and
+    its consumer is already closed when the engine's final save asks for the membership."""
+
+    def group_metadata(self) -> str:
+        from connectors.errors import ConnectorError
+
+        raise ConnectorError("the Kafka source of ['events'] has no open consumer")
+
+    def batches(self) -> Iterator[list[Record]]:
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_worker_stopped_before_its_first_assignment_ends_cleanly() -> None:
+    """Its last commit carries no offsets, so it needs no group membership (a closed consumer
+    has none): the run ends without an error, and nothing is committed for the group."""
+    cluster = Cluster()
+    engine, coordinator = _worker(cluster, "late")
+    engine.run(_NeverAssigned())
+    assert coordinator.commits >= 1 and cluster.offsets == {}
