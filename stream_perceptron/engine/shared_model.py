@@ -162,6 +162,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._published: Form | None = None  # the model's form at its last increment
         self._pending: list[Increment] = []  # its increments no mixture holds yet
         self._saving = threading.RLock()
+        #: why a save failed: this worker commits nothing more (it is on its way out)
+        self._failed: BaseException | None = None
         self.outages = 0  # transactions committed again after a broker outage
         self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
 
@@ -357,7 +359,19 @@ class SharedModelCoordinator(CheckpointCoordinator):
         due (with tombstones for the increments it folds in), and the consumed offsets; then
         move onto the newest mixture."""
         with self._saving:  # one save at a time (a revocation's comes from a helper thread)
-            self._save()
+            if self._failed is not None:
+                # what was learned since the last commit went with the failed transaction (its
+                # increment, predictions and partition records): committing the offsets now,
+                # without them, would lose those examples for good; the worker that takes the
+                # partitions next reads them again from the last commit that landed
+                logger.warning("worker %s: not committing after its failed transaction (%s)",
+                               self.worker, self._failed)  # fmt: skip
+                return
+            try:
+                self._save()
+            except BaseException as e:
+                self._failed = e
+                raise
 
     def _save(self) -> None:
         state = self._state
