@@ -187,6 +187,12 @@ class CheckpointCoordinator:
         now = time.monotonic() if now is None else now
         return self.interval is not None and now - self._last_time >= self.interval
 
+    @property
+    def batch_limit(self) -> int | None:
+        """At most how many records the engine hands over between two ``after_batch`` calls
+        (``None``: a source's batch whole, as a file checkpoint needs no finer cadence)."""
+        return None
+
     def after_batch(self, records: int) -> None:
         """Called by the engine between batches: save when due."""
         if self.due(records):

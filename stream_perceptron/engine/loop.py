@@ -229,7 +229,11 @@ class Engine:
                 self._waiting_for_input = False
             if batch is None:
                 return
-            yield batch
+            limit = self.coordinator.batch_limit
+            if limit and isinstance(batch, list) and len(batch) > limit:
+                yield from _slices(batch, limit)
+            else:
+                yield batch
 
     def _process_block(self, block: LineBlock) -> None:
         blocks = self._blocks
@@ -353,3 +357,18 @@ def _runs(batch: list[Record]) -> Iterator[list[Record]]:
             start = i
             key = (position.source, position.partition)
     yield batch if start == 0 else batch[start:]
+
+
+def _slices(batch: list[Record], limit: int) -> Iterator[list[Record]]:
+    """``batch`` in runs of about ``limit`` records, cut only where a message ends (the lines
+    of one Kafka message share its position: a commit never splits a message)."""
+    start = 0
+    while len(batch) - start > limit:
+        cut = start + limit
+        while cut < len(batch) and batch[cut].position == batch[cut - 1].position:
+            cut += 1
+        if cut >= len(batch):
+            break
+        yield batch[start:cut]
+        start = cut
+    yield batch[start:]

@@ -258,14 +258,22 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.n_since += 1
 
     # -- when ----------------------------------------------------------------------------------
-    def due(self, records: int, now: float | None = None) -> bool:
-        """A commit is due after ``every`` records or ``interval`` seconds; with ``mix_every``
-        also after this worker's share of a mixing period (``mix_every`` over the live
-        group's size), so the increments a mix needs are committed in time at any speed."""
+    @property
+    def batch_limit(self) -> int | None:
+        """A commit is due after ``every`` records or, with ``mix_every``, after this worker's
+        share of a mixing period (``mix_every`` over the live group's size): the engine checks
+        at least that often, however many records a poll brings (a fast client hands over
+        thousands at once), so the cadence holds at any speed."""
         every = self.every
         if self.mix_every:
             share = max(1, self.mix_every // max(1, self.view.group_size()))
             every = min(every, share) if every else share
+        return every or None
+
+    def due(self, records: int, now: float | None = None) -> bool:
+        """A commit is due after :attr:`batch_limit` records or ``interval`` seconds, so the
+        increments a mix needs are committed in time at any speed."""
+        every = self.batch_limit
         if every and records - self._last_records >= every:
             return True
         now = time.monotonic() if now is None else now

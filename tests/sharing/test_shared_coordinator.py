@@ -536,3 +536,37 @@ def test_a_worker_stopped_before_its_first_assignment_ends_cleanly() -> None:
     engine, coordinator = _worker(cluster, "late")
     engine.run(_NeverAssigned())
     assert coordinator.commits >= 1 and cluster.offsets == {}
+
+
+class _OneBigPoll(PartitionSource):
+    """Every record of its partitions in one batch, as a fast client's poll hands them over."""
+
+    def batches(self) -> Iterator[list[Record]]:
+        keys = [(TOPIC, p) for p in self.partitions]
+        self.coordinator.assigned(keys)
+        yield [Record(self.data[p][o], Position(TOPIC, o, p))
+               for p in self.partitions for o in range(len(self.data[p]))]  # fmt: skip
+        self.coordinator.revoked(keys)
+
+
+def test_a_large_poll_is_committed_in_slices_so_mixing_keeps_its_cadence() -> None:
+    """600 records in one poll, a commit due every 50 and a mix every 60 examples: the engine
+    hands the poll over in slices, so the worker commits and mixes on cadence (one commit
+    and one mixture for the whole poll before)."""
+    cluster, data = Cluster(), _data(2, 300)
+    engine, coordinator = _worker(cluster, "a", mix_every=60)
+    engine.run(_OneBigPoll(cluster, data, [0, 1], coordinator))
+    assert coordinator.commits >= 600 // 50
+    assert coordinator.version >= 600 // 60 // 2, coordinator.version
+    assert _predicted(cluster) == sorted((p, o) for p in range(2) for o in range(300))
+
+
+def test_slices_end_where_a_message_ends() -> None:
+    from stream_perceptron.engine.loop import _slices
+
+    # message offsets 0, 1, 1, 1, 2, 3, 3: the lines of a message share its position
+    batch = [Record(b"{}", Position(TOPIC, o, 0)) for o in (0, 1, 1, 1, 2, 3, 3)]
+    cuts = [[r.position.offset for r in part] for part in _slices(batch, 2)]
+    assert cuts == [[0, 1, 1, 1], [2, 3, 3]]
+    assert [len(p) for p in _slices(batch, 10)] == [7]
+    assert sum(map(len, _slices(batch, 1))) == 7
