@@ -391,16 +391,20 @@ class _FlakyTransactions(MemoryTransactions):
 
 def _flaky_worker(cluster, failures, retriable=True):
     transactions = _FlakyTransactions(cluster, failures, retriable)
+    return (*_worker_over(cluster, transactions, mix_every=60), transactions)
+
+
+def _worker_over(cluster, transactions, **kwargs) -> tuple[Engine, SharedModelCoordinator]:
+    """Worker "a" committing through ``transactions`` (a scripted kind)."""
     coordinator = SharedModelCoordinator(
-        MemoryLog(cluster), transactions, MODEL_TOPIC, "a", every=50, interval=None,
-        mix_every=60,
-    )  # fmt: skip
+        MemoryLog(cluster), transactions, MODEL_TOPIC, "a", every=50, interval=None, **kwargs
+    )
     outputs = Outputs(predictions=TransactionalSink(transactions, "predictions"))
     engine = Engine(Perceptron(averaged=True), make_parser("jsonl"), outputs,
                     coordinator=coordinator, dense=False)  # fmt: skip
     coordinator.install(engine)
     coordinator.start()
-    return engine, coordinator, transactions
+    return engine, coordinator
 
 
 def test_a_commit_that_fails_while_the_broker_is_away_is_committed_again(monkeypatch) -> None:
@@ -457,14 +461,7 @@ def test_after_a_failed_transaction_nothing_more_is_committed_and_a_restart_is_e
 
     cluster, data = Cluster(), _data(2, 300)
     transactions = _AbortingTransactions(cluster, fail_at=3)
-    coordinator = SharedModelCoordinator(
-        MemoryLog(cluster), transactions, MODEL_TOPIC, "a", every=50, interval=None,
-    )  # fmt: skip
-    outputs = Outputs(predictions=TransactionalSink(transactions, "predictions"))
-    engine = Engine(Perceptron(averaged=True), make_parser("jsonl"), outputs,
-                    coordinator=coordinator, dense=False)  # fmt: skip
-    coordinator.install(engine)
-    coordinator.start()
+    engine, coordinator = _worker_over(cluster, transactions)
     with pytest.raises(TransactionFailed):
         engine.run(PartitionSource(cluster, data, [0, 1], coordinator))
     assert transactions.attempts == 3  # the failed one was the last
