@@ -374,10 +374,11 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
         parser.error("--model-topic needs --source kafka")
     if args.model not in ("binary", "multiclass"):
         parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
-    if args.scale or args.hash_bits:
+    if args.scale:
         parser.error(
-            "--scale and --hash-bits are not for --model-topic yet: a mixture of models "
-            "standardised by different running statistics is not one model"
+            "--scale is not for --model-topic yet: a mixture of models standardised by "
+            "different running statistics is not one model (--hash-bits is: the buckets are "
+            "the same in every worker)"
         )
     if args.average_half_life is not None:
         parser.error("--model-topic mixes plain averages: not with --average-half-life")

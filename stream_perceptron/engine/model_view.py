@@ -34,8 +34,8 @@ from typing import Any
 
 from connectors import PositionKey
 from stream_perceptron.engine.outcomes import EngineError
-from stream_perceptron.errors import StreamPerceptronError
-from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.errors import StateError, StreamPerceptronError
+from stream_perceptron.learners import Preprocessed, StreamClassifier
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
 from stream_perceptron.sharing.increments import Form, fold
 from stream_perceptron.sharing.records import (
@@ -49,7 +49,7 @@ from stream_perceptron.sharing.records import (
 )
 from stream_perceptron.sharing.signing import RecordSigner
 
-__all__ = ["ModelView", "Expected", "model_of", "pull_model"]
+__all__ = ["ModelView", "Expected", "learner_of", "model_of", "pull_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,35 @@ _SLACK = 1e-6
 
 
 def model_of(state: dict[str, Any]) -> Expected:
-    """The learner and hyperparameters a learner state describes."""
-    return str(state.get("learner")), dict(state.get("params") or {})
+    """The learner and hyperparameters a shared learner state describes (its ``hash_bits``,
+    when the group hashes its features, among them)."""
+    params = dict(state.get("params") or {})
+    if "hash_bits" in state:
+        params["hash_bits"] = state["hash_bits"]
+    return str(state.get("learner")), params
+
+
+def learner_of(state: dict[str, Any]) -> StreamClassifier:
+    """The learner of a shared state: a group that hashes its features (``hash_bits`` beside
+    the learner's own state) mixes the hashed model, and gets it back wrapped in the same
+    hashing (:class:`~stream_perceptron.learners.Preprocessed`), so it predicts on the
+    features' names.
+
+    Raises
+    ------
+    StateError
+        If no learner loads from ``state``, or its ``hash_bits`` is not a number of bits.
+    """
+    model = StreamClassifier.from_state(state)
+    if "hash_bits" not in state:
+        return model
+    bits = state["hash_bits"]
+    try:
+        if type(bits) is not int:
+            raise ValueError(f"hash_bits must be an int, got {bits!r}")
+        return Preprocessed(model, hash_bits=bits)
+    except ValueError as e:
+        raise StateError(f"the shared state's {e}") from None
 
 
 @dataclass
@@ -202,7 +229,7 @@ class ModelView:
                 f"mixture {mixture.version} is not newer than the head {head.version}", "stale"
             )
         try:
-            StreamClassifier.from_state(mixture.state)
+            learner_of(mixture.state)
         except StreamPerceptronError as e:
             raise RecordFormatError(f"mixture {mixture.version}: {e}") from None
         self._check_model(mixture.state)
@@ -403,4 +430,4 @@ def pull_model(
         raise EngineError("the model topic holds no model yet")
     state, version = current
     offsets = {k: p.next_offset for k, p in view.partitions.items()}
-    return StreamClassifier.from_state(state), version, offsets, view
+    return learner_of(state), version, offsets, view

@@ -40,7 +40,8 @@ from connectors.kafka_transactions import GroupMember, TransactionalOutput, Tran
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.model_view import ModelView, model_of, pull_model
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
-from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.learners import Preprocessed, StreamClassifier
+from stream_perceptron.learners.preprocessed import base_learner
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState, divergence
 from stream_perceptron.sharing.increments import Form, form, increment, translate
 from stream_perceptron.sharing.records import increment_key
@@ -51,6 +52,7 @@ __all__ = [
     "SharedModelCoordinator",
     "SharedModelMismatch",
     "adopt",
+    "shared_state",
     "pull_model",
 ]
 
@@ -64,12 +66,38 @@ LEADER_STABLE_WAIT_S = 2.0
 SLOW_COMMIT_S = 5.0
 
 
+def shared_state(learner: StreamClassifier) -> dict[str, Any]:
+    """The state of ``learner`` that the group mixes: its own, or for a learner whose features
+    are hashed (a :class:`~stream_perceptron.learners.Preprocessed` with ``hash_bits``), the
+    hashed model's state with ``hash_bits`` beside it: the buckets are the features, the same
+    in every worker, and :func:`~stream_perceptron.engine.model_view.learner_of` wraps it
+    back.
+
+    Raises
+    ------
+    SharedModelMismatch
+        If ``learner`` standardises its features (running statistics are not mixed).
+    """
+    if not isinstance(learner, Preprocessed):
+        return learner.get_state()
+    if learner.scale is not None:
+        raise SharedModelMismatch(
+            "a shared model cannot standardise its features (scale=...): a mixture of models "
+            "standardised by different running statistics is not one model"
+        )
+    state = learner.model.get_state()
+    state["hash_bits"] = learner.hash_bits
+    return state
+
+
 def adopt(learner: StreamClassifier, state: dict[str, Any]) -> None:
     """Make ``learner`` (in place: the engine and the metrics hold it) the learner of
-    ``state``."""
-    fresh = type(learner).from_state(state)
-    learner.__dict__.clear()
-    learner.__dict__.update(fresh.__dict__)
+    ``state`` (a :func:`shared_state`: a hashing learner keeps its hasher, its model is
+    replaced)."""
+    target = base_learner(learner)
+    fresh = type(target).from_state(state)
+    target.__dict__.clear()
+    target.__dict__.update(fresh.__dict__)
 
 
 class SharedModelMismatch(EngineError):
@@ -201,7 +229,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         with state.lock:
             learner = state.learner
             mixture = self.view.mixture
-            own = learner.get_state()
+            own = shared_state(learner)
             if mixture is None:
                 base = own
                 self.version = 0
@@ -240,11 +268,14 @@ class SharedModelCoordinator(CheckpointCoordinator):
         )
         what = (f"a {theirs[0]} (here a {mine[0]})" if mine[0] != theirs[0]
                 else f"a {theirs[0]} with {differ}")  # fmt: skip
-        if not self.adopt_settings or mine[0] != theirs[0]:
+        # another learner, or other hashing (this worker's hasher is not the model's), is
+        # never adopted
+        fixed = mine[0] != theirs[0] or mine[1].get("hash_bits") != theirs[1].get("hash_bits")
+        if not self.adopt_settings or fixed:
             raise SharedModelMismatch(
                 f"the model topic {self.topic!r} holds {what}: start this worker with the "
                 "group's model flags"
-                + ("" if mine[0] != theirs[0] else ", or --adopt-model-settings to take them")
+                + ("" if fixed else ", or --adopt-model-settings to take them")
             )
         logger.warning("the model topic %r holds %s: adopting its settings", self.topic, what)
 
@@ -499,7 +530,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
     def _publish(self, learner: StreamClassifier) -> None:
         """This worker's increment since its last one, into the open transaction."""
         assert self._published is not None
-        now = learner.get_state()
+        now = shared_state(learner)
         step = increment(now, self._published)
         if not step.t:
             return
@@ -573,7 +604,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         held = [i for i in self._pending if i.seq <= holds]
         shift = [(1.0, form(mixture.state)), (-1.0, form(self._base))]
         shift += [(-1.0, Form.decode(i.delta)) for i in held]
-        local = learner.get_state()
+        local = shared_state(learner)
         unpublished = local["n_seen"] - int(round(self._published.t))
         moved = translate(local, shift, labels_from=[mixture.state])
         for coef, f in shift:  # the last increment's form moves alike

@@ -41,6 +41,16 @@ def examples(n: int, seed: int, noise: float = 0.0, margin: float = 0.0) -> list
     return out
 
 
+def with_tokens(data: list[tuple[dict, int]], vocabulary: int, per_record: int, seed: int):
+    """``data`` with ``per_record`` indicator features out of ``vocabulary`` names added to
+    each record (a long tail, as text or ids give: what ``--hash-bits`` is for)."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, vocabulary, size=(len(data), per_record))
+    return [
+        ({**x, **{f"tok{t}": 1.0 for t in row.tolist()}}, y) for (x, y), row in zip(data, tokens)
+    ]
+
+
 def make_topics(bootstrap: str, *partitions: int) -> list[str]:
     topics = [name("topic") for _ in partitions]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)

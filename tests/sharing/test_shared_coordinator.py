@@ -567,3 +567,86 @@ def test_slices_end_where_a_message_ends() -> None:
     assert cuts == [[0, 1, 1, 1], [2, 3, 3]]
     assert [len(p) for p in _slices(batch, 10)] == [7]
     assert sum(map(len, _slices(batch, 1))) == 7
+
+
+def _sparse(partitions: int, per_partition: int, vocabulary: int) -> dict[int, list[bytes]]:
+    """Records of 6 features each out of ``vocabulary`` names (one carries the label's
+    signal), the kind of stream ``--hash-bits`` is for."""
+    rng = random.Random(11)
+    out = {}
+    for p in range(partitions):
+        rows = []
+        for _ in range(per_partition):
+            y = rng.random() < 0.5
+            x = {f"tok{rng.randrange(vocabulary)}": 1.0 for _ in range(5)}
+            x[f"signal{int(y)}{rng.randrange(3)}"] = 1.0
+            rows.append(json.dumps({**x, "y": int(y)}).encode())
+        out[p] = rows
+    return out
+
+
+def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touched() -> None:
+    """--hash-bits 20 in shared mode (a million buckets): the group mixes the hashed model,
+    each increment holds only the buckets its mistakes touched (at most the features of the
+    records it learned, not 2**20), and pull-model gives the model back wrapped in the same
+    hashing, so it predicts on the features' names."""
+    from stream_perceptron import Preprocessed
+    from stream_perceptron.engine.shared_model import pull_model
+    from stream_perceptron.sharing.records import Increment, decode
+
+    cluster, data = Cluster(), _sparse(2, 400, vocabulary=1_000_000)
+    rng = random.Random(2)
+    workers = [
+        _Stepper(cluster, name, [p], mix_every=100,
+                 learner=Preprocessed(Perceptron(), hash_bits=20))
+        for name, p in (("lead", 0), ("w", 1))
+    ]  # fmt: skip
+    available = {0: 400, 1: 400}
+    while not all(w.done(data) for w in workers):
+        for w in workers:
+            w.step(data, available, rng)
+    for w in workers:
+        w.coordinator.save()
+    workers[0].coordinator.mix_interval = 0.0
+    workers[0].coordinator.save()  # the last increments folded in
+    increments = [
+        r for r in (decode(v) for k, v, _ in cluster.topics[MODEL_TOPIC]
+                    if v is not None and k.startswith(b"increment:"))
+        if isinstance(r, Increment)
+    ]  # fmt: skip
+    assert len(increments) >= 10
+    sizes = []
+    for record in increments:
+        (part,) = record.delta["classes"]
+        sizes.append(len(part["weights"]))
+        assert record.meta["hash_bits"] == 20
+    # a commit every 50 records (or fewer): at most 6 features each, hashed (a window without
+    # a mistake changed no weight)
+    assert 0 < max(sizes) <= 6 * 50, sizes
+    model, version, _, _ = pull_model(MemoryLog(cluster))
+    assert version >= 2
+    assert isinstance(model, Preprocessed) and model.hash_bits == 20
+    assert model.n_seen == 800
+    assert len(model.model.weights) < 6 * 800  # buckets, not a dense 2**20
+    # it predicts on names, as the workers do: the signal features decide
+    assert model.predict_one({"signal10": 1.0}) == 1
+    assert model.predict_one({"signal00": 1.0}) == 0
+    lead = workers[0].engine.learner
+    assert isinstance(lead, Preprocessed) and lead.hash_bits == 20  # still hashing
+    assert lead.model.weights == pytest.approx(model.model.weights)
+
+
+def test_a_worker_hashing_otherwise_than_the_group_is_refused_even_when_adopting() -> None:
+    from stream_perceptron import Preprocessed
+    from stream_perceptron.engine.shared_model import SharedModelMismatch
+
+    cluster, data = Cluster(), _sparse(1, 60, vocabulary=1000)
+    lead = _Stepper(cluster, "lead", [0], mix_every=10,
+                    learner=Preprocessed(Perceptron(), hash_bits=12))  # fmt: skip
+    lead.step(data, {0: 60}, random.Random(0))
+    lead.coordinator.save()
+    for learner in (Preprocessed(Perceptron(), hash_bits=14), Perceptron()):
+        with pytest.raises(SharedModelMismatch, match="hash_bits"):
+            _worker(cluster, "other", learner=learner, adopt_settings=True)
+    with pytest.raises(SharedModelMismatch, match="standardise"):
+        _worker(Cluster(), "scaled", learner=Preprocessed(Perceptron(), scale="standard"))
