@@ -20,7 +20,7 @@ def hostile_records(fresh_state: dict) -> list[tuple[bytes, bytes | None, str]]:
     forged = dict(fresh_state, n_seen=40, bias=-999_689.0, weights=[["x", 3.0]])
     odd = dict(fresh_state, params={**fresh_state["params"], "lr": 0.1})
     nan_delta = {"n": 1, "classes": [{"label": None, "weights": [["x", "NaN"]], "bias": 0.0,
-                                      "sums": [], "sum_bias": 0.0}]}  # fmt: skip
+                                      "acc": [], "bias_acc": 0.0}]}  # fmt: skip
     meta = {k: v for k, v in fresh_state.items() if k not in ("weights", "bias")}
     greedy = Increment("stranger", 1, 0, {"n": 10**9, "classes": []}, meta)
     return [

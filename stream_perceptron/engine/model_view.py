@@ -373,8 +373,8 @@ def _as_delta(state: dict[str, Any]) -> dict[str, Any]:
     return {
         "n": state["n_seen"],
         "classes": [{"label": c["label"], "weights": c["weights"], "bias": c["bias"],
-                     "sums": c.get("avg_weights_acc", state.get("avg_weights_acc", [])),
-                     "sum_bias": c.get("avg_bias_acc", state.get("avg_bias_acc", 0.0))}
+                     "acc": c.get("avg_weights_acc", state.get("avg_weights_acc", [])),
+                     "bias_acc": c.get("avg_bias_acc", state.get("avg_bias_acc", 0.0))}
                     for c in classes],
     }  # fmt: skip
 
@@ -394,9 +394,11 @@ def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> No
         raise RecordFormatError(f"{what}: lr or max_norm is not finite", "non_finite")
     bias_step = r * r if params.get("bias") == "r2" else lr
     for p in step.parts.values():
-        numbers = [*p["w"].values(), *p["s"].values(), p["b"], p["sb"]]
+        numbers = [*p["w"].values(), *p["u"].values(), p["b"], p["ub"]]
         if not all(map(math.isfinite, numbers)):
-            raise RecordFormatError(f"{what}: a weight, bias or sum is not finite", "non_finite")
+            raise RecordFormatError(
+                f"{what}: a weight, bias or accumulator is not finite", "non_finite"
+            )
         start = math.sqrt(len(p["w"])) if params.get("init") == "random" else 0.0
         norm = math.sqrt(math.fsum(v * v for v in p["w"].values()))
         if norm > (lr * r * n + start) * (1 + _SLACK) + _SLACK:

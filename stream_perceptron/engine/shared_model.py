@@ -188,6 +188,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._group: Callable[[], Any] | None = None
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
         self._published: Form | None = None  # the model's form at its last increment
+        #: the model's count when it last took a mixture (its clock was the group's then)
+        self._synced_t = 0
         self._pending: list[Increment] = []  # its increments no mixture holds yet
         self._saving = threading.RLock()
         #: why a save failed: this worker commits nothing more (it is on its way out)
@@ -246,6 +248,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
             adopt(learner, model)
             self._base = base
             self._published = form(model)
+            self._synced_t = model["n_seen"]
             self.n_since = sum(i.examples for i in self._pending)
             if mixture is not None:
                 logger.warning(
@@ -531,7 +534,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         """This worker's increment since its last one, into the open transaction."""
         assert self._published is not None
         now = shared_state(learner)
-        step = increment(now, self._published)
+        step = increment(now, self._published, self._synced_t)
         if not step.t:
             return
         self._seq += 1
@@ -613,6 +616,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         adopt(learner, moved)
         self._pending = [i for i in self._pending if i.seq > holds]
         self._base = mixture.state
+        self._synced_t = moved["n_seen"]
         self.version = mixture.version
         self.n_since = sum(i.examples for i in self._pending) + unpublished
         self.mixes += 1

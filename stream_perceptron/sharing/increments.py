@@ -2,17 +2,24 @@
 them into a mixture and moves a worker onto a newer one.
 
 A perceptron's learning is additive: its weights and biases change by sums of updates, and an
-averaged perceptron's running average is ``S / t``, the sum ``S`` over its history of the
-weights after each step (``S = t w - u``, :func:`~stream_perceptron.sharing.history_sums`)
-divided by the examples seen. An increment holds the change of ``w``, of the bias, of ``S``
-and of ``t`` between two states of one learner. So:
+averaged perceptron's running average is ``w - u / t``, where the accumulator ``u`` sums each
+update times the count of examples when it was made (Daume's form of the average: the mean of
+the weights over the ``t`` steps). An increment holds the change of ``w``, of the bias, of
+``u`` and of ``t`` between two states of one learner, and ``t0``, the learner's count when it
+last took a mixture (its clock was the group's then). Every part changes only where an update
+touched, so an increment is as large as the features its mistakes touched, averaged or not.
+So:
 
-* the mixture ``v + 1`` is mixture ``v`` plus ``1 / N`` of every increment not in ``v``
-  (iterative parameter mixing with uniform, fixed weights over the ``N`` workers of the live
-  group: each change enters once, with the weight it had when folded, so the chain is the mean
-  of ``N`` perceptrons, whatever the timing of the folds); the sums ``S`` and ``t`` are
-  *added*, so the mixture's running average is the mean over every example of the model that
-  learned it, as one sequential averaged perceptron's is;
+* the mixture ``v + 1`` is mixture ``v`` plus ``1 / N`` of every increment's weight and bias
+  change not in ``v`` (iterative parameter mixing with uniform, fixed weights over the ``N``
+  workers of the live group: each change enters once, with the weight it had when folded, so
+  the chain is the mean of ``N`` perceptrons, whatever the timing of the folds), and ``t``
+  added; the accumulator gets each update at its place in the group's stream: a worker's update
+  ``d`` made ``k`` of its examples after ``t0`` comes about ``t0 + N k`` examples into the
+  group's stream (its ``N`` workers learn side by side) and moves the mixture by ``d / N``, so
+  it adds ``(t0 / N + k) d``: ``du - (1 - 1/N) t0 dw`` summed over the increment. The
+  mixture's running average is then the mean of its own weights over the group's stream; with
+  one worker, exactly the sequential learner's;
 * a worker moves onto a newer mixture by translation: ``state + (new - old - included)``, where
   ``included`` are its own increments the new mixture holds; what it learned since stays on
   top, exactly.
@@ -35,55 +42,79 @@ from stream_perceptron.sharing.mixing import (
 
 __all__ = ["Form", "fold", "form", "increment", "translate", "to_state"]
 
-#: per class (``None`` for a binary learner): label, weights, bias, weight sums, bias sum
+#: per class (``None`` for a binary learner): label, weights, bias, accumulators of the average
 Parts = dict[tuple[bool, Any], dict[str, Any]]
 
 
 class Form:
     """A learner state in the linear form increments are made of: ``t`` and, per class,
-    ``w``, ``b``, ``s`` (the history sums of the weights) and ``sb`` (of the bias)."""
+    ``w``, ``b``, ``u`` (the average's accumulators of the weights) and ``ub`` (of the bias);
+    an increment's ``t0``: the learner's count when it last took a mixture."""
 
-    __slots__ = ("t", "parts")
+    __slots__ = ("t", "parts", "t0")
 
-    def __init__(self, t: float, parts: Parts) -> None:
+    def __init__(self, t: float, parts: Parts, t0: float = 0.0) -> None:
         self.t = t
         self.parts = parts
+        self.t0 = t0
 
-    def plus(self, other: Form, coef: float = 1.0, *, sums_coef: float | None = None) -> Form:
-        """``self + coef * other`` for the weights and biases, ``self + sums_coef * other``
-        (default ``coef``) for the sums and ``t``."""
-        sc = coef if sums_coef is None else sums_coef
+    def plus(self, other: Form, coef: float = 1.0) -> Form:
+        """``self + coef * other``, every part alike."""
+        return self._plus(other, coef, coef, 0.0, coef)
+
+    def fold_in(self, step: Form, share: float) -> Form:
+        """``self`` with the increment ``step`` folded in: its weight and bias changes times
+        ``share`` (``1 / N``), its accumulators at their place in the group's stream
+        (``du - (1 - share) t0 dw``), its examples added."""
+        return self._plus(step, share, 1.0, -(1.0 - share) * step.t0, 1.0)
+
+    def _plus(self, other: Form, wc: float, uc: float, uwc: float, tc: float) -> Form:
+        """``w + wc dw``, ``u + uc du + uwc dw`` (biases alike), ``t + tc dt``."""
         parts = {
-            c: {"label": p["label"], "w": dict(p["w"]), "b": p["b"], "s": dict(p["s"]),
-                "sb": p["sb"]}
+            c: {"label": p["label"], "w": dict(p["w"]), "b": p["b"], "u": dict(p["u"]),
+                "ub": p["ub"]}
             for c, p in self.parts.items()
         }  # fmt: skip
         for c, q in other.parts.items():
-            p = parts.setdefault(c, {"label": q["label"], "w": {}, "b": 0.0, "s": {}, "sb": 0.0})
-            w, s = p["w"], p["s"]
+            p = parts.setdefault(c, {"label": q["label"], "w": {}, "b": 0.0, "u": {}, "ub": 0.0})
+            w, u = p["w"], p["u"]
             for k, v in q["w"].items():
-                w[k] = w.get(k, 0.0) + coef * v
-            for k, v in q["s"].items():
-                s[k] = s.get(k, 0.0) + sc * v
-            p["b"] += coef * q["b"]
-            p["sb"] += sc * q["sb"]
-        return Form(self.t + sc * other.t, parts)
+                w[k] = w.get(k, 0.0) + wc * v
+            for k, v in q["u"].items():
+                u[k] = u.get(k, 0.0) + uc * v
+            if uwc:
+                for k, v in q["w"].items():
+                    u[k] = u.get(k, 0.0) + uwc * v
+            p["b"] += wc * q["b"]
+            p["ub"] += uc * q["ub"] + uwc * q["b"]
+        return Form(self.t + tc * other.t, parts, self.t0)
 
     def encode(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
             "n": int(round(self.t)),
+            "t0": int(round(self.t0)),
             "classes": [
                 {"label": p["label"], "weights": _pairs(p["w"]), "bias": p["b"],
-                 "sums": _pairs(p["s"]), "sum_bias": p["sb"]}
+                 "acc": _pairs(p["u"]), "bias_acc": p["ub"]}
                 for p in self.parts.values()
             ],
         }  # fmt: skip
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> Form:
-        """From :meth:`encode`; raises :class:`MixError` if malformed."""
+        """From :meth:`encode`; raises :class:`MixError` if malformed (or an earlier
+        release's increment, which held the weights' history sums: they cannot be folded
+        into this release's mixtures without the weights they started from)."""
         try:
+            if any("sums" in e for e in data["classes"]):
+                raise MixError(
+                    "an increment of an earlier release (history sums of the weights): not "
+                    "folded; let that release's leader fold its increments before upgrading"
+                )
+            t0 = data.get("t0", 0)
+            if type(t0) is not int or t0 < 0:
+                raise ValueError(f"t0 is {t0!r}, not a count")
             return cls(
                 int(data["n"]),
                 {
@@ -91,11 +122,12 @@ class Form:
                         "label": e["label"],
                         "w": _vector(e["weights"]),
                         "b": float(e["bias"]),
-                        "s": _vector(e["sums"]),
-                        "sb": float(e["sum_bias"]),
+                        "u": _vector(e["acc"]),
+                        "ub": float(e["bias_acc"]),
                     }
                     for e in data["classes"]
                 },
+                t0,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise MixError(f"malformed increment: {e!r}") from None
@@ -103,34 +135,33 @@ class Form:
 
 def form(state: dict[str, Any]) -> Form:
     """The linear form of a perceptron state (binary or multi-class, averaged or not; a plain
-    one has no sums: nothing reads its average)."""
-    t = state["n_seen"]
+    one has no accumulators: nothing reads its average)."""
     averaged = bool((state.get("params") or {}).get("averaged"))
     parts: Parts = {}
     for c, p in _linear_parts(state).items():
-        u = p["u"]
         parts[c] = {
             "label": p["label"],
             "w": dict(p["w"]),
             "b": p["b"],
-            "s": {k: t * wk - u.get(k, 0.0) for k, wk in p["w"].items()} if averaged else {},
-            "sb": t * p["b"] - p["ub"] if averaged else 0.0,
+            "u": dict(p["u"]) if averaged else {},
+            "ub": p["ub"] if averaged else 0.0,
         }
-    return Form(t, parts)
+    return Form(state["n_seen"], parts)
 
 
-def increment(now: dict[str, Any], then: Form) -> Form:
+def increment(now: dict[str, Any], then: Form, t0: float = 0.0) -> Form:
     """What a learner learned from ``then`` (a form of its earlier state) to ``now``: only the
-    features whose weight (or, averaged, weight sum) changed, so a plain perceptron's
-    increment is as large as the features its mistakes touched."""
+    features whose weight or accumulator changed, so an increment is as large as the features
+    its mistakes touched; ``t0``: the learner's count when it last took a mixture."""
     step = form(now).plus(then, -1.0)
+    step.t0 = t0
     for p in step.parts.values():
-        w, s = p["w"], p["s"]
-        for k in [k for k, v in w.items() if v == 0.0 and not s.get(k)]:
+        w, u = p["w"], p["u"]
+        for k in [k for k, v in w.items() if v == 0.0 and not u.get(k)]:
             del w[k]
-            s.pop(k, None)
-        for k in [k for k, v in s.items() if v == 0.0 and k not in w]:
-            del s[k]
+            u.pop(k, None)
+        for k in [k for k, v in u.items() if v == 0.0 and k not in w]:
+            del u[k]
     return step
 
 
@@ -142,16 +173,15 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
     averaged = bool((template.get("params") or {}).get("averaged"))
     classes = []
     for p in f.parts.values():
-        s = p["s"]
-        w = {**p["w"], **{k: 0.0 for k in s if k not in p["w"]}}
+        u = p["u"]
+        w = {**p["w"], **{k: 0.0 for k in u if k not in p["w"]}}
         classes.append(
             {
                 "label": p["label"],
                 "weights": _pairs(w),
                 "bias": p["b"],
-                "avg_weights_acc": _pairs({k: t * w[k] - s.get(k, 0.0) for k in w})
-                if averaged else [],
-                "avg_bias_acc": t * p["b"] - p["sb"] if averaged else 0.0,
+                "avg_weights_acc": _pairs({k: u.get(k, 0.0) for k in w}) if averaged else [],
+                "avg_bias_acc": p["ub"] if averaged else 0.0,
             }
         )  # fmt: skip
     out = {k: v for k, v in template.items() if k not in ("weights", "bias", "classes",
@@ -178,7 +208,8 @@ def fold(
     """The next mixture: ``base`` (a learner state) plus, per worker, its increments not in
     ``base`` (``fresh``: per worker a learner state of it, for its labels, hyperparameters and
     norm, and its increments), each worker's weight and bias changes weighted ``1 / N``, the
-    sums and counts added.
+    counts added, the accumulators of the average at their place in the group's stream
+    (:meth:`Form.fold_in`).
 
     ``N`` is ``workers``, the live group's size (at least the workers in ``fresh``). The
     weight of a change is fixed when it is folded and every change is folded once, so the
@@ -186,9 +217,9 @@ def fold(
     learned: the mean of ``N`` perceptrons that each started at ``w0`` and learned their own
     shard (McDonald, Hall & Mann 2010, iterative parameter mixing with uniform weights, whose
     mistake bound holds for such fixed convex weights). A worker that learned nothing since
-    the last fold adds nothing (its change is zero). The sums ``S`` and ``t`` of the running
-    average are added, so the average is over every example, as one sequential averaged
-    perceptron's is.
+    the last fold adds nothing (its change is zero). The running average is the mean of the
+    mixture's weights over the group's stream (with one worker, exactly the sequential
+    learner's).
 
     Raises
     ------
@@ -220,7 +251,7 @@ def fold(
     mixed = form(base)
     for _, steps in fresh:
         for step in steps:
-            mixed = mixed.plus(step, share, sums_coef=1.0)
+            mixed = mixed.fold_in(step, share)
     out = to_state(base, mixed)
     if base["learner"] == "Perceptron":
         out["labels"] = _labels(states)
@@ -231,7 +262,7 @@ def fold(
 def translate(
     state: dict[str, Any], by: Sequence[tuple[float, Form]], *, labels_from: Sequence[dict] = ()
 ) -> dict[str, Any]:
-    """``state + sum(coef * f)`` (weights, biases, sums and counts alike): a worker moving
+    """``state + sum(coef * f)`` (weights, biases, accumulators and counts alike): a worker moving
     onto a newer mixture, or starting from one with its own increments the mixture lacks."""
     f = form(state)
     for coef, other in by:

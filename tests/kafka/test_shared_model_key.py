@@ -38,7 +38,7 @@ def _stranger_increments(data: list) -> list[tuple[bytes, bytes, list]]:
     out = []
     for seq, sign in ((1, None), (2, RecordSigner(b"not the group's key, 32 bytes long"))):
         delta = {"n": 3, "classes": [{"label": None, "weights": [["f0", 2.0], ["f1", -2.0]],
-                                      "bias": 1.0, "sums": [], "sum_bias": 0.0}]}  # fmt: skip
+                                      "bias": 1.0, "acc": [], "bias_acc": 0.0}]}  # fmt: skip
         increment = Increment("intruder", seq, 0, delta, meta)
         key, value = increment.key.encode(), increment.encode()
         out.append((key, value, sign.headers(key, value) if sign else []))

@@ -49,28 +49,89 @@ def _add(*dicts: dict, coefs: tuple = ()) -> dict:
     return {k: sum(c * d.get(k, 0.0) for c, d in zip(coefs, dicts)) for k in keys}
 
 
-def test_fold_averages_the_changes_and_adds_the_sums() -> None:
+def _trajectory(model: Perceptron, data) -> list[tuple[dict, float]]:
+    """Learn ``data``; the weights and bias after each step."""
+    out = []
+    for x, y in data:
+        model.learn_one(x, y)
+        out.append((dict(model.weights), model.bias))
+    return out
+
+
+def test_fold_averages_the_changes_and_places_the_average_in_the_groups_stream() -> None:
+    """Two workers take the base (50 examples) and learn 30 examples each; the mixture's
+    weights are the base plus half of each change, and its average is the mean of its own
+    weights over the group's stream of 110 steps, in which each worker's k-th example comes in
+    round k (steps 51-52 are round 1, ...), whose first step moves the mixture by half of
+    each worker's update: computed here step by step from the learners' weights."""
     base = Perceptron(averaged=True)
     base_sum, base_b = _learn(base, _stream(1, 50))
-    workers, local = [], []
-    for seed, n in ((2, 30), (3, 10)):
+    workers, paths = [], []
+    for seed in (2, 3):
         w = Perceptron.from_state(base.get_state())
-        local.append(_learn(w, _stream(seed, n)))
+        paths.append(_trajectory(w, _stream(seed, 30)))
         workers.append(w)
-    steps = [(w.get_state(), [increment(w.get_state(), form(base.get_state()))])
+    steps = [(w.get_state(), [increment(w.get_state(), form(base.get_state()), t0=50)])
              for w in workers]  # fmt: skip
     mixed = Perceptron.from_state(fold(base.get_state(), steps))
-    assert mixed.n_seen == 90
+    assert mixed.n_seen == 110
     # weights: the base plus 1/N of each worker's change (N = 2 workers)
     changes = [_add(w.weights, base.weights, coefs=(1, -1)) for w in workers]
     expected = _add(base.weights, *changes, coefs=(1, 0.5, 0.5))
     assert mixed.weights == pytest.approx(expected)
     assert mixed.bias == pytest.approx(base.bias + 0.5 * (workers[0].bias - base.bias)
                                        + 0.5 * (workers[1].bias - base.bias))  # fmt: skip
-    # the running average: every step's weights, summed, over the 90 examples
-    total = _add(base_sum, local[0][0], local[1][0])
-    assert mixed.average_weights == pytest.approx({k: v / 90 for k, v in total.items()})
-    assert math.isclose(mixed.average_bias, (base_b + local[0][1] + local[1][1]) / 90)
+    # the average: the mixture's weights after each of the group's 110 steps, summed
+    total, total_b = dict(base_sum), base_b
+    for k in range(30):
+        now = [paths[0][k], paths[1][k]]  # round k + 1: both workers' k + 1-th updates
+        w_now = _add(base.weights, *(_add(p[0], base.weights, coefs=(1, -1)) for p in now),
+                     coefs=(1, 0.5, 0.5))  # fmt: skip
+        for _ in range(2):  # the round's two steps
+            total = _add(total, w_now)
+            total_b += base.bias + sum(0.5 * (b - base.bias) for _, b in now)
+    assert mixed.average_weights == pytest.approx({k: v / 110 for k, v in total.items()})
+    assert math.isclose(mixed.average_bias, total_b / 110)
+
+
+def test_one_worker_folds_into_the_sequential_learner_exactly() -> None:
+    """N = 1: the mixture of one worker's increments is the learner it would be alone."""
+    base = Perceptron(averaged=True)
+    _learn(base, _stream(11, 40))
+    worker = Perceptron.from_state(base.get_state())
+    _learn(worker, _stream(12, 25))
+    step = increment(worker.get_state(), form(base.get_state()), t0=40)
+    mixed = Perceptron.from_state(fold(base.get_state(), [(worker.get_state(), [step])]))
+    assert mixed.weights == pytest.approx(worker.weights)
+    assert mixed.average_weights == pytest.approx(worker.average_weights)
+    assert math.isclose(mixed.average_bias, worker.average_bias)
+
+
+def test_an_averaged_increment_holds_only_the_features_its_mistakes_touched() -> None:
+    """The averaged learner's increment (weights and accumulators) names only the features of
+    its updates, however large the model: 20,000 features, two examples, three names."""
+    model = Perceptron(averaged=True)
+    for i in range(0, 20_000, 50):
+        model.learn_one({f"f{j}": 1.0 for j in range(i, i + 50)}, i % 100 == 0)
+    before = form(model.get_state())
+    model.learn_one({"f1": -3.0, "f7": 2.0, "new": 1.0}, True)
+    model.learn_one({"f1": 3.0, "f7": -2.0, "new": -1.0}, False)
+    step = increment(model.get_state(), before, t0=model.n_seen - 2)
+    (part,) = step.parts.values()
+    assert {name for _, name in part["w"]} | {name for _, name in part["u"]} <= {
+        "f1", "f7", "new"
+    }
+    assert len(json.dumps(step.encode())) < 500
+    moved = Perceptron.from_state(translate(to_state(model.get_state(), before), [(1.0, step)]))
+    assert moved.weights == pytest.approx(model.weights)
+    assert moved.average_weights == pytest.approx(model.average_weights)
+
+
+def test_an_earlier_releases_increment_is_refused_clearly() -> None:
+    old = {"n": 1, "classes": [{"label": None, "weights": [], "bias": 1.0, "sums": [],
+                                "sum_bias": 1.0}]}  # fmt: skip
+    with pytest.raises(MixError, match="earlier release"):
+        Form.decode(old)
 
 
 def test_increments_split_anywhere_fold_the_same() -> None:
@@ -147,7 +208,7 @@ def test_a_plain_increment_holds_only_the_features_its_mistakes_touched() -> Non
     step = increment(model.get_state(), before)
     (part,) = step.parts.values()
     assert {name for _, name in part["w"]} <= {"f1", "f7", "new"}
-    assert part["s"] == {} and step.t == 2
+    assert part["u"] == {} and step.t == 2
     encoded = json.dumps(step.encode())
     assert len(encoded) < 300, len(encoded)
     # and it still moves a copy of the earlier model onto the later one exactly

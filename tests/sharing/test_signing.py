@@ -35,7 +35,7 @@ def _plausible_increment() -> tuple[bytes, bytes]:
     learned = ("weights", "bias", "avg_weights_acc", "avg_bias_acc", "classes")
     meta = {k: v for k, v in seen.get_state().items() if k not in learned}
     delta = {"n": 3, "classes": [{"label": None, "weights": [["x", 2.0], ["z", -2.0]],
-                                  "bias": 1.0, "sums": [], "sum_bias": 0.0}]}  # fmt: skip
+                                  "bias": 1.0, "acc": [], "bias_acc": 0.0}]}  # fmt: skip
     increment = Increment("intruder", 1, 0, delta, meta)
     return increment.key.encode(), increment.encode()
 
