@@ -6,7 +6,8 @@ a fresh 6-partition topic, one record per message. Each timed run starts N ``run
 ends when the last one exits: start-up, group join, restores, learning, mixing and the final
 transactions are all in the wall time. The pulled model's held-out accuracy is compared with one
 sequential averaged perceptron over the same records. 11d-11f: 2 workers mixing every 1k, 10k and
-100k examples (the mixing overhead).
+100k examples (the mixing overhead). 11g-11i: the same runs' CPU-seconds per record, summed over
+the workers (goal: sharing costs at most 10 % more CPU per record than one worker).
 """
 
 from __future__ import annotations
@@ -185,6 +186,44 @@ def row_shared_model(ctx: Context) -> list[Result]:
                 ],
             )
         )
+    results += _cpu_rows(n)
+    return results
+
+
+def _cpu_per_record(workers: int, n: int) -> float | None:
+    """Median CPU seconds per record, the workers' summed, of the runs of ``workers`` workers
+    mixing every 10k."""
+    runs = CPU.get(f"{workers}-10000", [])
+    return median([ours / n for ours, _ in runs]) if runs else None
+
+
+def _cpu_rows(n: int) -> list[Result]:
+    """11g-11i: what sharing costs in CPU, not wall time (2 cores: 3 workers queue for them,
+    so their wall time says little): CPU-seconds per record summed over the workers, against
+    one worker's; goal: at most 10 % more."""
+    one = _cpu_per_record(1, n)
+    results = []
+    for row, workers in zip(("11g", "11h", "11i"), WORKERS):
+        mine = _cpu_per_record(workers, n)
+        title = (f"shared model, CPU per record, {workers} worker{'s' if workers > 1 else ''}, "
+                 f"mix every 10k; {count(n)} records")  # fmt: skip
+        if mine is None or one is None:
+            results.append(Result(row, title, Measure("ours", missing="no CPU figure")))
+            continue
+        ratio = mine / one
+        results.append(
+            Result(
+                row, title,
+                Measure("ours", mine * 1e6, "CPU-us/record"),
+                Measure("1 worker", one * 1e6, "CPU-us/record"),
+                ratio, ratio_text="x 1 worker",
+                goal="<= 1.10x one worker" if workers > 1 else "",
+                met=(ratio <= 1.10) if workers > 1 else None,
+                notes=["the workers' user + system CPU (start-up, group join, restores, "
+                       "learning, mixing, transactions), median of the runs; the broker's "
+                       "apart, in 11a-11c"],
+            )
+        )  # fmt: skip
     return results
 
 

@@ -37,7 +37,7 @@ from stream_perceptron.engine.outcomes import EngineError
 from stream_perceptron.errors import StateError, StreamPerceptronError
 from stream_perceptron.learners import Preprocessed, StreamClassifier
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
-from stream_perceptron.sharing.increments import Form, fold
+from stream_perceptron.sharing.increments import Form, fold, fold_step, share_of
 from stream_perceptron.sharing.records import (
     MAX_KEY_BYTES,
     MAX_RECORD_BYTES,
@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 #: ``(learner name, hyperparameters)`` every record must describe
 Expected = tuple[str, dict[str, Any]]
+#: the steps of this many latest mixtures are kept (to place averaged increments made on them)
+MIXTURE_STEPS = 64
 #: relative slack of the weight bound (rounding of sums of many updates)
 _SLACK = 1e-6
 
@@ -111,6 +113,8 @@ class ModelView:
     doomed: set[str] = field(default_factory=set)
     #: the group's key: records not signed with it are refused (``None``: none are checked)
     signer: RecordSigner | None = None
+    #: the steps of the latest mixtures read or written, by version (``MIXTURE_STEPS`` kept)
+    mixture_steps: dict[int, Form] = field(default_factory=dict)
 
     @property
     def bad_records(self) -> int:
@@ -149,7 +153,30 @@ class ModelView:
         for key, mixture in mixtures:
             with self._refusing(key):
                 if self._check_mixture(mixture):
-                    self.mixture = mixture
+                    self.advance(mixture)
+
+    def advance(self, mixture: Mixture) -> None:
+        """``mixture`` becomes the head; its step (when it has one that decodes) is kept for
+        placing increments made on the mixtures before it."""
+        self.mixture = mixture
+        if mixture.step is not None:
+            try:
+                self.mixture_steps[mixture.version] = Form.decode(mixture.step)
+            except MixError:
+                pass  # only a finer placement of averaged increments is lost
+        for version in [v for v in self.mixture_steps if v <= mixture.version - MIXTURE_STEPS]:
+            del self.mixture_steps[version]
+
+    def lag(self, since: int) -> Form | None:
+        """The weights' change from mixture ``since`` to the head (the steps kept of the
+        mixtures after it; ``None``: none is known)."""
+        head = self.mixture.version if self.mixture is not None else 0
+        total: Form | None = None
+        for version in range(since + 1, head + 1):
+            step = self.mixture_steps.get(version)
+            if step is not None:
+                total = step if total is None else total.plus(step)
+        return total
 
     def _check_signature(self, record: tuple[bytes | None, bytes | None]) -> None:
         """Refuse a record the group's key did not sign; an unsigned increment under a key no
@@ -319,11 +346,12 @@ class ModelView:
                 out[worker] = new
         return out
 
-    def folded(self) -> tuple[dict[str, Any], dict[str, list[Increment]]] | None:
+    def folded(self) -> tuple[dict[str, Any], dict[str, list[Increment]], Form] | None:
         """The newest mixture with every increment it does not hold folded in (the next
-        mixture), and those increments; ``None`` before any mixture. A worker whose increments
-        cannot be folded into it (its labels encoded otherwise) is left out: its increments
-        are refused (``mismatch``) and doomed."""
+        mixture), those increments, and the weights' change (the next mixture's step);
+        ``None`` before any mixture. A worker whose increments cannot be folded into it (its
+        labels encoded otherwise) is left out: its increments are refused (``mismatch``) and
+        doomed."""
         if self.mixture is None:
             return None
         fresh = self.fresh()
@@ -337,10 +365,14 @@ class ModelView:
                     self.doomed.add(i.key)
                     self.increments.get(worker, {}).pop(i.seq, None)
                 del fresh[worker]
-        state = fold(base, [
-            (steps[-1].meta, [Form.decode(i.delta) for i in steps]) for steps in fresh.values()
-        ], workers=self.group_size())  # fmt: skip
-        return state, fresh
+        forms = [[Form.decode(i.delta) for i in steps] for steps in fresh.values()]
+        lags = {v: self.lag(v) for v in {i.base_version for s in fresh.values() for i in s}}
+        state = fold(
+            base, [(steps[-1].meta, f) for steps, f in zip(fresh.values(), forms)],
+            workers=self.group_size(),
+            lags=[[lags[i.base_version] for i in steps] for steps in fresh.values()],
+        )  # fmt: skip
+        return state, fresh, fold_step(forms, share_of(self.group_size(), len(forms)))
 
     def group_size(self) -> int:
         """The live group's size: the workers named by the partition records (each partition's
@@ -354,7 +386,7 @@ class ModelView:
         folded = self.folded()
         if folded is None or self.mixture is None:
             return None
-        state, fresh = folded
+        state, fresh, _ = folded
         n_seen, n_mistakes = self.counts()
         if state["n_seen"] != n_seen:
             logger.warning("the model holds %d examples, the partition records count %d",

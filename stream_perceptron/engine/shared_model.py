@@ -188,8 +188,6 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._group: Callable[[], Any] | None = None
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
         self._published: Form | None = None  # the model's form at its last increment
-        #: the model's count when it last took a mixture (its clock was the group's then)
-        self._synced_t = 0
         self._pending: list[Increment] = []  # its increments no mixture holds yet
         self._saving = threading.RLock()
         #: why a save failed: this worker commits nothing more (it is on its way out)
@@ -248,7 +246,6 @@ class SharedModelCoordinator(CheckpointCoordinator):
             adopt(learner, model)
             self._base = base
             self._published = form(model)
-            self._synced_t = model["n_seen"]
             self.n_since = sum(i.examples for i in self._pending)
             if mixture is not None:
                 logger.warning(
@@ -473,7 +470,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
             if mixture is not None:  # committed: the chain goes on from it
                 held = _held_keys(mixture, self.view)
                 self.view.ingest([(k.encode(), None) for k in held], own=True)
-                self.view.mixture = mixture
+                self.view.advance(mixture)
         try:
             self.mix()
         except ConnectorError as e:  # the broker away: the next commit tries again
@@ -534,7 +531,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         """This worker's increment since its last one, into the open transaction."""
         assert self._published is not None
         now = shared_state(learner)
-        step = increment(now, self._published, self._synced_t)
+        step = increment(now, self._published, [Form.decode(i.delta) for i in self._pending])
         if not step.t:
             return
         self._seq += 1
@@ -568,9 +565,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 logger.error("not mixing: %s", e)
                 return None
             assert folded is not None
-            mixed, fresh = folded
+            mixed, fresh, step = folded
             included = {**current.included, **{w: s[-1].seq for w, s in fresh.items()}}
-            mixture = Mixture(current.version + 1, mixed, self.worker, included=included)
+            mixture = Mixture(current.version + 1, mixed, self.worker, included=included,
+                              step=step.encode())  # fmt: skip
             self._send(mixture.key, mixture.encode())
             for steps in fresh.values():
                 for i in steps:
@@ -616,7 +614,6 @@ class SharedModelCoordinator(CheckpointCoordinator):
         adopt(learner, moved)
         self._pending = [i for i in self._pending if i.seq > holds]
         self._base = mixture.state
-        self._synced_t = moved["n_seen"]
         self.version = mixture.version
         self.n_since = sum(i.examples for i in self._pending) + unpublished
         self.mixes += 1

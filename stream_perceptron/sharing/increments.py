@@ -2,24 +2,28 @@
 them into a mixture and moves a worker onto a newer one.
 
 A perceptron's learning is additive: its weights and biases change by sums of updates, and an
-averaged perceptron's running average is ``w - u / t``, where the accumulator ``u`` sums each
-update times the count of examples when it was made (Daume's form of the average: the mean of
-the weights over the ``t`` steps). An increment holds the change of ``w``, of the bias, of
-``u`` and of ``t`` between two states of one learner, and ``t0``, the learner's count when it
-last took a mixture (its clock was the group's then). Every part changes only where an update
-touched, so an increment is as large as the features its mistakes touched, averaged or not.
-So:
+averaged perceptron's running average is ``S / t``, the sum ``S`` over its history of the
+weights after each step, kept as ``S = t w - u`` (Daume's form: the accumulator ``u`` sums each
+update times the count before it). An increment holds the change of ``w``, of the bias, of
+``u`` and of ``t`` between two states of one learner, and ``t0``, the learner's count where it
+begins. Every part changes only where an update touched, so an increment is as large as the
+features its mistakes touched, averaged or not. So:
 
 * the mixture ``v + 1`` is mixture ``v`` plus ``1 / N`` of every increment's weight and bias
   change not in ``v`` (iterative parameter mixing with uniform, fixed weights over the ``N``
   workers of the live group: each change enters once, with the weight it had when folded, so
   the chain is the mean of ``N`` perceptrons, whatever the timing of the folds), and ``t``
-  added; the accumulator gets each update at its place in the group's stream: a worker's update
-  ``d`` made ``k`` of its examples after ``t0`` comes about ``t0 + N k`` examples into the
-  group's stream (its ``N`` workers learn side by side) and moves the mixture by ``d / N``, so
-  it adds ``(t0 / N + k) d``: ``du - (1 - 1/N) t0 dw`` summed over the increment. The
-  mixture's running average is then the mean of its own weights over the group's stream; with
-  one worker, exactly the sequential learner's;
+  added. The sum ``S`` gains, per increment, the worker's weights summed over the examples it
+  learned: ``dt`` times its weights where the increment began plus ``t1 dw - du`` (``t1`` its
+  count where it ends: each update counted for the examples after it). Its weights where it
+  began are the mixture it was on (the increment's ``base_version``) plus its own increments
+  that mixture did not hold yet (``P``); so the worker sends ``x = dt P + t1 dw - du`` and the
+  fold adds ``dt`` times that mixture's weights: mixture ``v``'s less the steps of the mixtures
+  since (``lag``, each mixture record carries its step). Written back as the accumulator, ``u'
+  = t' w' - S'`` is ``u + sum over increments of (dt lag + (t'/N) dw - x)``: sparse, since
+  ``t' w`` and ``S`` move alike where nothing changed. The mixture's running average is over
+  every example, each with the weights of the model that learned it, as one sequential
+  averaged perceptron's is (with one worker, exactly that learner's);
 * a worker moves onto a newer mixture by translation: ``state + (new - old - included)``, where
   ``included`` are its own increments the new mixture holds; what it learned since stays on
   top, exactly.
@@ -40,7 +44,7 @@ from stream_perceptron.sharing.mixing import (
     _vector,
 )
 
-__all__ = ["Form", "fold", "form", "increment", "translate", "to_state"]
+__all__ = ["Form", "fold", "fold_step", "form", "increment", "share_of", "translate", "to_state"]
 
 #: per class (``None`` for a binary learner): label, weights, bias, accumulators of the average
 Parts = dict[tuple[bool, Any], dict[str, Any]]
@@ -49,24 +53,36 @@ Parts = dict[tuple[bool, Any], dict[str, Any]]
 class Form:
     """A learner state in the linear form increments are made of: ``t`` and, per class,
     ``w``, ``b``, ``u`` (the average's accumulators of the weights) and ``ub`` (of the bias);
-    an increment's ``t0``: the learner's count when it last took a mixture."""
+    an increment's ``t0``: the learner's count where it begins."""
 
-    __slots__ = ("t", "parts", "t0")
+    __slots__ = ("t", "parts", "t0", "x")
 
-    def __init__(self, t: float, parts: Parts, t0: float = 0.0) -> None:
+    def __init__(self, t: float, parts: Parts, t0: float = 0.0, x: Parts | None = None) -> None:
         self.t = t
         self.parts = parts
         self.t0 = t0
+        #: an averaged increment's sum of the worker's weights over its examples, less ``dt``
+        #: times its mixture's (per class: ``w`` for the weights, ``b`` for the bias)
+        self.x = x
 
     def plus(self, other: Form, coef: float = 1.0) -> Form:
         """``self + coef * other``, every part alike."""
         return self._plus(other, coef, coef, 0.0, coef)
 
-    def fold_in(self, step: Form, share: float) -> Form:
-        """``self`` with the increment ``step`` folded in: its weight and bias changes times
-        ``share`` (``1 / N``), its accumulators at their place in the group's stream
-        (``du - (1 - share) t0 dw``), its examples added."""
-        return self._plus(step, share, 1.0, -(1.0 - share) * step.t0, 1.0)
+    def fold_in(self, step: Form, share: float, t_end: float, lag: Form | None) -> Form:
+        """``self`` (a mixture) with the increment ``step`` folded in: its weight and bias
+        changes times ``share`` (``1 / N``), its examples added, and its accumulators so that
+        the mixture's sum of weights over its history (``t w - u``) gains the worker's over the
+        increment's examples (see the module's docstring): ``t_end`` is the mixture's count
+        once the whole fold is in, ``lag`` the steps of the mixtures made since the one the
+        increment began on."""
+        if step.x is None:  # no averaging sums (a plain learner's): u' = u + (t'/N - t1) dw + du
+            return self._plus(step, share, 1.0, t_end * share - (step.t0 + step.t), 1.0)
+        mixed = self._plus(step, share, 0.0, t_end * share, 1.0)
+        mixed = mixed._plus(Form(0.0, step.x), 0.0, 0.0, -1.0, 0.0)
+        if lag is not None:
+            mixed = mixed._plus(lag, 0.0, 0.0, step.t, 0.0)
+        return mixed
 
     def _plus(self, other: Form, wc: float, uc: float, uwc: float, tc: float) -> Form:
         """``w + wc dw``, ``u + uc du + uwc dw`` (biases alike), ``t + tc dt``."""
@@ -78,10 +94,12 @@ class Form:
         for c, q in other.parts.items():
             p = parts.setdefault(c, {"label": q["label"], "w": {}, "b": 0.0, "u": {}, "ub": 0.0})
             w, u = p["w"], p["u"]
-            for k, v in q["w"].items():
-                w[k] = w.get(k, 0.0) + wc * v
-            for k, v in q["u"].items():
-                u[k] = u.get(k, 0.0) + uc * v
+            if wc:
+                for k, v in q["w"].items():
+                    w[k] = w.get(k, 0.0) + wc * v
+            if uc:
+                for k, v in q["u"].items():
+                    u[k] = u.get(k, 0.0) + uc * v
             if uwc:
                 for k, v in q["w"].items():
                     u[k] = u.get(k, 0.0) + uwc * v
@@ -91,15 +109,15 @@ class Form:
 
     def encode(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {
-            "n": int(round(self.t)),
-            "t0": int(round(self.t0)),
-            "classes": [
-                {"label": p["label"], "weights": _pairs(p["w"]), "bias": p["b"],
-                 "acc": _pairs(p["u"]), "bias_acc": p["ub"]}
-                for p in self.parts.values()
-            ],
-        }  # fmt: skip
+        classes = []
+        for c, p in self.parts.items():
+            entry = {"label": p["label"], "weights": _pairs(p["w"]), "bias": p["b"],
+                     "acc": _pairs(p["u"]), "bias_acc": p["ub"]}  # fmt: skip
+            if self.x is not None:
+                x = self.x.get(c, {"w": {}, "b": 0.0})
+                entry.update(sums=_pairs(x["w"]), sums_bias=x["b"])
+            classes.append(entry)
+        return {"n": int(round(self.t)), "t0": int(round(self.t0)), "classes": classes}
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> Form:
@@ -107,7 +125,7 @@ class Form:
         release's increment, which held the weights' history sums: they cannot be folded
         into this release's mixtures without the weights they started from)."""
         try:
-            if any("sums" in e for e in data["classes"]):
+            if any("sum_bias" in e for e in data["classes"]):
                 raise MixError(
                     "an increment of an earlier release (history sums of the weights): not "
                     "folded; let that release's leader fold its increments before upgrading"
@@ -115,20 +133,18 @@ class Form:
             t0 = data.get("t0", 0)
             if type(t0) is not int or t0 < 0:
                 raise ValueError(f"t0 is {t0!r}, not a count")
-            return cls(
-                int(data["n"]),
-                {
-                    _key(e["label"]): {
-                        "label": e["label"],
-                        "w": _vector(e["weights"]),
-                        "b": float(e["bias"]),
-                        "u": _vector(e["acc"]),
-                        "ub": float(e["bias_acc"]),
-                    }
-                    for e in data["classes"]
-                },
-                t0,
-            )
+            parts: Parts = {}
+            x: Parts | None = None
+            for e in data["classes"]:
+                c = _key(e["label"])
+                parts[c] = {"label": e["label"], "w": _vector(e["weights"]),
+                            "b": float(e["bias"]), "u": _vector(e["acc"]),
+                            "ub": float(e["bias_acc"])}  # fmt: skip
+                if "sums" in e:
+                    x = {} if x is None else x
+                    x[c] = {"label": e["label"], "w": _vector(e["sums"]),
+                            "b": float(e["sums_bias"]), "u": {}, "ub": 0.0}  # fmt: skip
+            return cls(int(data["n"]), parts, t0, x)
         except (KeyError, TypeError, ValueError) as e:
             raise MixError(f"malformed increment: {e!r}") from None
 
@@ -149,12 +165,14 @@ def form(state: dict[str, Any]) -> Form:
     return Form(state["n_seen"], parts)
 
 
-def increment(now: dict[str, Any], then: Form, t0: float = 0.0) -> Form:
+def increment(now: dict[str, Any], then: Form, pending: Sequence[Form] = ()) -> Form:
     """What a learner learned from ``then`` (a form of its earlier state) to ``now``: only the
     features whose weight or accumulator changed, so an increment is as large as the features
-    its mistakes touched; ``t0``: the learner's count when it last took a mixture."""
+    its mistakes touched; its ``t0`` is ``then``'s count. An averaged learner's increment also
+    holds ``x = dt P + t1 dw - du``, ``P`` the sum of ``pending``'s weight changes (its own
+    increments the mixture it is on does not hold yet)."""
     step = form(now).plus(then, -1.0)
-    step.t0 = t0
+    step.t0 = then.t
     for p in step.parts.values():
         w, u = p["w"], p["u"]
         for k in [k for k, v in w.items() if v == 0.0 and not u.get(k)]:
@@ -162,7 +180,30 @@ def increment(now: dict[str, Any], then: Form, t0: float = 0.0) -> Form:
             u.pop(k, None)
         for k in [k for k, v in u.items() if v == 0.0 and k not in w]:
             del u[k]
+    if (now.get("params") or {}).get("averaged"):
+        step.x = _sums(step, pending)
     return step
+
+
+def _sums(step: Form, pending: Sequence[Form]) -> Parts:
+    """``dt P + t1 dw - du`` per class (``P``: ``pending``'s weight changes, summed)."""
+    dt, t1 = step.t, step.t0 + step.t
+    x: Parts = {}
+    for f in pending:
+        for c, q in f.parts.items():
+            p = x.setdefault(c, {"label": q["label"], "w": {}, "b": 0.0, "u": {}, "ub": 0.0})
+            for k, v in q["w"].items():
+                p["w"][k] = p["w"].get(k, 0.0) + dt * v
+            p["b"] += dt * q["b"]
+    for c, q in step.parts.items():
+        p = x.setdefault(c, {"label": q["label"], "w": {}, "b": 0.0, "u": {}, "ub": 0.0})
+        w = p["w"]
+        for k, v in q["w"].items():
+            w[k] = w.get(k, 0.0) + t1 * v
+        for k, v in q["u"].items():
+            w[k] = w.get(k, 0.0) - v
+        p["b"] += t1 * q["b"] - q["ub"]
+    return x
 
 
 def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) -> dict[str, Any]:
@@ -199,17 +240,33 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
     return out
 
 
+def share_of(workers: int, folding: int) -> float:
+    """The weight ``1 / N`` of a change folded in: ``N`` the live group's size, at least the
+    workers whose increments are folded."""
+    return 1.0 / max(workers, folding, 1)
+
+
+def fold_step(fresh: Sequence[Sequence[Form]], share: float) -> Form:
+    """The change of the weights and biases a fold makes (``share`` of every increment's),
+    sparse: what a mixture record carries as its ``step``."""
+    step = Form(0.0, {})
+    for steps in fresh:
+        for f in steps:
+            step = step._plus(f, share, 0.0, 0.0, 0.0)
+    return step
+
+
 def fold(
     base: dict[str, Any],
     fresh: Sequence[tuple[dict[str, Any], Sequence[Form]]],
     *,
     workers: int = 0,
+    lags: Sequence[Sequence[Form | None]] = (),
 ) -> dict[str, Any]:
     """The next mixture: ``base`` (a learner state) plus, per worker, its increments not in
     ``base`` (``fresh``: per worker a learner state of it, for its labels, hyperparameters and
     norm, and its increments), each worker's weight and bias changes weighted ``1 / N``, the
-    counts added, the accumulators of the average at their place in the group's stream
-    (:meth:`Form.fold_in`).
+    counts added, the sums of the running average over every example (:meth:`Form.fold_in`).
 
     ``N`` is ``workers``, the live group's size (at least the workers in ``fresh``). The
     weight of a change is fixed when it is folded and every change is folded once, so the
@@ -217,9 +274,11 @@ def fold(
     learned: the mean of ``N`` perceptrons that each started at ``w0`` and learned their own
     shard (McDonald, Hall & Mann 2010, iterative parameter mixing with uniform weights, whose
     mistake bound holds for such fixed convex weights). A worker that learned nothing since
-    the last fold adds nothing (its change is zero). The running average is the mean of the
-    mixture's weights over the group's stream (with one worker, exactly the sequential
-    learner's).
+    the last fold adds nothing (its change is zero). The running average is over every
+    example, each with the weights of the model that learned it, as one sequential averaged
+    perceptron's is (with one worker, exactly that learner's). ``lags``: per worker, per
+    increment, the steps of the mixtures made since the one it began on (``None``: none, or
+    unknown; then taken as none).
 
     Raises
     ------
@@ -247,11 +306,13 @@ def fold(
         return to_state(base, form(base))  # a new state, like every other outcome
     states = [base, *(state for state, _ in fresh)]
     _check(states, [1.0] * len(states))
-    share = 1.0 / max(workers, len(fresh))
+    share = share_of(workers, len(fresh))
     mixed = form(base)
-    for _, steps in fresh:
-        for step in steps:
-            mixed = mixed.fold_in(step, share)
+    t_end = base["n_seen"] + sum(step.t for _, steps in fresh for step in steps)
+    for i, (_, steps) in enumerate(fresh):
+        for j, step in enumerate(steps):
+            lag = lags[i][j] if i < len(lags) and j < len(lags[i]) else None
+            mixed = mixed.fold_in(step, share, t_end, lag)
     out = to_state(base, mixed)
     if base["learner"] == "Perceptron":
         out["labels"] = _labels(states)

@@ -205,20 +205,24 @@ class Mixture:
     worker: str = ""
     mixed_at: float = field(default_factory=time.time)
     included: dict[str, int] = field(default_factory=dict)
+    #: the weights' and biases' change from the previous mixture, sparse, in the increments'
+    #: encoding (``None``: not given): readers place the averaged increments made on an older
+    #: mixture with it
+    step: dict[str, Any] | None = None
 
     key = MIXTURE_KEY
 
     def encode(self) -> bytes:
-        return _envelope(
-            "mixture",
-            {
-                "version": self.version,
-                "worker": self.worker,
-                "mixed_at": self.mixed_at,
-                "state": self.state,
-                "included": self.included,
-            },
-        )
+        body = {
+            "version": self.version,
+            "worker": self.worker,
+            "mixed_at": self.mixed_at,
+            "state": self.state,
+            "included": self.included,
+        }
+        if self.step is not None:
+            body["step"] = self.step
+        return _envelope("mixture", body)
 
 
 def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
@@ -284,8 +288,12 @@ def decode(value: bytes | None) -> PartitionState | Increment | Mixture:
             and 0 <= s <= MAX_COUNT for w, s in included.items()
         ):
             raise RecordFormatError(f"included is {_short(included)}, not increments per worker")
+        step = data.get("step")
+        if step is not None and not (isinstance(step, dict) and isinstance(step.get("classes"),
+                                                                           list)):  # fmt: skip
+            raise RecordFormatError("step is not a mixture's change")
         return Mixture(_count(data, "version"), _state(data), _name(data.get("worker", "")),
-                       float(stamp), dict(included))  # fmt: skip
+                       float(stamp), dict(included), step)  # fmt: skip
     raise RecordFormatError(f"unknown record type {_short(kind)}", "foreign")
 
 

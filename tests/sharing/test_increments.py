@@ -49,49 +49,60 @@ def _add(*dicts: dict, coefs: tuple = ()) -> dict:
     return {k: sum(c * d.get(k, 0.0) for c, d in zip(coefs, dicts)) for k in keys}
 
 
-def _trajectory(model: Perceptron, data) -> list[tuple[dict, float]]:
-    """Learn ``data``; the weights and bias after each step."""
-    out = []
-    for x, y in data:
-        model.learn_one(x, y)
-        out.append((dict(model.weights), model.bias))
-    return out
-
-
-def test_fold_averages_the_changes_and_places_the_average_in_the_groups_stream() -> None:
-    """Two workers take the base (50 examples) and learn 30 examples each; the mixture's
-    weights are the base plus half of each change, and its average is the mean of its own
-    weights over the group's stream of 110 steps, in which each worker's k-th example comes in
-    round k (steps 51-52 are round 1, ...), whose first step moves the mixture by half of
-    each worker's update: computed here step by step from the learners' weights."""
+def test_fold_averages_the_changes_and_adds_the_sums() -> None:
     base = Perceptron(averaged=True)
     base_sum, base_b = _learn(base, _stream(1, 50))
-    workers, paths = [], []
-    for seed in (2, 3):
+    workers, local = [], []
+    for seed, n in ((2, 30), (3, 10)):
         w = Perceptron.from_state(base.get_state())
-        paths.append(_trajectory(w, _stream(seed, 30)))
+        local.append(_learn(w, _stream(seed, n)))
         workers.append(w)
-    steps = [(w.get_state(), [increment(w.get_state(), form(base.get_state()), t0=50)])
+    steps = [(w.get_state(), [increment(w.get_state(), form(base.get_state()))])
              for w in workers]  # fmt: skip
     mixed = Perceptron.from_state(fold(base.get_state(), steps))
-    assert mixed.n_seen == 110
+    assert mixed.n_seen == 90
     # weights: the base plus 1/N of each worker's change (N = 2 workers)
     changes = [_add(w.weights, base.weights, coefs=(1, -1)) for w in workers]
     expected = _add(base.weights, *changes, coefs=(1, 0.5, 0.5))
     assert mixed.weights == pytest.approx(expected)
     assert mixed.bias == pytest.approx(base.bias + 0.5 * (workers[0].bias - base.bias)
                                        + 0.5 * (workers[1].bias - base.bias))  # fmt: skip
-    # the average: the mixture's weights after each of the group's 110 steps, summed
-    total, total_b = dict(base_sum), base_b
-    for k in range(30):
-        now = [paths[0][k], paths[1][k]]  # round k + 1: both workers' k + 1-th updates
-        w_now = _add(base.weights, *(_add(p[0], base.weights, coefs=(1, -1)) for p in now),
-                     coefs=(1, 0.5, 0.5))  # fmt: skip
-        for _ in range(2):  # the round's two steps
-            total = _add(total, w_now)
-            total_b += base.bias + sum(0.5 * (b - base.bias) for _, b in now)
-    assert mixed.average_weights == pytest.approx({k: v / 110 for k, v in total.items()})
-    assert math.isclose(mixed.average_bias, total_b / 110)
+    # the running average: every step's weights, summed, over the 90 examples (each worker
+    # began on the base: exact)
+    total = _add(base_sum, local[0][0], local[1][0])
+    assert mixed.average_weights == pytest.approx({k: v / 90 for k, v in total.items()})
+    assert math.isclose(mixed.average_bias, (base_b + local[0][1] + local[1][1]) / 90)
+
+
+def test_an_increment_made_on_an_older_mixture_is_placed_with_the_mixtures_step() -> None:
+    """Two workers begin on the base; the first one's increment is folded into mixture 1, the
+    second one's (made on the base) into mixture 2: with mixture 1's step as its lag the
+    result is the same as folding both at once (the sum over every example exact); without
+    it, the second worker's examples would count mixture 1's weights."""
+    from stream_perceptron.sharing.increments import fold_step
+
+    base = Perceptron(averaged=True)
+    base_sum, _ = _learn(base, _stream(21, 10))
+    states, steps, sums = [], [], []
+    for seed in (22, 23):
+        w = Perceptron.from_state(base.get_state())
+        sums.append(_learn(w, _stream(seed, 60))[0])
+        states.append(w.get_state())
+        steps.append(increment(w.get_state(), form(base.get_state())))
+    at_once = Perceptron.from_state(
+        fold(base.get_state(), [(states[0], [steps[0]]), (states[1], [steps[1]])])
+    )
+    mixture1 = fold(base.get_state(), [(states[0], [steps[0]])], workers=2)
+    lag = fold_step([[steps[0]]], 0.5)
+    assert next(iter(lag.parts.values()))["w"]  # the first worker's mistakes moved mixture 1
+    mixture2 = Perceptron.from_state(
+        fold(mixture1, [(states[1], [steps[1]])], workers=2, lags=[[lag]])
+    )
+    assert mixture2.weights == pytest.approx(at_once.weights)
+    total = _add(base_sum, *sums)
+    assert mixture2.average_weights == pytest.approx({k: v / 130 for k, v in total.items()})
+    unplaced = Perceptron.from_state(fold(mixture1, [(states[1], [steps[1]])], workers=2))
+    assert unplaced.average_weights != pytest.approx(mixture2.average_weights)
 
 
 def test_one_worker_folds_into_the_sequential_learner_exactly() -> None:
@@ -100,7 +111,7 @@ def test_one_worker_folds_into_the_sequential_learner_exactly() -> None:
     _learn(base, _stream(11, 40))
     worker = Perceptron.from_state(base.get_state())
     _learn(worker, _stream(12, 25))
-    step = increment(worker.get_state(), form(base.get_state()), t0=40)
+    step = increment(worker.get_state(), form(base.get_state()))
     mixed = Perceptron.from_state(fold(base.get_state(), [(worker.get_state(), [step])]))
     assert mixed.weights == pytest.approx(worker.weights)
     assert mixed.average_weights == pytest.approx(worker.average_weights)
@@ -116,7 +127,7 @@ def test_an_averaged_increment_holds_only_the_features_its_mistakes_touched() ->
     before = form(model.get_state())
     model.learn_one({"f1": -3.0, "f7": 2.0, "new": 1.0}, True)
     model.learn_one({"f1": 3.0, "f7": -2.0, "new": -1.0}, False)
-    step = increment(model.get_state(), before, t0=model.n_seen - 2)
+    step = increment(model.get_state(), before)
     (part,) = step.parts.values()
     assert {name for _, name in part["w"]} | {name for _, name in part["u"]} <= {
         "f1", "f7", "new"
@@ -143,7 +154,9 @@ def test_increments_split_anywhere_fold_the_same() -> None:
     _learn(w, _stream(6, 15))
     whole = fold(base.get_state(), [(w.get_state(), [increment(w.get_state(),
                                                                form(base.get_state()))])])
-    parts = [increment(middle, form(base.get_state())), increment(w.get_state(), form(middle))]
+    first = increment(middle, form(base.get_state()))
+    # the second began where the first ended, the first not in the base: pending
+    parts = [first, increment(w.get_state(), form(middle), [first])]
     split = fold(base.get_state(), [(w.get_state(), parts)])
     a, b = Perceptron.from_state(whole), Perceptron.from_state(split)
     assert a.weights == pytest.approx(b.weights)

@@ -18,6 +18,7 @@ def test_round_trips() -> None:
         Increment("w1", 8, 2, {"n": 55, "classes": []}, {"learner": "Perceptron"}, 12.5),
         Mixture(3, state, "w2", 13.0),
         Mixture(3, state, "w2", 13.0, {"w1": 8, "w2": 1}),
+        Mixture(3, state, "w2", 13.0, {"w1": 8}, {"n": 0, "t0": 0, "classes": []}),
     ):
         assert decode(record.encode()) == record
 
@@ -37,6 +38,8 @@ def test_round_trips() -> None:
                     "state": "x"}).encode(),
         json.dumps({"kind": KIND, "schema_version": 1, "type": "mixture", "version": 1,
                     "state": {}, "included": {"w1": "8"}}).encode(),
+        json.dumps({"kind": KIND, "schema_version": 1, "type": "mixture", "version": 1,
+                    "state": {}, "step": [1, 2]}).encode(),
         json.dumps({"kind": KIND, "schema_version": 1, "type": "increment", "worker": "w",
                     "seq": 1, "base_version": 0, "meta": {"learner": "Perceptron"},
                     "delta": {"n": 1.5, "classes": []}}).encode(),
