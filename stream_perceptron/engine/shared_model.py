@@ -298,6 +298,11 @@ class SharedModelCoordinator(CheckpointCoordinator):
         every = self.every
         if self.mix_every:
             share = max(1, self.mix_every // max(1, self.view.group_size()))
+            if self.is_leader:
+                # the leader checks twice per period: the others' latest increments may be in
+                # transactions still open when it reads, so a check per period would find a
+                # mix due only every other period
+                share = max(1, share // 2)
             every = min(every, share) if every else share
         return every or None
 
