@@ -200,7 +200,8 @@ class ModelLogBase:
                 if high is None or end >= high:
                     return out
                 if time.monotonic() > stable_by:
-                    logger.warning(
+                    logger.log(
+                        logging.WARNING if self.stable_wait_s > 0 else logging.DEBUG,
                         "the model topic %r has a transaction open since offset %d for more "
                         "than %g s: reading what is committed before it",
                         self.topic, end, self.stable_wait_s,
