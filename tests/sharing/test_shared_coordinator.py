@@ -585,10 +585,14 @@ def _sparse(partitions: int, per_partition: int, vocabulary: int) -> dict[int, l
     return out
 
 
-def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touched() -> None:
+@pytest.mark.parametrize("averaged", [False, True], ids=["plain", "averaged"])
+def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touched(
+    averaged,
+) -> None:
     """--hash-bits 20 in shared mode (a million buckets): the group mixes the hashed model,
     each increment holds only the buckets its mistakes touched (at most the features of the
-    records it learned, not 2**20), and pull-model gives the model back wrapped in the same
+    records it learned, not 2**20; averaged, its sums also name the buckets of its own
+    increments no mixture holds yet), and pull-model gives the model back wrapped in the same
     hashing, so it predicts on the features' names."""
     from stream_perceptron import Preprocessed
     from stream_perceptron.engine.shared_model import pull_model
@@ -598,7 +602,7 @@ def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touch
     rng = random.Random(2)
     workers = [
         _Stepper(cluster, name, [p], mix_every=100,
-                 learner=Preprocessed(Perceptron(), hash_bits=20))
+                 learner=Preprocessed(Perceptron(averaged=averaged), hash_bits=20))
         for name, p in (("lead", 0), ("w", 1))
     ]  # fmt: skip
     available = {0: 400, 1: 400}
@@ -620,6 +624,9 @@ def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touch
         (part,) = record.delta["classes"]
         sizes.append(len(part["weights"]))
         assert record.meta["hash_bits"] == 20
+        assert len(part["acc"]) <= len(part["weights"])  # the accumulators move with them
+        if averaged:  # its own increments pending: a few commits' worth
+            assert len(part["sums"]) <= 3 * 6 * 50, len(part["sums"])
     # a commit every 50 records (or fewer): at most 6 features each, hashed (a window without
     # a mistake changed no weight)
     assert 0 < max(sizes) <= 6 * 50, sizes
