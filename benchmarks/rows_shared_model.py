@@ -107,7 +107,7 @@ def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Pat
         raise RuntimeError(f"a worker failed: exit codes {codes}")
     subprocess.run(
         [*cli_command(), "pull-model", "--bootstrap-servers", bootstrap, "--model-topic",
-         model_topic, "--output", str(pulled), "-q"],
+         model_topic, "--output", str(pulled), "--force", "-q"],
         check=True,
     )  # fmt: skip
     _delete_topics(bootstrap, [model_topic])

@@ -75,15 +75,16 @@ def _produce(bootstrap: str, topic: str, records: list[bytes], seconds: float) -
         producer.close()
 
 
-def _committed(bootstrap: str, group: str) -> int:
-    from kafka.admin import KafkaAdminClient
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    """The group's committed offsets on ``topic``, summed (records committed)."""
+    from kafka import KafkaConsumer, TopicPartition
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False)  # fmt: skip
     try:
-        offsets = admin.list_consumer_group_offsets(group)
+        return sum(consumer.committed(TopicPartition(topic, p)) or 0 for p in range(PARTITIONS))
     finally:
-        admin.close()
-    return sum(max(0, meta.offset) for meta in offsets.values())
+        consumer.close()
 
 
 def _run(bootstrap: str, records: list[bytes], learner: str, client: str, mix_every: int,
@@ -118,7 +119,7 @@ def _run(bootstrap: str, records: list[bytes], learner: str, client: str, mix_ev
         producing.start()
         producing.join()
         deadline = time.monotonic() + 300
-        while _committed(bootstrap, group) < len(records):
+        while _committed(bootstrap, group, topic) < len(records):
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"the workers did not commit every record ({run})")
             time.sleep(0.5)
