@@ -48,7 +48,7 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     10: ("memory with --hash-bits 18: all-distinct feature names", row_memory_hashed),
     11: ("shared-model mode: 1, 2, 3 workers on a 6-partition topic; mixing overhead",
         row_shared_model),
-    12: ("shared-model quality: pulled vs sequential, mixed vs no-mix, per client and cadence",
+    14: ("shared-model quality: pulled vs sequential, mixed vs no-mix, per client and cadence",
          row_shared_quality),
 }
 
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds",
         type=_repeats,
         metavar="N",
-        help="seeds per setting of row 12 (default 10; 160 broker runs of 15-25 s at 10)",
+        help="seeds per setting of row 14 (default 10; 160 broker runs of 15-25 s at 10)",
     )
     return parser
 

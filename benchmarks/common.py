@@ -43,8 +43,8 @@ class Sizes:
     hashed_large: int = 5_000_000
     quality: int = 50_000  # synthetic streams of the learning-quality row (9)
     shared: int = 480_000  # row 11: long enough that start-up and group join do not dominate
-    shared_quality: int = 30_000  # row 12: records per run (produced over about 8 s)
-    shared_seeds: int = 10  # row 12: seeds per setting
+    shared_quality: int = 30_000  # row 14: records per run (produced over about 8 s)
+    shared_seeds: int = 10  # row 14: seeds per setting
 
     def scaled_down(self, factor: int) -> Sizes:
         """Every size divided by ``factor`` (batch and block sizes stay as they are; the

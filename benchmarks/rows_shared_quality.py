@@ -1,4 +1,4 @@
-"""Row 12: what mixing buys, on the broker: the pulled model against one sequential model, and
+"""Row 14: what mixing buys, on the broker: the pulled model against one sequential model, and
 the mistakes made during the run against workers that never mix.
 
 Per seed, learner (plain, ``--averaged``), Kafka client and ``--mix-every`` (500, 2,000,
@@ -159,7 +159,7 @@ def _accuracy(model: object, X: np.ndarray, y: np.ndarray) -> float:
 
 def row_shared_quality(ctx: Context) -> list[Result]:
     settings = [(lr, cl, m) for lr in LEARNERS for cl in CLIENTS for m in MIX_EVERY]
-    names = [f"12{chr(ord('a') + i)}" for i in range(len(settings))]
+    names = [f"14{chr(ord('a') + i)}" for i in range(len(settings))]
     titles = [f"shared-model quality, {lr}, {cl}, mix every {count(m)}" for lr, cl, m in settings]
     reason = kafka_skip_reason()
     if reason is not None:
