@@ -341,6 +341,25 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="hash feature names to 2^B buckets (MurmurHash3, Vowpal Wabbit's -b): memory "
         "bounded by B whatever the vocabulary; colliding features add up",
     )
+    model.add_argument(
+        "--rff-components",
+        type=_int_in(1, 1 << 16),
+        default=None,
+        metavar="D",
+        help="map the (hashed, scaled) input to D random Fourier features, "
+        "sqrt(2/D) cos(Wx + b), W ~ N(0, 2G) seeded by --seed (default 0): an RBF kernel's "
+        "map, so the perceptron learns curved boundaries in one pass. Cost and memory grow "
+        "with D (D floats per input feature). On River's Bananas (2 features) --averaged "
+        "--scale standard --rff-components 100 --rff-gamma 2 reaches 89%% (linear: 58%%)",
+    )
+    model.add_argument(
+        "--rff-gamma",
+        type=_float_upto(1e6),
+        default=1.0,
+        metavar="G",
+        help="with --rff-components: the kernel width G of exp(-G ||x - x'||^2) (default 1). "
+        "Larger is a more local boundary; with --scale standard and a few features, 0.5 to 4",
+    )
     out = run.add_argument_group("output")
     out.add_argument("--predictions", metavar="PATH|-", help="one JSON line per record")
     out.add_argument("--dead-letter", metavar="PATH", help="one JSON line per bad record")
@@ -488,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser(
         "example-data", help="write a bundled data set to stdout", parents=[_logging_options()]
     )
-    data.add_argument("name", choices=("phishing", "image-segments"))
+    data.add_argument("name", choices=("phishing", "image-segments", "bananas"))
     data.add_argument("--format", choices=FORMATS, default="csv")
     data.add_argument("--label", default="y")
     return parser

@@ -67,9 +67,18 @@ def make_learner(args: argparse.Namespace) -> StreamClassifier:
             averaged=args.averaged,
             average_half_life=args.average_half_life,
         )
-    # --scale / --hash-bits: the features hashed and standardised before the learner
-    if args.scale is not None or args.hash_bits is not None:
-        learner = Preprocessed(learner, scale=args.scale, hash_bits=args.hash_bits)
+    # --scale / --hash-bits / --rff-components: the features hashed, standardised and mapped
+    # to random Fourier features before the learner
+    rff = getattr(args, "rff_components", None)
+    if args.scale is not None or args.hash_bits is not None or rff is not None:
+        more: dict[str, Any] = {}
+        if rff is not None:
+            more = {
+                "rff_components": rff,
+                "rff_gamma": args.rff_gamma,
+                "rff_seed": 0 if args.seed is None else args.seed,
+            }
+        learner = Preprocessed(learner, scale=args.scale, hash_bits=args.hash_bits, **more)
     return learner
 
 
@@ -134,6 +143,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
         if args.kafka_client != "auto":
             parser.error("--kafka-client needs --source kafka")
+    if args.rff_gamma != 1.0 and args.rff_components is None:
+        parser.error("--rff-gamma needs --rff-components")
     if args.average_half_life is not None and not args.averaged:
         parser.error("--average-half-life needs --averaged")
     if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
@@ -374,10 +385,10 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
         parser.error("--model-topic needs --source kafka")
     if args.model not in ("binary", "multiclass"):
         parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
-    if args.scale or args.hash_bits:
+    if args.scale or args.hash_bits or args.rff_components:
         parser.error(
-            "--scale and --hash-bits are not for --model-topic yet: a mixture of models "
-            "standardised by different running statistics is not one model"
+            "--scale, --hash-bits and --rff-components are not for --model-topic yet: a "
+            "mixture of models standardised by different running statistics is not one model"
         )
     if args.average_half_life is not None:
         parser.error("--model-topic mixes plain averages: not with --average-half-life")
@@ -466,8 +477,10 @@ _MODEL_CLASSES["pa-multiclass"] = "MulticlassPassiveAggressive"
 def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
     """--resume continues the checkpoint's model: say which model flags differ from it."""
     wrapped = model.model if isinstance(model, Preprocessed) else None
-    for flag in ("scale", "hash_bits"):
+    for flag in ("scale", "hash_bits", "rff_components", "rff_gamma"):
         saved = None if wrapped is None else getattr(model, flag)
+        if flag == "rff_gamma" and (args.rff_components is None or saved is None):
+            continue  # the gamma of no map
         if getattr(args, flag) != saved:
             logger.warning(
                 "--%s %s is ignored: the checkpoint's model has %s=%r",
