@@ -25,6 +25,7 @@ from benchmarks.rows_kafka_events import RECORDS_ENV as KAFKA_RECORDS_ENV
 from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory, row_memory_hashed
+from benchmarks.rows_nonlinear import row_nonlinear
 from benchmarks.rows_quality import row_quality
 from benchmarks.rows_shared_model import row_shared_model
 from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
@@ -47,6 +48,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     10: ("memory with --hash-bits 18: all-distinct feature names", row_memory_hashed),
     11: ("shared-model mode: 1, 2, 3 workers on a 6-partition topic; mixing overhead",
         row_shared_model),
+    12: ("non-linear streams: random Fourier features vs River's ARF, k-NN, Hoeffding tree",
+         row_nonlinear),
 }
 
 

@@ -19,7 +19,9 @@ from connectors import ConnectorError, FileSink, PartitionedSource, Source, open
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
+from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
+from stream_perceptron.engine.drift_actions import reset_learner
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
@@ -145,6 +147,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             parser.error("--kafka-client needs --source kafka")
     if args.rff_gamma != 1.0 and args.rff_components is None:
         parser.error("--rff-gamma needs --rff-components")
+    if args.on_drift != "none" and args.drift_detector == "none":
+        parser.error("--on-drift needs --drift-detector adwin")
+    if args.drift_detector != "none" and args.model_topic:
+        parser.error("--drift-detector is not for --model-topic yet")
     if args.average_half_life is not None and not args.averaged:
         parser.error("--average-half-life needs --averaged")
     if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
@@ -185,6 +191,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
 
 def _learn(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
+    if args.drift_detector == "adwin":
+        stats.drift = DriftMonitor()
     learner = make_learner(args)
     kafka = args.source == "kafka"
     every, interval = args.checkpoint_every, args.checkpoint_interval
@@ -246,8 +254,12 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         stats=stats,
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
-        dense=shared is None,  # shared-model mode counts every record per partition
+        # shared-model mode counts every record per partition; a reset on drift lands after
+        # the example that revealed it, which a block learned whole would pass
+        dense=shared is None and args.on_drift == "none",
     )
+    if stats.drift is not None and args.on_drift == "reset":
+        stats.drift.on_drift = lambda _position: reset_learner(engine.learner)
     if shared is not None:
         shared.install(engine)
     source: Source | None = None

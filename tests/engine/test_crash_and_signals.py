@@ -23,8 +23,9 @@ def _wait_for(path, timeout=60.0):
 @pytest.mark.parametrize(
     "extra",
     [[], ["--scale", "standard", "--hash-bits", "2"],
-     ["--scale", "standard", "--rff-components", "32", "--rff-gamma", "0.5", "--seed", "3"]],
-    ids=["plain", "scaled-hashed", "scaled-rff"],
+     ["--scale", "standard", "--rff-components", "32", "--rff-gamma", "0.5", "--seed", "3"],
+     ["--drift-detector", "adwin", "--on-drift", "reset"]],
+    ids=["plain", "scaled-hashed", "scaled-rff", "drift-reset"],
 )  # fmt: skip
 def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path, extra):
     data = tmp_path / "data.csv"
