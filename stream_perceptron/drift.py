@@ -26,7 +26,7 @@ import numpy as np
 
 from stream_perceptron.errors import StateError
 
-__all__ = ["CHUNK", "DETECTORS", "DriftMonitor"]
+__all__ = ["CHUNK", "DETECTORS", "DriftMonitor", "MARKS"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 #: after 370-460 examples (32: 1,300-1,600, ADWIN checking every update), at 0.1 us a example.
 CHUNK = 8
 DETECTORS = ("adwin", "none")
+#: Positions of the most recent drifts kept for the live page's marks.
+MARKS = 100
 
 
 def _adwin(delta: float) -> Any:
@@ -75,6 +77,7 @@ class DriftMonitor:
         self.drifts = 0
         self.first_drift: int | None = None
         self.last_drift: int | None = None
+        self.positions: list[int] = []  # the last MARKS drifts
         self.seen = 0  # learned examples observed
         self._sum = 0  # mistakes of the open chunk
         self._adwin = _adwin(delta)
@@ -111,6 +114,7 @@ class DriftMonitor:
         if adwin.drift_detected and adwin.estimation > before:
             self.drifts += 1
             self.last_drift = self.seen
+            self.positions = [*self.positions[-(MARKS - 1) :], self.seen]
             if self.first_drift is None:
                 self.first_drift = self.seen
             logger.info("drift detected at example %d (ADWIN, delta %g)", self.seen, self.delta)
@@ -136,6 +140,7 @@ class DriftMonitor:
             "drifts": self.drifts,
             "first_drift": self.first_drift,
             "last_drift": self.last_drift,
+            "positions": list(self.positions),
             "adwin": base64.b64encode(bytes(blob)).decode("ascii"),
         }
 
@@ -148,6 +153,7 @@ class DriftMonitor:
             seen, open_sum = int(state["seen"]), int(state["open_sum"])
             drifts = int(state["drifts"])
             first, last = state["first_drift"], state["last_drift"]
+            positions = [int(p) for p in state.get("positions", [])][-MARKS:]
             blob = base64.b64decode(state["adwin"], validate=True)
         except (KeyError, TypeError, ValueError) as e:
             raise StateError(f"corrupt drift detector state: {e!r}") from e
@@ -164,3 +170,4 @@ class DriftMonitor:
         self.seen, self._sum, self.drifts = seen, open_sum, drifts
         self.first_drift = None if first is None else int(first)
         self.last_drift = None if last is None else int(last)
+        self.positions = positions

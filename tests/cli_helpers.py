@@ -38,6 +38,19 @@ def binary_examples(n: int, d: int = 5, seed: int = 0) -> list[tuple[dict[str, f
     ]
 
 
+def switching_examples(n: int, switch_at: int | None, seed: int = 3) -> list[tuple[dict, int]]:
+    """A noisy linear concept (5 features, 5 % label noise) whose labels are inverted from
+    ``switch_at`` on: an abrupt switch for a model that learned the first concept."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=5)
+    X = rng.normal(size=(n, 5))
+    y = X @ w > 0
+    y ^= rng.random(n) < 0.05
+    if switch_at is not None:
+        y[switch_at:] = ~y[switch_at:]
+    return [({f"f{j}": float(v) for j, v in enumerate(r)}, int(t)) for r, t in zip(X, y)]
+
+
 def to_csv(examples, label="y") -> bytes:
     names = list(examples[0][0])
     lines = [",".join([*names, label])]

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from cli_helpers import run_cli, to_csv
+from cli_helpers import run_cli, switching_examples, to_csv
 from engine_process import EngineProcess
 from services import http_get
 
@@ -67,19 +67,6 @@ def test_blocks_of_any_size_and_a_restored_state_see_the_same_drifts():
     assert blocks.summary() == one_by_one.summary()
 
 
-def _switching(n: int, switch_at: int | None, seed: int = 3) -> list[tuple[dict, int]]:
-    """A noisy linear concept (5 features, 5 % label noise) whose labels are inverted from
-    ``switch_at`` on: an abrupt switch for a model that learned the first concept."""
-    rng = np.random.default_rng(seed)
-    w = rng.normal(size=5)
-    X = rng.normal(size=(n, 5))
-    y = X @ w > 0
-    y ^= rng.random(n) < 0.05
-    if switch_at is not None:
-        y[switch_at:] = ~y[switch_at:]
-    return [({f"f{j}": float(v) for j, v in enumerate(r)}, int(t)) for r, t in zip(X, y)]
-
-
 def _summary(tmp_path, data: bytes, *flags: str) -> dict:
     out = tmp_path / "s.json"
     proc = run_cli("run", "--format", "csv", "--averaged", *flags, "--summary-json", str(out),
@@ -89,7 +76,7 @@ def _summary(tmp_path, data: bytes, *flags: str) -> dict:
 
 
 def test_the_cli_reports_the_switch_and_reset_recovers(tmp_path):
-    data = to_csv(_switching(40_000, 20_000))
+    data = to_csv(switching_examples(40_000, 20_000))
     plain = _summary(tmp_path, data)
     assert "drift" not in plain  # off by default
     seen = _summary(tmp_path, data, "--drift-detector", "adwin")
@@ -102,7 +89,8 @@ def test_the_cli_reports_the_switch_and_reset_recovers(tmp_path):
 
 
 def test_a_stationary_stream_of_100k_from_the_cli_raises_at_most_one_alarm(tmp_path):
-    summary = _summary(tmp_path, to_csv(_switching(100_000, None)), "--drift-detector", "adwin")
+    data = to_csv(switching_examples(100_000, None))
+    summary = _summary(tmp_path, data, "--drift-detector", "adwin")
     assert summary["learned"] == 100_000
     assert summary["drift"]["drifts"] <= 1
 
@@ -110,7 +98,7 @@ def test_a_stationary_stream_of_100k_from_the_cli_raises_at_most_one_alarm(tmp_p
 def test_the_drift_metrics_are_scraped_over_http():
     engine = EngineProcess("--format", "csv", "--averaged", "--drift-detector", "adwin")
     try:
-        engine.feed(to_csv(_switching(30_000, 20_000)))
+        engine.feed(to_csv(switching_examples(30_000, 20_000)))
         deadline = time.monotonic() + 60
         while True:
             text = http_get(engine.url).decode()
