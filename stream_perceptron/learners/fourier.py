@@ -17,10 +17,12 @@ features do.) Columns are drawn when a name is first met and cached (up to
 :data:`COLUMN_CACHE` names; past that the cache starts afresh and columns are drawn again, the
 same), so memory is bounded whatever the vocabulary.
 
-The projection ``W x`` is added up one input at a time in the order of ``(h, str(k))``
-(``p += v_k * W[:, k]`` from zeros), for a single example and for a block alike (no BLAS, whose
-summation order depends on the block's shape): the record path and the block path give the same
-bits.
+The projection ``W x`` is added up one input at a time in the order of ``(h, str(k))``, then
+its position (``p += v_k * W[k, d]`` from 0.0), and ``cos`` is the C library's, for a single
+example and for a block alike (no BLAS, whose summation order depends on the block's shape, nor
+numpy's vectorised ``cos``): the record path and the block path, the C kernel ``rff_block``
+(``_features.c``) and its readable reference :meth:`RandomFourierFeatures.project_reference`
+give the same bits (``tests/learners/test_fourier.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ __all__ = ["RandomFourierFeatures", "COLUMN_CACHE"]
 
 #: Input features whose columns of ``W`` are kept (``D`` floats each).
 COLUMN_CACHE = 4096
+#: Tuples of input names whose ordered columns are kept (a stream's records mostly share one).
+ORDER_CACHE = 64
+
+# The C kernel (``_features.rff_block``), or None: the readable reference, ``project_reference``
+_kernel = native.features
 
 _hash = native.features.murmur3_32 if native.features is not None else murmur3_32_reference
 
@@ -123,6 +130,7 @@ class RandomFourierFeatures(base.Transformer):
         self.gamma = gamma
         self.seed = seed
         self._columns: dict[Hashable, tuple[tuple[int, str], np.ndarray]] = {}
+        self._orders: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._b = np.random.default_rng([seed, 0]).uniform(0.0, _TWO_PI, n_components)
         self._scale = math.sqrt(2.0 / n_components)
         self._std = math.sqrt(2.0 * gamma)
@@ -144,51 +152,95 @@ class RandomFourierFeatures(base.Transformer):
             self._columns[name] = got
         return got
 
-    def _finish(self, proj: np.ndarray, strict: bool) -> np.ndarray:
-        if not np.isfinite(proj).all():
+    def _terms(self, names: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """The summation order of inputs named ``names``: ``(W_ordered, idx)``, ``W_ordered``
+        row k the column of ``W`` of the k-th input in that order, ``idx[k]`` its position in
+        ``names``. Cached per tuple of names (a stream's records mostly share one)."""
+        key = tuple(names)
+        got = self._orders.get(key)
+        if got is None:
+            column = self._column
+            terms = sorted(((column(k), c) for c, k in enumerate(key)), key=_order)
+            W = np.empty((len(terms), self.n_components))
+            for row, ((_, w), _) in enumerate(terms):
+                W[row] = w
+            idx = np.fromiter((c for _, c in terms), dtype=np.int64, count=len(terms))
+            if len(self._orders) >= ORDER_CACHE:
+                self._orders.clear()
+            got = self._orders[key] = (W, idx)
+        return got
+
+    def project_reference(self, x: dict) -> list[float] | None:
+        """``z(x)``, readable: the reference of the C kernel ``rff_block`` (``_features.c``),
+        which gives the same bits. Per component ``d``: ``p = 0.0``, then ``p += v * W[k, d]``
+        over the inputs in the map's order, then ``cos(p + b[d]) * sqrt(2 / D)``. ``None`` when
+        a projection is not finite."""
+        W, idx = self._terms(list(x))
+        values = [float(v) for v in x.values()]
+        out = []
+        for d in range(self.n_components):
+            p = 0.0
+            for k in range(len(idx)):
+                p += values[idx[k]] * float(W[k, d])
+            if not -math.inf < p < math.inf:
+                return None
+            out.append(math.cos(p + float(self._b[d])) * self._scale)
+        return out
+
+    def project(self, x: dict, strict: bool = True) -> list[float]:
+        """``z(x)`` as a list of ``D`` floats: the C kernel if built, else the reference.
+        Raises :class:`~stream_perceptron.errors.ValueTooLargeError` when a projection is not
+        finite; not ``strict`` (a prediction), all its features are then 0.0."""
+        try:
+            if _kernel is None:
+                got = self.project_reference(x)
+            else:
+                W, idx = self._terms(list(x))
+                X = np.fromiter(x.values(), dtype=np.float64, count=len(x))
+                out = np.empty(self.n_components)
+                bad = _kernel.rff_block(X, out, W, idx, self._b, 1, len(X), len(idx),
+                                        self.n_components, self._scale)  # fmt: skip
+                got = None if bad >= 0 else out.tolist()
+        except OverflowError:  # an int past float's range
+            got = None
+        if got is None:
             if strict:
                 raise too_large("the random Fourier features")
-            with np.errstate(invalid="ignore"):
-                return np.cos(proj + self._b) * self._scale
-        return np.cos(proj + self._b) * self._scale
-
-    def project(self, x: dict, strict: bool = True) -> np.ndarray:
-        """``z(x)`` as an array of ``D`` floats."""
-        column = self._column
-        terms = sorted(((column(k), i, v) for i, (k, v) in enumerate(x.items())), key=_order)
-        proj = np.zeros(self.n_components)
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                for (_, w), _, v in terms:
-                    proj += float(v) * w
-        except OverflowError:  # an int past float's range
-            if not strict:
-                raise
-            raise too_large("the random Fourier features") from None
-        return self._finish(proj, strict)
+            return [0.0] * self.n_components
+        return got
 
     def transform_block(self, features: Sequence[Hashable], X: np.ndarray) -> np.ndarray:
-        """``z`` of every row of the dense block ``X`` (columns ``features``): ``n x D``, each
-        row the bits :meth:`project` gives for it."""
-        column = self._column
-        terms = sorted(((column(k), c) for c, k in enumerate(features)), key=_order)
-        X = np.asarray(X, dtype=np.float64)
-        proj = np.zeros((X.shape[0], self.n_components))
-        with np.errstate(over="ignore", invalid="ignore"):
-            for (_, w), c in terms:
-                proj += X[:, c : c + 1] * w
-        if not np.isfinite(proj).all():
+        """``z`` of every row of the dense block ``X`` (columns ``features``): ``n x D`` in one
+        C call, each row the bits :meth:`project` gives for it. Raises
+        :class:`~stream_perceptron.errors.ValueTooLargeError` (``row``: the first) when a
+        projection is not finite."""
+        W, idx = self._terms(list(features))
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        rows, cols = X.shape
+        out = np.empty((rows, self.n_components))
+        if _kernel is not None:
+            bad = _kernel.rff_block(X, out, W, idx, self._b, rows, cols, len(idx),
+                                    self.n_components, self._scale)  # fmt: skip
+        else:
+            bad = -1
+            for i in range(rows):
+                got = self.project_reference(dict(zip(features, X[i].tolist())))
+                if got is None:
+                    bad = i
+                    break
+                out[i] = got
+        if bad >= 0:
             error = too_large("the random Fourier features")
-            error.row = int(np.flatnonzero(~np.isfinite(proj).all(axis=1))[0])  # type: ignore[attr-defined]
+            error.row = bad  # type: ignore[attr-defined]
             raise error
-        return np.cos(proj + self._b) * self._scale
+        return out
 
     # -- River's transformer API ---------------------------------------------------------------
     def learn_one(self, x: dict) -> None:
         """Nothing to learn: the map is fixed by ``(n_components, gamma, seed)``."""
 
     def transform_one(self, x: dict) -> dict:
-        return dict(enumerate(self.project(x, strict=False).tolist()))
+        return dict(enumerate(self.project(x, strict=False)))
 
     # -- state ---------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class Preprocessed(StreamClassifier):
         if self._scaler is not None:
             x, pending = self._scaler.transform(x, strict)
         if self._rff is not None:
-            x = dict(enumerate(self._rff.project(x, strict).tolist()))
+            x = dict(enumerate(self._rff.project(x, strict)))
         return x, names, pending
 
     def _commit(self, names: Any, pending: Any) -> None:
@@ -185,7 +185,9 @@ class Preprocessed(StreamClassifier):
     def dense_capable(self) -> bool:
         from stream_perceptron import native
 
-        return self.model.dense_capable and (self._scaler is None or native.features is not None)
+        return self.model.dense_capable and (
+            (self._scaler is None and self._rff is None) or native.features is not None
+        )
 
     def _rff_block(self, features: Sequence[Any], X: Any) -> tuple[Sequence[Any], Any]:
         if self._rff is None:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from river import compose, datasets
 
-from stream_perceptron import Perceptron, Preprocessed, RandomFourierFeatures
+from stream_perceptron import Perceptron, Preprocessed, RandomFourierFeatures, native
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.learners import StreamClassifier, fourier
 from stream_perceptron.learners.hashing import murmur3_32_reference
 
 
@@ -67,13 +67,16 @@ def test_a_block_maps_to_the_bits_of_its_rows(n):
     Z = block.transform_block(features, X)
     for i in range(n):
         z = rows.project(dict(zip(features, X[i].tolist())))
-        assert z.tobytes() == Z[i].tobytes()
+        assert np.array(z).tobytes() == Z[i].tobytes()
 
 
 def test_a_projection_that_is_not_finite_is_refused():
     rff = RandomFourierFeatures(4, 1.0)
     with pytest.raises(ValueTooLargeError):
         rff.project({"a": 1e308, "b": 1e308})
+    with pytest.raises(ValueTooLargeError):
+        rff.project({"a": 10**400})
+    assert rff.transform_one({"a": math.inf}) == {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0}
     with pytest.raises(ValueTooLargeError):
         rff.transform_block(["a"], np.array([[1.0], [math.inf]]))
 
@@ -147,3 +150,37 @@ def test_memory_is_bounded_whatever_the_vocabulary():
         rff.transform_one({f"n{i}": 1.0})
     assert len(rff._columns) <= fourier.COLUMN_CACHE
     assert rff.transform_one({"f0": 1.0, "f1": 2.0}) == first  # drawn again, the same
+
+
+@pytest.mark.skipif(native.features is None, reason="the C extension is not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_c_kernel_gives_the_bits_of_the_readable_reference(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 12))
+    names = [f"f{j}" for j in range(d - 1)] + [7]  # a hashed bucket's int name too
+    X = rng.normal(size=(50, d)) * rng.choice([1e-3, 1.0, 1e3])
+    X[rng.random(X.shape) < 0.1] = 0.0
+    D = int(rng.choice([1, 3, 64, 257]))
+    gamma = float(rng.choice([0.01, 0.5, 4.0]))
+    rff = RandomFourierFeatures(D, gamma, seed=seed)
+    in_c = rff.transform_block(names, X)
+    for i in range(len(X)):
+        x = dict(zip(names, X[i].tolist()))
+        reference = rff.project_reference(x)
+        assert np.array(reference).tobytes() == in_c[i].tobytes()
+        assert np.array(rff.project(x)).tobytes() == in_c[i].tobytes()
+    # the pure-Python tier (no C): the same bits, block and record
+    monkeypatch.setattr(fourier, "_kernel", None)
+    plain = RandomFourierFeatures(D, gamma, seed=seed)
+    assert plain.transform_block(names, X).tobytes() == in_c.tobytes()
+    x = dict(zip(names, X[0].tolist()))
+    assert np.array(plain.project(x)).tobytes() == in_c[0].tobytes()
+
+
+def test_the_reference_is_the_formula():
+    rff = RandomFourierFeatures(5, 0.3, seed=2)
+    x = {"u": 0.7, "v": -1.1}
+    W = np.stack([rff.column("u"), rff.column("v")])
+    b = np.random.default_rng([2, 0]).uniform(0, 2 * math.pi, 5)
+    want = [math.sqrt(2 / 5) * math.cos(float(W[:, d] @ [0.7, -1.1]) + b[d]) for d in range(5)]
+    assert rff.project_reference(x) == pytest.approx(want, rel=1e-13, abs=1e-15)
