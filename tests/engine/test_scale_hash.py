@@ -90,3 +90,18 @@ def test_rff_gamma_needs_rff_components():
     proc = run_cli("run", "--format", "csv", "--rff-gamma", "2", stdin=b"")
     assert proc.returncode == 2
     assert b"--rff-gamma needs --rff-components" in proc.stderr
+
+
+def test_resume_keeps_the_checkpoints_map_and_warns_about_other_flags(tmp_path):
+    data = to_csv(binary_examples(500))
+    ck = tmp_path / "ck.json"
+    assert run_cli("run", "--format", "csv", "--rff-components", "16", "--rff-gamma", "0.5",
+                   "--checkpoint", str(ck), stdin=data).returncode == 0  # fmt: skip
+    proc = run_cli("run", "--format", "csv", "--rff-components", "32", "--checkpoint", str(ck),
+                   "--resume", stdin=data)  # fmt: skip
+    assert proc.returncode == 0
+    assert b"--rff-components 32 is ignored: the checkpoint's model has rff_components=16" in (
+        proc.stderr
+    )
+    assert b"--rff-gamma 1.0 is ignored: the checkpoint's model has rff_gamma=0.5" in proc.stderr
+    assert model_of(ck).rff.get_state() == {"n_components": 16, "gamma": 0.5, "seed": 0}
