@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks.common import Context, Measure, Result, Sizes
 from benchmarks.report import format_line, machine_info, markdown
+from benchmarks.rows_drift import row_drift
 from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
 from benchmarks.rows_kafka_events import RECORDS_ENV as KAFKA_RECORDS_ENV
@@ -50,6 +51,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
         row_shared_model),
     12: ("non-linear streams: random Fourier features vs River's ARF, k-NN, Hoeffding tree",
          row_nonlinear),
+    13: ("abrupt drift: SEA and Hyperplane with 3 switches, with and without ADWIN resets",
+         row_drift),
 }
 
 

@@ -124,7 +124,7 @@ class DriftMonitor:
     def summary(self) -> dict[str, Any]:
         """The drifts as the run summary shows them."""
         return {"detector": "adwin", "drifts": self.drifts, "last_drift": self.last_drift,
-                "first_drift": self.first_drift}  # fmt: skip
+                "first_drift": self.first_drift, "positions": list(self.positions)}  # fmt: skip
 
     # -- state ---------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
