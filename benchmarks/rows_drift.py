@@ -31,6 +31,7 @@ DRIFT_SETTINGS: dict[str, list[str]] = {
     "averaged+scaled": ["--averaged", "--scale", "standard"],
 }  # fmt: skip
 RESET = ["--drift-detector", "adwin", "--on-drift", "reset"]
+FORGET = ["--drift-detector", "adwin", "--on-drift", "forget"]
 
 
 def _streams(n: int) -> dict[str, list[tuple[dict, Any]]]:
@@ -89,7 +90,10 @@ def row_drift(ctx: Context) -> list[Result]:
         summary = ctx.workdir / "summary-drift.json"
         ours: dict[str, tuple[float, list[int]]] = {}
         for label, flags in DRIFT_SETTINGS.items():
-            for extra, tag in (([], ""), (RESET, " + ADWIN reset")):
+            variants = [([], ""), (RESET, " + ADWIN reset")]
+            if "--averaged" in flags:
+                variants.append((FORGET, " + ADWIN forget"))
+            for extra, tag in variants:
                 cmd = [*cli_command(), "run", "--format", "csv", "--label", "y", *flags,
                        *extra, "--summary-json", str(summary)]  # fmt: skip
                 run = run_command(cmd, input_path=data, summary_path=summary)

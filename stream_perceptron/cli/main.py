@@ -373,11 +373,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     drift.add_argument(
         "--on-drift",
-        choices=("none", "reset"),
+        choices=("none", "reset", "forget"),
         default="none",
-        help="with --drift-detector: what a drift does to the model: none (reported only) or "
-        "reset (a new model, the same flags, from the next example; the engine then learns "
-        "record by record, so the reset lands on the same example in every run and resume)",
+        help="with --drift-detector: what a drift does to the model: none (reported only), "
+        "reset (a new model, the same flags, from the next example) or forget (--averaged: "
+        "restart the average from the current weights, keeping them and the scaling "
+        "statistics). With reset or forget the engine learns record by record, so the action "
+        "lands on the same example in every run and resume",
     )
     out = run.add_argument_group("output")
     out.add_argument("--predictions", metavar="PATH|-", help="one JSON line per record")

@@ -21,7 +21,7 @@ from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
-from stream_perceptron.engine.drift_actions import reset_learner
+from stream_perceptron.engine.drift_actions import forget_average, reset_learner
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
@@ -149,6 +149,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error("--rff-gamma needs --rff-components")
     if args.on_drift != "none" and args.drift_detector == "none":
         parser.error("--on-drift needs --drift-detector adwin")
+    if args.on_drift == "forget" and not (args.averaged and args.model in ("binary",
+                                                                         "multiclass")):
+        parser.error("--on-drift forget restarts the average: it needs --averaged (--model "
+                     "binary or multiclass)")  # fmt: skip
     if args.drift_detector != "none" and args.model_topic:
         parser.error("--drift-detector is not for --model-topic yet")
     if args.average_half_life is not None and not args.averaged:
@@ -258,8 +262,9 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         # the example that revealed it, which a block learned whole would pass
         dense=shared is None and args.on_drift == "none",
     )
-    if stats.drift is not None and args.on_drift == "reset":
-        stats.drift.on_drift = lambda _position: reset_learner(engine.learner)
+    if stats.drift is not None and args.on_drift != "none":
+        action = reset_learner if args.on_drift == "reset" else forget_average
+        stats.drift.on_drift = lambda _position: action(engine.learner)
     if shared is not None:
         shared.install(engine)
     source: Source | None = None

@@ -115,6 +115,38 @@ def test_the_drift_metrics_are_scraped_over_http():
     assert code == 0, err.decode()
 
 
+def test_forget_restarts_the_average_and_recovers(tmp_path):
+    data = to_csv(switching_examples(40_000, 20_000))
+    seen = _summary(tmp_path, data, "--drift-detector", "adwin")
+    forget = _summary(tmp_path, data, "--drift-detector", "adwin", "--on-drift", "forget")
+    assert forget["drift"]["first_drift"] == seen["drift"]["first_drift"]
+    assert forget["mistakes"] < seen["mistakes"] - 2_000
+    proc = run_cli("run", "--format", "csv", "--drift-detector", "adwin", "--on-drift", "forget",
+                   stdin=b"")  # fmt: skip
+    assert proc.returncode == 2
+    assert b"--on-drift forget restarts the average: it needs --averaged" in proc.stderr
+
+
+def test_forget_average_is_the_mean_of_the_weights_since():
+    from stream_perceptron import MulticlassPerceptron, Perceptron
+    from stream_perceptron.engine.drift_actions import forget_average
+
+    for make, label in ((Perceptron, lambda y: y), (MulticlassPerceptron, lambda y: y % 3)):
+        model = make(averaged=True)
+        examples = [(x, label(y)) for x, y in switching_examples(600, 300)]
+        for x, y in examples[:300]:
+            model.learn_one(x, y)
+        forget_average(model)
+        snapshots = []
+        for x, y in examples[300:]:
+            model.learn_one(x, y)
+            weights = model.weights if make is Perceptron else model.weights[1]
+            snapshots.append(dict(weights))
+        mean = {k: sum(s.get(k, 0.0) for s in snapshots) / len(snapshots) for k in snapshots[-1]}
+        got = model.average_weights if make is Perceptron else model.average_weights[1]
+        assert got == pytest.approx(mean, rel=1e-9, abs=1e-12)
+
+
 def test_on_drift_needs_a_detector():
     proc = run_cli("run", "--format", "csv", "--on-drift", "reset", stdin=b"")
     assert proc.returncode == 2
