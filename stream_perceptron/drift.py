@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ CHUNK = 8
 DETECTORS = ("adwin", "none")
 #: Positions of the most recent drifts kept for the live page's marks.
 MARKS = 100
+#: Chunks whose mistake rate is "the recent rate" that tells a rise from a fall (128 examples).
+RECENT = 16
 
 
 def _adwin(delta: float) -> Any:
@@ -80,6 +83,7 @@ class DriftMonitor:
         self.positions: list[int] = []  # the last MARKS drifts
         self.seen = 0  # learned examples observed
         self._sum = 0  # mistakes of the open chunk
+        self._recent: deque[int] = deque(maxlen=RECENT)  # mistakes of the last chunks
         self._adwin = _adwin(delta)
 
     def observe(self, mistakes: Sequence[bool]) -> None:
@@ -108,10 +112,14 @@ class DriftMonitor:
         adwin = self._adwin
         before = adwin.estimation
         adwin.update(self._sum / CHUNK)
+        self._recent.append(self._sum)
         self._sum = 0
         # ADWIN drops its window's older part on any change of the mean; only a rise of the
-        # error rate is a drift here (a model still learning makes fewer and fewer mistakes)
-        if adwin.drift_detected and adwin.estimation > before:
+        # error rate is a drift here (a model still learning makes fewer and fewer mistakes):
+        # the rate of the last RECENT chunks above the window's mean before this update.
+        # (ADWIN's estimate after the drop is no guide: it may drop one old bucket at a time.)
+        recent = sum(self._recent) / (CHUNK * len(self._recent))
+        if adwin.drift_detected and recent > before:
             self.drifts += 1
             self.last_drift = self.seen
             self.positions = [*self.positions[-(MARKS - 1) :], self.seen]
@@ -137,6 +145,7 @@ class DriftMonitor:
             "chunk": CHUNK,
             "seen": self.seen,
             "open_sum": self._sum,
+            "recent": list(self._recent),
             "drifts": self.drifts,
             "first_drift": self.first_drift,
             "last_drift": self.last_drift,
@@ -151,6 +160,7 @@ class DriftMonitor:
             if state["chunk"] != CHUNK or float(state["delta"]) != self.delta:
                 raise StateError("the drift detector's chunk or delta differ from this run's")
             seen, open_sum = int(state["seen"]), int(state["open_sum"])
+            recent = [int(r) for r in state.get("recent", [])][-RECENT:]
             drifts = int(state["drifts"])
             first, last = state["first_drift"], state["last_drift"]
             positions = [int(p) for p in state.get("positions", [])][-MARKS:]
@@ -168,6 +178,7 @@ class DriftMonitor:
             adwin = _adwin(self.delta)
         self._adwin = adwin
         self.seen, self._sum, self.drifts = seen, open_sum, drifts
+        self._recent = deque(recent, maxlen=RECENT)
         self.first_drift = None if first is None else int(first)
         self.last_drift = None if last is None else int(last)
         self.positions = positions
