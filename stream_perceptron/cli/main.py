@@ -369,7 +369,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "ADWIN, delta 0.002, on the mistake rate of chunks of 8 examples; a switch from 10%% "
         "to 30%% errors is seen after about 400 examples). Counted in "
         "stream_perceptron_drifts_total, the summary and the checkpoint. Off by default: it "
-        "costs about 0.1 us an example, some 10%% of the fastest runs (default none)",
+        "costs about 0.2 us an example, some 15%% of the fastest runs (default none)",
     )
     drift.add_argument(
         "--on-drift",
