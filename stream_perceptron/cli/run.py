@@ -153,8 +153,11 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                                                                          "multiclass")):
         parser.error("--on-drift forget restarts the average: it needs --averaged (--model "
                      "binary or multiclass)")  # fmt: skip
-    if args.drift_detector != "none" and args.model_topic:
-        parser.error("--drift-detector is not for --model-topic yet")
+    if args.on_drift != "none" and args.model_topic:
+        parser.error(
+            "--on-drift reset or forget is not for --model-topic: one worker would change the "
+            "group's model on its own; --drift-detector adwin alone reports each worker's drifts"
+        )
     if args.average_half_life is not None and not args.averaged:
         parser.error("--average-half-life needs --averaged")
     if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
