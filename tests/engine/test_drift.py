@@ -183,3 +183,11 @@ def test_every_switch_of_a_stream_that_switches_back_and_forth_is_seen():
         monitor.observe_one(model.predict_learn_one(x, y) != y)
     assert len(monitor.positions) == 2
     assert all(0 < p - s <= 1_000 for p, s in zip(monitor.positions, [40_000, 80_000]))
+
+
+def test_shared_model_mode_reports_drifts_but_does_not_act_on_them():
+    kafka = ["run", "--source", "kafka", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
+             "--group", "g", "--format", "csv", "--model-topic", "m", "--drift-detector", "adwin"]
+    proc = run_cli(*kafka, "--on-drift", "reset")
+    assert proc.returncode == 2
+    assert b"--on-drift reset or forget is not for --model-topic" in proc.stderr
