@@ -19,12 +19,14 @@ from pathlib import Path
 
 from benchmarks.common import Context, Measure, Result, Sizes
 from benchmarks.report import format_line, machine_info, markdown
+from benchmarks.rows_drift import row_drift
 from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
 from benchmarks.rows_kafka_events import RECORDS_ENV as KAFKA_RECORDS_ENV
 from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory, row_memory_hashed
+from benchmarks.rows_nonlinear import row_nonlinear
 from benchmarks.rows_quality import row_quality
 from benchmarks.rows_shared_model import row_shared_model
 from benchmarks.rows_shared_quality import row_shared_quality
@@ -48,6 +50,10 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
     10: ("memory with --hash-bits 18: all-distinct feature names", row_memory_hashed),
     11: ("shared-model mode: 1, 2, 3 workers on a 6-partition topic; mixing overhead",
         row_shared_model),
+    12: ("non-linear streams: random Fourier features vs River's ARF, k-NN, Hoeffding tree",
+         row_nonlinear),
+    13: ("abrupt drift: SEA and Hyperplane with 3 switches, with and without ADWIN resets",
+         row_drift),
     14: ("shared-model quality: pulled vs sequential, mixed vs no-mix, per client and cadence",
          row_shared_quality),
 }

@@ -10,6 +10,7 @@ from stream_perceptron.learners import (
     PassiveAggressive,
     Perceptron,
     Preprocessed,
+    RandomFourierFeatures,
 )
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "PassiveAggressive",
     "MulticlassPassiveAggressive",
     "Preprocessed",
+    "RandomFourierFeatures",
     "StreamPerceptronError",
     "__version__",
 ]

@@ -1,4 +1,5 @@
-/* Feature preprocessing in C: online standardisation of a dense block, and MurmurHash3.
+/* Feature preprocessing in C: online standardisation of a dense block, MurmurHash3, and random
+ * Fourier features (rff_block, below).
  *
  * scale_block does, row by row and column by column, the floating-point operations of the
  * readable reference stream_perceptron/learners/scaling.py (Standardizer.update and .value,
@@ -297,11 +298,74 @@ static PyObject *murmur3_32(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(h);
 }
 
+/* rff_block(X, out, W, idx, b, rows, cols, terms, D, scale) -> first bad row or -1.
+ * Random Fourier features of a dense block, what the readable reference
+ * stream_perceptron/learners/fourier.py (RandomFourierFeatures.project_reference) computes:
+ * for each row i and component d, p = 0.0; p += X[i, idx[k]] * W[k, d] for k = 0 .. terms-1
+ * (a plain left fold in the map's order); out[i, d] = cos(p + b[d]) * scale.
+ * X: float64 rows x cols; out: float64 rows x D; W: float64 terms x D (row k: the column of
+ * the map's matrix of the k-th input in summation order); idx: int64 per term, the column of X;
+ * b: float64 per component. Returns the first row with a projection that is not finite. */
+static PyObject *rff_block(PyObject *self, PyObject *args)
+{
+    PyObject *oX, *oout, *oW, *oidx, *ob;
+    Py_ssize_t rows, cols, terms, D;
+    double scale;
+    if (!PyArg_ParseTuple(args, "OOOOOnnnnd", &oX, &oout, &oW, &oidx, &ob, &rows, &cols, &terms,
+                          &D, &scale))
+        return NULL;
+    if (rows < 0 || cols < 0 || terms < 0 || D < 0)
+        return PyErr_Format(PyExc_ValueError, "negative size");
+    Py_buffer v[5];
+    PyObject *objs[5] = {oX, oout, oW, oidx, ob};
+    const Py_ssize_t sizes[5] = {rows * cols * 8, rows * D * 8, terms * D * 8, terms * 8, D * 8};
+    const char *names[5] = {"X", "out", "W", "idx", "b"};
+    int got = 0;
+    for (; got < 5; got++)
+        if (get(objs[got], &v[got], got == 1, sizes[got], names[got]) < 0)
+            break;
+    if (got < 5) {
+        for (int i = 0; i < got; i++)
+            PyBuffer_Release(&v[i]);
+        return NULL;
+    }
+    const double *X = v[0].buf, *W = v[2].buf, *b = v[4].buf;
+    double *out = v[1].buf;
+    const int64_t *idx = v[3].buf;
+    for (Py_ssize_t k = 0; k < terms; k++)
+        if (idx[k] < 0 || idx[k] >= cols) {
+            for (int i = 0; i < 5; i++)
+                PyBuffer_Release(&v[i]);
+            return PyErr_Format(PyExc_ValueError, "idx out of range");
+        }
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows && bad < 0; i++) {
+        const double *x = X + i * cols;
+        double *o = out + i * D;
+        for (Py_ssize_t d = 0; d < D; d++) {
+            double p = 0.0;
+            for (Py_ssize_t k = 0; k < terms; k++)
+                p += x[idx[k]] * W[k * D + d];
+            if (!isfinite(p)) {
+                bad = i;
+                break;
+            }
+            o[d] = cos(p + b[d]) * scale;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 5; i++)
+        PyBuffer_Release(&v[i]);
+    return PyLong_FromSsize_t(bad);
+}
+
 static PyMethodDef methods[] = {
     {"scale_block", scale_block, METH_VARARGS, "Standardise a dense block row by row."},
     {"scale_dict", scale_dict, METH_VARARGS, "Standardise a dict (Standardizer.transform)."},
     {"commit_dict", commit_dict, METH_VARARGS, "Store statistics (Standardizer.commit)."},
     {"murmur3_32", murmur3_32, METH_VARARGS, "MurmurHash3_x86_32 of bytes, unsigned."},
+    {"rff_block", rff_block, METH_VARARGS, "Random Fourier features of a dense block."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from river import datasets
 
 __all__ = ["DATASETS", "write_dataset"]
 
-DATASETS = {
+DATASETS: dict[str, Callable[[], Iterable[tuple[dict, Any]]]] = {
     "phishing": datasets.Phishing,
     "image-segments": datasets.ImageSegments,
+    "bananas": datasets.Bananas,
 }
 
 

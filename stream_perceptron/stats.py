@@ -6,9 +6,12 @@ import resource
 import sys
 import time
 from collections import Counter, deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stream_perceptron.errors import StateError
+
+if TYPE_CHECKING:
+    from stream_perceptron.drift import DriftMonitor
 
 __all__ = ["RunStats"]
 
@@ -47,6 +50,8 @@ class RunStats:
         self.records_this_run = 0
         self.recent_mistakes: deque[bool] = deque(maxlen=rolling_window)
         self.started = time.monotonic()
+        #: The drift monitor fed every learned example's mistake (``None``: no detection).
+        self.drift: DriftMonitor | None = None
 
     @property
     def records(self) -> int:
@@ -69,6 +74,8 @@ class RunStats:
         self.mistakes += mistake
         self.records_this_run += 1
         self.recent_mistakes.append(mistake)
+        if self.drift is not None:
+            self.drift.observe_one(mistake)
 
     def count_many(self, mistakes: list[bool], unlabelled: int = 0) -> None:
         """Count a batch at once: one entry per learned example in ``mistakes``."""
@@ -77,6 +84,8 @@ class RunStats:
         self.unlabelled += unlabelled
         self.records_this_run += len(mistakes) + unlabelled
         self.recent_mistakes.extend(mistakes[-(self.recent_mistakes.maxlen or 0) :])
+        if self.drift is not None:
+            self.drift.observe(mistakes)
 
     def count_unlabelled(self) -> None:
         self.unlabelled += 1
@@ -106,6 +115,7 @@ class RunStats:
             "elapsed_seconds": round(elapsed, 6),
             "records_per_second": round(self.records_this_run / elapsed, 1) if elapsed else None,
             "peak_rss_bytes": peak_rss_bytes(),
+            **({} if self.drift is None else {"drift": self.drift.summary()}),
         }
 
     def get_state(self) -> dict[str, Any]:
@@ -116,6 +126,7 @@ class RunStats:
             "mistakes": self.mistakes,
             "invalid": dict(self.invalid),
             "recent_mistakes": [int(m) for m in self.recent_mistakes],
+            **({} if self.drift is None else {"drift": self.drift.get_state()}),
         }
 
     def load_state(self, state: Any) -> None:
@@ -138,6 +149,8 @@ class RunStats:
         self.learned, self.unlabelled, self.mistakes = learned, unlabelled, mistakes
         self.invalid = reasons
         self.recent_mistakes.extend(bool(m) for m in recent)
+        if self.drift is not None and state.get("drift") is not None:
+            self.drift.load_state(state["drift"])
 
     def format_human(self) -> str:
         """A short multi-line summary for people."""
@@ -153,6 +166,10 @@ class RunStats:
         ]
         width = max([15, *map(len, s["invalid"])])
         lines += [f"  {reason:<{width}} {n}" for reason, n in s["invalid"].items()]
+        if self.drift is not None:
+            d = self.drift
+            where = "" if d.last_drift is None else f", last at example {d.last_drift}"
+            lines.append(f"drifts           {d.drifts} (ADWIN{where})")
         rate = s["records_per_second"] or 0.0
         lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")
         return "\n".join(lines)

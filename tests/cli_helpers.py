@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +41,19 @@ def binary_examples(n: int, d: int = 5, seed: int = 0) -> list[tuple[dict[str, f
     ]
 
 
+def switching_examples(n: int, switch_at: int | None, seed: int = 3) -> list[tuple[dict, int]]:
+    """A noisy linear concept (5 features, 5 % label noise) whose labels are inverted from
+    ``switch_at`` on: an abrupt switch for a model that learned the first concept."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=5)
+    X = rng.normal(size=(n, 5))
+    y = X @ w > 0
+    y ^= rng.random(n) < 0.05
+    if switch_at is not None:
+        y[switch_at:] = ~y[switch_at:]
+    return [({f"f{j}": float(v) for j, v in enumerate(r)}, int(t)) for r, t in zip(X, y)]
+
+
 def to_csv(examples, label="y") -> bytes:
     names = list(examples[0][0])
     lines = [",".join([*names, label])]
@@ -54,3 +70,45 @@ def to_libsvm(examples) -> bytes:
     for x, y in examples:
         out.append(" ".join([str(y), *(f"{k[1:]}:{v!r}" for k, v in x.items())]))
     return ("\n".join(out) + "\n").encode()
+
+
+def _wait_for(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def kill_9_and_resume(tmp_path: Path, data: Path, flags: list[str], kills: int = 3) -> None:
+    """``run --input DATA FLAGS`` killed with SIGKILL ``kills`` times at random moments and
+    resumed from its checkpoint (every 2,000 records) ends with the uninterrupted run's model,
+    counters, positions and predictions file, to the bit."""
+    common = ["run", "--input", str(data), "--checkpoint-every", "2000", *flags]
+    whole = tmp_path / "whole.json"
+    proc = run_cli(
+        *common, "--checkpoint", str(whole), "--predictions", str(tmp_path / "whole.jsonl")
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+
+    ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
+    args = [*CLI, *common, "--checkpoint", str(ck), "--predictions", str(preds), "--resume"]
+    rng = random.Random(5)
+    killed = 0
+    for _ in range(kills):
+        victim = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+        _wait_for(ck)
+        time.sleep(rng.uniform(0.02, 0.4))
+        if victim.poll() is None:
+            victim.send_signal(signal.SIGKILL)
+            killed += 1
+        victim.wait(timeout=60)
+    assert killed >= 1, "the run finished before it could be killed: make the input larger"
+    finish = subprocess.run(args, capture_output=True, timeout=120, check=False)
+    assert finish.returncode == 0, finish.stderr.decode()
+
+    assert model_of(ck).get_state() == model_of(whole).get_state()
+    resumed, uninterrupted = json.loads(ck.read_text()), json.loads(whole.read_text())
+    assert resumed["stats"] == uninterrupted["stats"]
+    assert resumed["positions"] == uninterrupted["positions"]
+    # Outputs are cut back to the checkpoint on resume: no duplicate and no missing line.
+    assert preds.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()

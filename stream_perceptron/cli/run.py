@@ -19,7 +19,9 @@ from connectors import ConnectorError, FileSink, PartitionedSource, Source, open
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
+from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
+from stream_perceptron.engine.drift_actions import forget_average, reset_learner
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
@@ -67,9 +69,18 @@ def make_learner(args: argparse.Namespace) -> StreamClassifier:
             averaged=args.averaged,
             average_half_life=args.average_half_life,
         )
-    # --scale / --hash-bits: the features hashed and standardised before the learner
-    if args.scale is not None or args.hash_bits is not None:
-        learner = Preprocessed(learner, scale=args.scale, hash_bits=args.hash_bits)
+    # --scale / --hash-bits / --rff-components: the features hashed, standardised and mapped
+    # to random Fourier features before the learner
+    rff = getattr(args, "rff_components", None)
+    if args.scale is not None or args.hash_bits is not None or rff is not None:
+        more: dict[str, Any] = {}
+        if rff is not None:
+            more = {
+                "rff_components": rff,
+                "rff_gamma": args.rff_gamma,
+                "rff_seed": 0 if args.seed is None else args.seed,
+            }
+        learner = Preprocessed(learner, scale=args.scale, hash_bits=args.hash_bits, **more)
     return learner
 
 
@@ -134,6 +145,19 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
         if args.kafka_client != "auto":
             parser.error("--kafka-client needs --source kafka")
+    if args.rff_gamma != 1.0 and args.rff_components is None:
+        parser.error("--rff-gamma needs --rff-components")
+    if args.on_drift != "none" and args.drift_detector == "none":
+        parser.error("--on-drift needs --drift-detector adwin")
+    if args.on_drift == "forget" and not (args.averaged and args.model in ("binary",
+                                                                         "multiclass")):
+        parser.error("--on-drift forget restarts the average: it needs --averaged (--model "
+                     "binary or multiclass)")  # fmt: skip
+    if args.on_drift != "none" and args.model_topic:
+        parser.error(
+            "--on-drift reset or forget is not for --model-topic: one worker would change the "
+            "group's model on its own; --drift-detector adwin alone reports each worker's drifts"
+        )
     if args.average_half_life is not None and not args.averaged:
         parser.error("--average-half-life needs --averaged")
     if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
@@ -174,6 +198,8 @@ def _run(args: argparse.Namespace, fmt: str) -> int:
 
 def _learn(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
+    if args.drift_detector == "adwin":
+        stats.drift = DriftMonitor()
     learner = make_learner(args)
     kafka = args.source == "kafka"
     every, interval = args.checkpoint_every, args.checkpoint_interval
@@ -235,8 +261,13 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         stats=stats,
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
-        dense=shared is None,  # shared-model mode counts every record per partition
+        # shared-model mode counts every record per partition; a reset on drift lands after
+        # the example that revealed it, which a block learned whole would pass
+        dense=shared is None and args.on_drift == "none",
     )
+    if stats.drift is not None and args.on_drift != "none":
+        action = reset_learner if args.on_drift == "reset" else forget_average
+        stats.drift.on_drift = lambda _position: action(engine.learner)
     if shared is not None:
         shared.install(engine)
     source: Source | None = None
@@ -374,11 +405,11 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
         parser.error("--model-topic needs --source kafka")
     if args.model not in ("binary", "multiclass"):
         parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
-    if args.scale:
+    if args.scale or args.rff_components:
         parser.error(
-            "--scale is not for --model-topic yet: a mixture of models standardised by "
-            "different running statistics is not one model (--hash-bits is: the buckets are "
-            "the same in every worker)"
+            "--scale and --rff-components are not for --model-topic yet: a mixture of models "
+            "standardised by different running statistics is not one model (--hash-bits is: "
+            "the buckets are the same in every worker)"
         )
     if args.average_half_life is not None:
         parser.error("--model-topic mixes plain averages: not with --average-half-life")
@@ -467,8 +498,10 @@ _MODEL_CLASSES["pa-multiclass"] = "MulticlassPassiveAggressive"
 def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
     """--resume continues the checkpoint's model: say which model flags differ from it."""
     wrapped = model.model if isinstance(model, Preprocessed) else None
-    for flag in ("scale", "hash_bits"):
+    for flag in ("scale", "hash_bits", "rff_components", "rff_gamma"):
         saved = None if wrapped is None else getattr(model, flag)
+        if flag == "rff_gamma" and (args.rff_components is None or saved is None):
+            continue  # the gamma of no map
         if getattr(args, flag) != saved:
             logger.warning(
                 "--%s %s is ignored: the checkpoint's model has %s=%r",

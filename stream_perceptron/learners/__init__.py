@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stream_perceptron.learners._base import DenseLearner, StreamClassifier
 from stream_perceptron.learners.centroid import CentroidClassifier
+from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.multiclass import MulticlassPerceptron
 from stream_perceptron.learners.passive_aggressive import (
     MulticlassPassiveAggressive,
@@ -19,6 +20,7 @@ __all__ = [
     "PassiveAggressive",
     "MulticlassPassiveAggressive",
     "Preprocessed",
+    "RandomFourierFeatures",
     "StreamClassifier",
     "DenseLearner",
     "LEARNERS",

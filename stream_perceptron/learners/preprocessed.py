@@ -1,4 +1,5 @@
-"""A learner with its features hashed and/or standardised first, as one River classifier."""
+"""A learner with its features hashed, standardised and/or mapped to random Fourier features
+first, as one River classifier."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners._base import SCHEMA_VERSION, StreamClassifier
+from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.hashing import FeatureHasher
 from stream_perceptron.learners.perceptron import Perceptron
 from stream_perceptron.learners.scaling import Standardizer
@@ -24,7 +26,8 @@ def base_learner(learner: Any) -> Any:
 
 
 class Preprocessed(StreamClassifier):
-    """A perceptron whose inputs are hashed (``hash_bits``) and/or standardised (``scale``).
+    """A perceptron whose inputs are hashed (``hash_bits``), standardised (``scale``) and/or
+    mapped to random Fourier features (``rff_components``), in that order.
 
     One classifier, no pipeline: ``Preprocessed(Perceptron(averaged=True), scale="standard")``
     learns and predicts like River's ``StandardScaler() | Perceptron(...)`` learns (per
@@ -50,6 +53,16 @@ class Preprocessed(StreamClassifier):
         0, of the name's UTF-8 bytes, low B bits: Vowpal Wabbit's ``-b``); colliding features
         add up. Memory is then bounded by B whatever the vocabulary. :attr:`weights` shows a
         bucket under the most recent name learned into it (4096 remembered), else its number.
+    rff_components
+        ``None``, or D: the (hashed, standardised) input is mapped to D random Fourier features
+        (:class:`~stream_perceptron.learners.fourier.RandomFourierFeatures`), an RBF kernel's
+        map, so the linear learner draws curved boundaries; the model's features are then
+        ``0 .. D-1``. The state keeps ``(rff_seed, D, rff_gamma)``, never the random matrix
+        (a feature's column of it is drawn from its name's hash and the seed).
+    rff_gamma
+        The kernel width ``gamma`` of ``exp(-gamma * ||x - x'||^2)``.
+    rff_seed
+        The seed of the map.
 
     Examples
     --------
@@ -67,6 +80,9 @@ class Preprocessed(StreamClassifier):
         model: StreamClassifier | None = None,
         scale: str | None = None,
         hash_bits: int | None = None,
+        rff_components: int | None = None,
+        rff_gamma: float = 1.0,
+        rff_seed: int = 0,
     ) -> None:
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
@@ -77,9 +93,30 @@ class Preprocessed(StreamClassifier):
         self.hash_bits = hash_bits
         self._scaler = Standardizer() if scale == "standard" else None
         self._hasher = FeatureHasher(hash_bits) if hash_bits is not None else None
+        self.rff_components = rff_components
+        self.rff_gamma = rff_gamma
+        self.rff_seed = rff_seed
+        self._rff = (
+            RandomFourierFeatures(rff_components, rff_gamma, rff_seed)
+            if rff_components is not None
+            else None
+        )
 
     def _get_params(self) -> dict[str, Any]:
-        return {"model": self.model, "scale": self.scale, "hash_bits": self.hash_bits}
+        return {
+            "model": self.model, "scale": self.scale, "hash_bits": self.hash_bits,
+            "rff_components": self.rff_components, "rff_gamma": self.rff_gamma,
+            "rff_seed": self.rff_seed,
+        }  # fmt: skip
+
+    def _own_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"scale": self.scale, "hash_bits": self.hash_bits}
+        if self._rff is not None:  # absent from states of models without the map
+            params.update(
+                rff_components=self.rff_components, rff_gamma=self.rff_gamma,
+                rff_seed=self.rff_seed,
+            )  # fmt: skip
+        return params
 
     @property
     def _multiclass(self) -> bool:
@@ -95,6 +132,11 @@ class Preprocessed(StreamClassifier):
         """The feature hasher (``None`` without ``hash_bits``)."""
         return self._hasher
 
+    @property
+    def rff(self) -> RandomFourierFeatures | None:
+        """The random Fourier features map (``None`` without ``rff_components``)."""
+        return self._rff
+
     # -- the features --------------------------------------------------------------------------
     def _prepare(self, x: dict, strict: bool = True) -> tuple[dict, Any, Any]:
         """``x`` hashed and standardised, and what to commit once it is learned. Not
@@ -104,6 +146,8 @@ class Preprocessed(StreamClassifier):
             x, names = self._hasher.transform(x)
         if self._scaler is not None:
             x, pending = self._scaler.transform(x, strict)
+        if self._rff is not None:
+            x = dict(enumerate(self._rff.project(x, strict)))
         return x, names, pending
 
     def _commit(self, names: Any, pending: Any) -> None:
@@ -141,7 +185,14 @@ class Preprocessed(StreamClassifier):
     def dense_capable(self) -> bool:
         from stream_perceptron import native
 
-        return self.model.dense_capable and (self._scaler is None or native.features is not None)
+        return self.model.dense_capable and (
+            (self._scaler is None and self._rff is None) or native.features is not None
+        )
+
+    def _rff_block(self, features: Sequence[Any], X: Any) -> tuple[Sequence[Any], Any]:
+        if self._rff is None:
+            return features, X
+        return range(self._rff.n_components), self._rff.transform_block(features, X)
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
         """The model's ``learn_dense`` on the block hashed and standardised (one C call each
@@ -156,7 +207,7 @@ class Preprocessed(StreamClassifier):
             learn = np.fromiter((y is not None for y in labels), dtype=bool, count=len(labels))
         if self._scaler is not None:
             X, pending = self._scaler.transform_block(features, X, learn)
-        predictions = self.model.learn_dense(features, X, labels)
+        predictions = self.model.learn_dense(*self._rff_block(features, X), labels)
         if names is not None:
             assert self._hasher is not None
             learned = int(learn.sum())
@@ -196,18 +247,20 @@ class Preprocessed(StreamClassifier):
 
     @property
     def max_norm(self) -> float:
-        """R of the inputs as the model sees them (hashed, standardised)."""
+        """R of the inputs as the model sees them (hashed, standardised, mapped)."""
         return self.model.max_norm
 
     def _named(self, weights: dict) -> dict:
         hasher = self._hasher
-        return weights if hasher is None else {hasher.name_of(b): w for b, w in weights.items()}
+        if hasher is None or self._rff is not None:
+            return weights
+        return {hasher.name_of(b): w for b, w in weights.items()}
 
     @property
     def weights(self) -> Any:
         """The model's weights; with hashing, keyed by the bucket's recent name or number."""
         weights = self.model.weights
-        if self._hasher is None:
+        if self._hasher is None or self._rff is not None:
             return weights
         if self._multiclass:
             return {c: self._named(wc) for c, wc in weights.items()}
@@ -244,8 +297,15 @@ class Preprocessed(StreamClassifier):
                 f"hashing      2^{hasher.bits} buckets (MurmurHash3), collisions"
                 f" {hasher.collisions}, merged in one example {hasher.merged}"
             )
+        rff = self._rff
         if scaler is not None:
             lines.append(f"scaling      standard, statistics of {len(scaler)} features")
+        if rff is not None:
+            lines.append(
+                f"fourier      {rff.n_components} random Fourier features, gamma"
+                f" {rff.gamma:g}, seed {rff.seed}"
+            )
+        if scaler is not None and rff is None:
             rows: list[tuple[float, Any]] = []
             weights = self.model.weights
             vectors = weights.values() if self._multiclass else [weights]
@@ -269,13 +329,14 @@ class Preprocessed(StreamClassifier):
         return {
             "schema_version": SCHEMA_VERSION,
             "learner": type(self).__name__,
-            "params": {"scale": self.scale, "hash_bits": self.hash_bits},
+            "params": self._own_params(),
             "n_seen": self.n_seen,
             "n_mistakes": self.n_mistakes,
             "max_norm": self.max_norm,
             "model": self.model.get_state(),
             "scaler": None if self._scaler is None else self._scaler.get_state(),
             "hasher": None if self._hasher is None else self._hasher.get_state(),
+            **({} if self._rff is None else {"rff": self._rff.get_state()}),
         }
 
     def _load_payload(self, state: dict[str, Any]) -> None:
@@ -287,3 +348,8 @@ class Preprocessed(StreamClassifier):
             self._scaler = Standardizer.from_state(state["scaler"])
         if self._hasher is not None:
             self._hasher.load_state(state["hasher"])
+        if self._rff is not None:
+            rff = RandomFourierFeatures.from_state(state["rff"])
+            if rff.get_state() != self._rff.get_state():
+                raise StateError("the random Fourier features state does not match its params")
+            self._rff = rff

@@ -87,6 +87,19 @@ class EngineCollector(Collector):
         for reason, n in sorted(stats.invalid.items()):
             invalid.add_metric([reason], float(n))
         yield invalid
+        drift = stats.drift
+        if drift is not None:  # --drift-detector adwin
+            yield CounterMetricFamily(
+                f"{PREFIX}_drifts",
+                "Drifts detected on the mistake stream (ADWIN: the error rate rose).",
+                value=float(drift.drifts),
+            )
+            if drift.last_drift is not None:
+                yield GaugeMetricFamily(
+                    f"{PREFIX}_last_drift_position",
+                    "Labelled examples learned when the last drift was detected.",
+                    value=float(drift.last_drift),
+                )
         if stats.accuracy is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_accuracy", "Prequential accuracy so far.", value=stats.accuracy

@@ -13,6 +13,9 @@ The document (``schema_version`` 1) is stable for scripts:
 ``curve``
     ``[[examples, mistakes], ...]``: at most 500 points from the start of the run, thinned
     evenly as it grows.
+``drifts``
+    null without ``--drift-detector``, else the examples at which the last 100 drifts were
+    seen (the page marks them on the curve).
 ``model``
     ``weights`` (``[class, feature, weight]``, largest ``|weight|`` first), ``nonzero``,
     ``bias`` (per class, ``""`` for a binary model), ``radius`` (R), ``classes``,
@@ -125,6 +128,7 @@ class LiveState:
             saved_at = coordinator.last_saved_at
             params = learner._get_params()
             curve = [*self._curve, (stats.learned, stats.mistakes)]
+            drifts = None if stats.drift is None else list(stats.drift.positions)
             shared = _shared(coordinator) if _is_shared(coordinator) else None
         kafka = None
         lag: dict[tuple[str, int], int] = {}
@@ -161,6 +165,7 @@ class LiveState:
                 )
             },  # fmt: skip
             "curve": [list(p) for p in _thin(curve)],
+            "drifts": drifts,
             "model": {
                 "weights": [[c, f, w] for c, f, w in view.top],
                 "nonzero": view.nonzero,

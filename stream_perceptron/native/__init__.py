@@ -12,8 +12,9 @@ Two tiers compute every update rule of the package:
      engine runs per record;
    * :mod:`stream_perceptron._features` (here :data:`features`): ``scale_block`` (a dense block
      standardised, before the kernels), ``scale_dict``/``commit_dict`` (the dict API's
-     standardisation) and MurmurHash3, for :class:`~stream_perceptron.learners.Preprocessed`
-     (the references: ``learners/scaling.py``, ``learners/hashing.py``);
+     standardisation), MurmurHash3 and ``rff_block`` (random Fourier features), for
+     :class:`~stream_perceptron.learners.Preprocessed` (the references:
+     ``learners/scaling.py``, ``learners/hashing.py``, ``learners/fourier.py``);
    * :mod:`stream_perceptron._speedups` (here :data:`speedups`): the dict API's helpers, used by
      ``Perceptron`` and ``MulticlassPerceptron`` themselves, each declining (``None``/``False``)
      whatever it does not handle. ``STREAM_PERCEPTRON_PURE_PYTHON=1`` at import turns it off;

@@ -13,7 +13,7 @@ ROWS = [
     f"[{row}]"
     for row in (
         "1a 1b 2a 2b 2c 3 4a 4b 4c 5a 5b 5c 5d 5e 6 6b 7 9a 9h 9z 10 11a 11b 11c 11d 11e 11f"
-        " 14a 14l"
+        " 12a 12b 12c 13a 13b 14a 14l"
     ).split()
 ]
 

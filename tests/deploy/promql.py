@@ -62,6 +62,9 @@ ENGINE_METRICS: frozenset[str] = frozenset(
         "stream_perceptron_kafka_consumer_lag",
         "stream_perceptron_kafka_committed_offset",
         "stream_perceptron_kafka_rebalances_total",
+        # --drift-detector adwin
+        "stream_perceptron_drifts_total",
+        "stream_perceptron_last_drift_position",
         # shared-model mode (--model-topic)
         "stream_perceptron_model_version",
         "stream_perceptron_mixes_total",
@@ -140,6 +143,12 @@ def _dashboard_expressions(path: Path) -> Iterator[PromQLExpression]:
                 yield PromQLExpression(
                     source, where, render_grafana(target["expr"]), target["expr"]
                 )
+    for annotation in dashboard.get("annotations", {}).get("list", []):
+        if annotation.get("expr"):
+            where = f"annotation {annotation.get('name')!r}"
+            yield PromQLExpression(
+                source, where, render_grafana(annotation["expr"]), annotation["expr"]
+            )
     for variable in dashboard.get("templating", {}).get("list", []):
         if variable.get("type") == "query":
             raise ValueError(f"{source}: query variables are not handled here: {variable['name']}")

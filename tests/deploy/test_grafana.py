@@ -86,6 +86,7 @@ def test_dashboard_shows_what_an_operator_needs():
         "stream_perceptron_kafka_consumer_lag",
         "stream_perceptron_invalid_records_total",
         "stream_perceptron_checkpoint_last_success_timestamp_seconds",
+        "stream_perceptron_drifts_total",  # the drift annotation
         # shared-model mode: the cluster and each worker
         "stream_perceptron_model_version",
         "stream_perceptron_mixes_total",
@@ -105,3 +106,10 @@ def test_breakdowns(dashboard):
     invalid = [e for es in exprs.values() for e in es if "invalid_records" in e]
     assert invalid and all("reason" in e for e in invalid), "invalid records must be by reason"
     assert any("topk(" in e for es in exprs.values() for e in es), "largest weights need topk"
+
+
+def test_drifts_are_marked_by_an_annotation(dashboard):
+    (annotation,) = [a for a in dashboard["annotations"]["list"] if a.get("name") == "Drifts"]
+    assert annotation["enable"] is True
+    assert "stream_perceptron_drifts_total" in annotation["expr"]
+    assert annotation["datasource"] == {"type": "prometheus", "uid": "prometheus"}

@@ -3,59 +3,26 @@
 from __future__ import annotations
 
 import json
-import random
 import signal
 import subprocess
 import threading
 import time
 
 import pytest
-from cli_helpers import CLI, binary_examples, model_of, run_cli, to_csv
-
-
-def _wait_for(path, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
+from cli_helpers import CLI, binary_examples, kill_9_and_resume, model_of, to_csv
 
 
 @pytest.mark.parametrize(
-    "extra", [[], ["--scale", "standard", "--hash-bits", "2"]], ids=["plain", "scaled-hashed"]
-)
+    "extra",
+    [[], ["--scale", "standard", "--hash-bits", "2"],
+     ["--scale", "standard", "--rff-components", "32", "--rff-gamma", "0.5", "--seed", "3"],
+     ["--drift-detector", "adwin", "--on-drift", "reset"]],
+    ids=["plain", "scaled-hashed", "scaled-rff", "drift-reset"],
+)  # fmt: skip
 def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path, extra):
     data = tmp_path / "data.csv"
     data.write_bytes(to_csv(binary_examples(250_000, d=6, seed=11)))
-    common = ["run", "--input", str(data), "--averaged", "--checkpoint-every", "2000", *extra]
-
-    whole = tmp_path / "whole.json"
-    proc = run_cli(
-        *common, "--checkpoint", str(whole), "--predictions", str(tmp_path / "whole.jsonl")
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-
-    ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
-    args = [*CLI, *common, "--checkpoint", str(ck), "--predictions", str(preds), "--resume"]
-    rng = random.Random(5)
-    kills = 0
-    for _ in range(3):
-        victim = subprocess.Popen(args, stderr=subprocess.DEVNULL)
-        _wait_for(ck)
-        time.sleep(rng.uniform(0.02, 0.4))
-        if victim.poll() is None:
-            victim.send_signal(signal.SIGKILL)
-            kills += 1
-        victim.wait(timeout=60)
-    assert kills >= 1, "the run finished before it could be killed: make the input larger"
-    finish = subprocess.run(args, capture_output=True, timeout=120, check=False)
-    assert finish.returncode == 0, finish.stderr.decode()
-
-    assert model_of(ck).get_state() == model_of(whole).get_state()
-    resumed, uninterrupted = json.loads(ck.read_text()), json.loads(whole.read_text())
-    assert resumed["stats"] == uninterrupted["stats"]
-    assert resumed["positions"] == uninterrupted["positions"]
-    # Outputs are cut back to the checkpoint on resume: no duplicate and no missing line.
-    assert preds.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    kill_9_and_resume(tmp_path, data, ["--averaged", *extra])
 
 
 def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(tmp_path):

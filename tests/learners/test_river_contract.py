@@ -29,6 +29,8 @@ MODELS = [
     Preprocessed(Perceptron(averaged=True), scale="standard"),
     Preprocessed(Perceptron(), hash_bits=4),
     Preprocessed(MulticlassPerceptron(averaged=True), scale="standard", hash_bits=8),
+    Preprocessed(Perceptron(averaged=True), scale="standard", rff_components=16, rff_gamma=2.0),
+    Preprocessed(MulticlassPerceptron(), rff_components=8, rff_seed=3),
 ]
 
 

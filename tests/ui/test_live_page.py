@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_helpers import CLI
+from cli_helpers import CLI, switching_examples, to_csv
 
 from stream_perceptron.example_data import write_dataset
 
@@ -158,3 +158,42 @@ def test_nothing_can_be_changed_from_the_browser(slow_run):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             assert refused.value.code == 405
+
+
+def test_the_page_marks_a_drift_on_the_curve(tmp_path):
+    """--drift-detector adwin: labels inverted at example 20,000; the curve shows a mark there."""
+    data = to_csv(switching_examples(30_000, 20_000))
+    proc = subprocess.Popen(
+        [*CLI, "run", "--format", "csv", "--averaged", "--drift-detector", "adwin", "--ui",
+         "--ui-linger", "120"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+    first = proc.stderr.readline().decode()
+    match = re.search(r"live page on (http://\S+/)", first)
+    assert match, first
+    url = match.group(1)
+    driver = None
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+        driver = _browser(1200, 1400)
+        driver.get(url)
+        curve = driver.find_element("id", "curve")
+        _wait(lambda: int(curve.get_attribute("data-drifts") or 0) >= 1, 60, "a drift mark")
+        state = json.loads(urllib.request.urlopen(url + "api/state", timeout=10).read())
+        assert 20_000 < state["drifts"][0] <= 21_000
+        marks = driver.find_elements("css selector", "#curve-drifts line")
+        assert len(marks) == len(state["drifts"])
+        # the mark stands where the curve's x axis puts example drifts[0]
+        xmax = max(p[0] for p in state["curve"])
+        assert float(marks[0].get_attribute("x1")) == pytest.approx(
+            40 + 350 * state["drifts"][0] / xmax, abs=0.1
+        )
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+    finally:
+        if driver is not None:
+            driver.quit()
+        proc.kill()
+        proc.wait(timeout=30)
