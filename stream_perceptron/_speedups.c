@@ -1217,6 +1217,14 @@ store_begin(ClassStore *self, const char *name, PyObject *const *args, Py_ssize_
     return 1;
 }
 
+/* Whether the argmax so far is "none yet": no class, or the class None (as the reference's
+ * `best is None or s > best_score`, where a class None is beaten by any later class). */
+static inline int
+store_no_best(ClassStore *self, Py_ssize_t best)
+{
+    return best < 0 || PyList_GET_ITEM(self->labels, best) == Py_None;
+}
+
 PyDoc_STRVAR(store_argmax_doc,
 "class_argmax(x, snapshot=False, /)\n"
 "--\n"
@@ -1237,7 +1245,7 @@ store_argmax(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     double best_score = -INFINITY;
     for (Py_ssize_t c = 0; c < self->nc; c++) {
         double s = self->dot[c] + self->B[c];
-        if (best < 0 || s > best_score) {
+        if (store_no_best(self, best) || s > best_score) {
             best = c;
             best_score = s;
         }
@@ -1269,11 +1277,11 @@ store_avg_argmax(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t c = 0; c < self->nc; c++) {
         double s = self->dot[c] + self->B[c];
         double as = s - (self->udot[c] + self->UB[c]) / t;
-        if (best < 0 || s > best_score) {
+        if (store_no_best(self, best) || s > best_score) {
             best = c;
             best_score = s;
         }
-        if (abest < 0 || as > abest_score) {
+        if (store_no_best(self, abest) || as > abest_score) {
             abest = c;
             abest_score = as;
         }

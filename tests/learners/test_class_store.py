@@ -44,11 +44,12 @@ def bits(v: Any) -> Any:
 
 
 def model_dicts() -> tuple[dict, dict, dict, dict]:
-    """A model whose class dicts got their keys in orders unlike the store's slots."""
-    w = {"red": {"a": 1.0, "b": -2.0}, "blue": {"c": 0.5, "a": 3.0}, 7: {}}
-    b = {"red": 0.25, "blue": -1.0, 7: 0.0}
-    u = {"red": {"b": 4.0}, "blue": {"a": 1.5, "c": -0.5, "z": 9.0}, 7: {}}
-    ub = {"red": 2.0, "blue": 0.0, 7: -0.0}
+    """A model whose class dicts got their keys in orders unlike the store's slots; its first
+    class is None, which any later class beats in the reference's argmax (``best is None``)."""
+    w = {None: {"a": 0.5}, "red": {"a": 1.0, "b": -2.0}, "blue": {"c": 0.5, "a": 3.0}, 7: {}}
+    b = {None: 0.0, "red": 0.25, "blue": -1.0, 7: 0.0}
+    u = {None: {}, "red": {"b": 4.0}, "blue": {"a": 1.5, "c": -0.5, "z": 9.0}, 7: {}}
+    ub = {None: 0.0, "red": 2.0, "blue": 0.0, 7: -0.0}
     return w, b, u, ub
 
 
@@ -62,7 +63,7 @@ def test_the_store_gives_back_the_dicts_it_took_key_order_included():
     dicts = model_dicts()
     store = loaded(*dicts)
     assert bits(store.dicts()) == bits(dicts)
-    assert list(store.classes) == ["red", "blue", 7]
+    assert list(store.classes) == [None, "red", "blue", 7]
     empty = _speedups.ClassStore()
     assert empty.load({}, {}, {}, {}) is True and empty.dicts() == ({}, {}, {}, {})
 
@@ -152,7 +153,7 @@ STEPS = st.one_of(st.sampled_from([1.0, 0.5, 1, 3, 0, -0.0, 1e308]), st.floats(-
         st.tuples(
             XS.filter(lambda x: all(abs(v) < math.inf for v in x.values())),
             st.sampled_from(["red", "blue", 7, "green", "teal"]),
-            st.sampled_from([None, "red", "blue", 7]),
+            st.sampled_from([None, "red", "blue", 7]),  # y_hat None: no prediction
             STEPS,
             STEPS,
             st.one_of(st.none(), st.integers(0, 9), st.floats(0.5, 4)),
