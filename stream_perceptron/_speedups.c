@@ -959,6 +959,9 @@ typedef struct {
     Py_ssize_t *slots;   /* scratch: the slots of x's items (-1: none yet) */
     double *vals;        /* scratch: new values of an update */
     Py_ssize_t scap, vcap;
+    PyObject **lk;       /* scap: the keys last found at each position of x (references) */
+    Py_ssize_t *ls;      /* scap: their slots (a key's slot never changes) */
+    int u_alone;         /* an accumulator whose class has no weight for its key (loaded) */
 } ClassStore;
 
 #define IN_W 1
@@ -1128,16 +1131,34 @@ store_slots(ClassStore *self, Items *it)
 {
     if (it->n > self->scap) {
         Py_ssize_t cap = it->n > 2 * self->scap ? it->n : 2 * self->scap;
-        Py_ssize_t *slots = PyMem_Realloc(self->slots, (size_t)cap * sizeof(Py_ssize_t));
-        if (slots == NULL) {
+        Py_ssize_t *slots = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        Py_ssize_t *ls = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        PyObject **lk = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+        if (slots == NULL || ls == NULL || lk == NULL) {
+            PyMem_Free(slots);
+            PyMem_Free(ls);
+            PyMem_Free(lk);
             PyErr_NoMemory();
             return -1;
         }
+        for (Py_ssize_t i = 0; i < self->scap; i++) {
+            lk[i] = self->lk[i]; /* the references move */
+            ls[i] = self->ls[i];
+        }
+        PyMem_Free(self->slots);
+        PyMem_Free(self->ls);
+        PyMem_Free(self->lk);
         self->slots = slots;
+        self->ls = ls;
+        self->lk = lk;
         self->scap = cap;
     }
     for (Py_ssize_t i = 0; i < it->n; i++) {
         PyObject *key = it->items[i].key;
+        if (key == self->lk[i]) { /* the same object as last time here: its slot */
+            self->slots[i] = self->ls[i];
+            continue;
+        }
         if (!plain_key(key)) {
             return 0;
         }
@@ -1146,17 +1167,24 @@ store_slots(ClassStore *self, Items *it)
             if (PyErr_Occurred()) {
                 return -1;
             }
-            self->slots[i] = -1;
+            self->slots[i] = -1; /* not remembered: the key may get a slot */
         }
         else {
-            self->slots[i] = PyLong_AsSsize_t(got);
+            Py_ssize_t s = PyLong_AsSsize_t(got);
+            self->slots[i] = s;
+            Py_XSETREF(self->lk[i], Py_NewRef(key));
+            self->ls[i] = s;
         }
     }
     return 1;
 }
 
 /* Every class's dot (and, averaged, udot) of x into self->dot, self->udot: as
- * items_dot/items_avg_dot per class, left folds in x's order over the keys the class has. */
+ * items_dot/items_avg_dot per class, left folds in x's order over the keys the class has.
+ *
+ * With every value of x finite, and no accumulator alone (without its class's weight), the
+ * presence bytes need not be read: a cell the class lacks holds 0.0 and adds 0.0 * v, a
+ * zero, which changes no left fold from +0.0 (such a fold is never -0.0). */
 static void
 store_fold(ClassStore *self, Items *it, int averaged)
 {
@@ -1165,6 +1193,29 @@ store_fold(ClassStore *self, Items *it, int averaged)
     for (Py_ssize_t c = 0; c < nc; c++) {
         dot[c] = 0.0;
         udot[c] = 0.0;
+    }
+    int dense = !self->u_alone;
+    for (Py_ssize_t i = 0; dense && i < it->n; i++) {
+        dense = isfinite(it->items[i].v);
+    }
+    if (dense) {
+        for (Py_ssize_t i = 0; i < it->n; i++) {
+            Py_ssize_t s = self->slots[i];
+            if (s < 0) {
+                continue;
+            }
+            double v = it->items[i].v;
+            const double *wr = self->W + s * ccap, *ur = self->U + s * ccap;
+            for (Py_ssize_t c = 0; c < nc; c++) {
+                dot[c] += wr[c] * v;
+            }
+            if (averaged) {
+                for (Py_ssize_t c = 0; c < nc; c++) {
+                    udot[c] += ur[c] * v;
+                }
+            }
+        }
+        return;
     }
     for (Py_ssize_t i = 0; i < it->n; i++) {
         Py_ssize_t s = self->slots[i];
@@ -1670,6 +1721,9 @@ store_read_dict(ClassStore *self, Py_ssize_t c, PyObject *d, int bit)
         Py_ssize_t at = s * self->ccap + c;
         (bit == IN_W ? self->W : self->U)[at] = PyFloat_AS_DOUBLE(value);
         self->P[at] |= bit;
+        if (bit == IN_U && !(self->P[at] & IN_W)) {
+            self->u_alone = 1; /* read after the weights: for good */
+        }
         if (slot_list_append(bit == IN_W ? &self->wo[c] : &self->uo[c], s) < 0) {
             return -1;
         }
@@ -1846,6 +1900,9 @@ store_traverse(ClassStore *self, visitproc visit, void *arg)
     Py_VISIT(self->keys);
     Py_VISIT(self->classes);
     Py_VISIT(self->labels);
+    for (Py_ssize_t i = 0; i < self->scap; i++) {
+        Py_VISIT(self->lk[i]);
+    }
     return 0;
 }
 
@@ -1856,6 +1913,9 @@ store_clear(ClassStore *self)
     Py_CLEAR(self->keys);
     Py_CLEAR(self->classes);
     Py_CLEAR(self->labels);
+    for (Py_ssize_t i = 0; i < self->scap; i++) {
+        Py_CLEAR(self->lk[i]);
+    }
     return 0;
 }
 
@@ -1878,6 +1938,8 @@ store_dealloc(ClassStore *self)
     PyMem_Free(self->dot);
     PyMem_Free(self->udot);
     PyMem_Free(self->slots);
+    PyMem_Free(self->ls);
+    PyMem_Free(self->lk);
     PyMem_Free(self->vals);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
