@@ -167,8 +167,9 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     def _take_store(self) -> Any:
         """Move the model from its dicts into a new ``ClassStore`` and return it; None (the
         dicts kept) when the learner does not use one (not averaged, ``init="random"``, the C
-        extension off, the wait after the last move out not over) or the store declines the
-        dicts (a feature key other than str or int, a value other than a float)."""
+        extension off, the wait after the last move out not over, a subclass replacing the
+        learning code) or the store declines the dicts (a feature key other than str or int, a
+        value other than a float)."""
         kernels = _speedups
         if (
             kernels is None
@@ -179,7 +180,9 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
             return None
         store = kernels.ClassStore()
         d = self.__dict__
-        if not store.load(d["_w"], d["_b"], d["_u"], d["_ub"]):
+        if overrides(type(self), MulticlassPerceptron, self._STORE_REFERENCE) or not store.load(
+            d["_w"], d["_b"], d["_u"], d["_ub"]
+        ):
             self._store_moved_out()
             return None
         for name in _MODEL_DICTS:
@@ -448,6 +451,13 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     _DENSE_REFERENCE = (
         "_learn", "_update", "_scores", "_average_scores", "_predict_scores", "predict_one",
         "predict_learn_one",
+    )  # fmt: skip
+
+    #: The methods whose code the store's path reproduces (a subclass replacing any of them
+    #: keeps its model in dicts).
+    _STORE_REFERENCE = (
+        *_DENSE_REFERENCE, "_renormalise", "_bias_step", "_avg_coef", "_avg_div", "_averaging",
+        "_add_class",
     )  # fmt: skip
 
     @property

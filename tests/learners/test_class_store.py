@@ -297,3 +297,16 @@ def test_a_refused_example_leaves_the_stored_model_as_it_was(params, x, what):
     with pytest.raises(ValueTooLargeError, match=what):
         model.learn_one(x, "nobody")  # a new class: a mistake
     assert model._store is not None and bits(model.get_state()) == before
+
+
+def test_a_subclass_replacing_the_learning_code_keeps_its_model_in_dicts():
+    class Custom(MulticlassPerceptron):
+        def _update(self, *args: Any) -> None:
+            super()._update(*args)
+            self.updates = getattr(self, "updates", 0) + 1
+
+    model = Custom(averaged=True)
+    data = stream(100)
+    run(model, data, "fused")
+    assert model._store is None and model.updates == model.n_mistakes > 0
+    assert MulticlassPerceptron(averaged=True)._take_store() is not None
