@@ -11,9 +11,11 @@ handle, on every Python (it reads no CPython internal).
 from __future__ import annotations
 
 import copy
+import json
 import math
 import pickle
 import struct
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -310,3 +312,24 @@ def test_a_subclass_replacing_the_learning_code_keeps_its_model_in_dicts():
     run(model, data, "fused")
     assert model._store is None and model.updates == model.n_mistakes > 0
     assert MulticlassPerceptron(averaged=True)._take_store() is not None
+
+
+STATES = Path(__file__).parent / "data" / "multiclass_averaged_states_7203fbe.json"
+
+
+@pytest.mark.parametrize("name", ["r2", "forgetting"])
+@pytest.mark.parametrize("api", ["fused", "split"])
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_state_saved_before_the_store_resumes_exactly(name, api, pure, monkeypatch):
+    """States saved by the code before issue 25 (dicts and AvgCache; the fixture's
+    ``made_by``), after 200 examples and after 400: loaded now, learning the last 200 makes
+    the same predictions and the same state, to the bit, in the store and in pure Python."""
+    fixture = json.loads(STATES.read_text())
+    saved = fixture["models"][name]
+    data = [(x, y) for x, y in fixture["stream"][200:]]
+    if pure:
+        monkeypatch.setattr(multiclass_module, "_speedups", None)
+    model = MulticlassPerceptron.from_state(saved["before"])
+    assert run(model, data, api) == saved["predictions"]
+    assert (model._store is None) == pure
+    assert bits(model.get_state()) == bits(saved["after"])
