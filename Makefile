@@ -31,13 +31,15 @@ run: $(BIN)/.installed
 	  "averaged + scaled (run $(RUN_BEST))=$$tmp/best.json"
 
 # Installs what is missing (venv, Python packages, Debian packages), then lints (ruff), type-checks
-# (mypy) and runs every
-# test, including those against a real Kafka broker, Prometheus and Pushgateway.
+# (mypy), runs the learner and C-tier tests on a newer Python too (3.13, else 3.12, from pyenv,
+# in .venv313 or .venv312; a loud warning when there is none), then every test, including those
+# against a real Kafka broker, Prometheus and Pushgateway.
 test: $(BIN)/.installed
 	$(BIN)/python scripts/check_extensions.py
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	scripts/test-newer-python.sh
 	$(BIN)/python -m pytest
 
 # The quick loop of a contributor: lint, types and the unit tests that need no broker, browser
@@ -78,4 +80,4 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv313 .venv312

@@ -18,6 +18,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 
 #define EXACT_INT_LIMIT 9007199254740992LL /* 2**53: every int up to it is a double */
 #define STACK_ITEMS 64
@@ -911,112 +912,60 @@ avg_class_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return scores_result(&it, class_avg_scores(&it, w, b, u, ub, t, NULL, NULL, scores), scores);
 }
 
-/* -- AvgCache: the averaged multi-class scores from arrays --------------------------------------
+/* -- ClassStore: the averaged multi-class model in native arrays --------------------------------
  *
- * avg_class_argmax looks every feature of x up twice per class (in w[c] and in u[c]). An
- * AvgCache keeps a dense copy of the model: one slot per feature key of any w[c] (a dict
- * feature -> slot), and per slot the weights of every class side by side (W[slot * nc + c])
- * and the accumulators likewise (U, 0.0 where w[c] has no weight for the feature: the
- * reference adds u[c][k] * v only when w[c] has k). A call looks x's keys up once (or not at
- * all: the keys of the last x, same objects in the same order, keep their slots) and folds
- * every class at once.
+ * The state of an averaged MulticlassPerceptron while it learns through the dict API: not a
+ * copy of its dicts, the model itself (the learner holds either its dicts or a store, never
+ * both; its dicts are built from the store when asked for, see learners/multiclass.py).
  *
- * Exactness: each class's dot and udot are left folds from +0.0 in x's order, as in
- * items_avg_dot; a feature a class lacks adds 0.0 * v, a zero, which changes no left fold
- * from +0.0 (such a fold is never -0.0), for finite v; so x's values must be finite here
- * (else not handled). Keys must be exact str or int, and so must the model's (no Python code
- * runs in a lookup), classes exact str or int or bool, weights, accumulators and biases exact
- * floats.
+ * A feature index (a dict: feature key -> slot) and, per slot, the weights of every class side
+ * by side (W[slot * ccap + c]), the averaging accumulators likewise (U), and a presence byte
+ * (P: bit 1 the class's weight dict has the key, bit 2 its accumulator dict has it); per class
+ * the bias and the averaging bias, and the slots in the order its two dicts got their keys
+ * (so the dicts built from a store are the dicts the pure-Python code would hold, key order
+ * included). Scoring an example is one index lookup per feature and one pass over the class
+ * rows of its slot; an update writes the two classes' cells.
  *
- * Validity: the copy is checked against the model at every call with the dicts' version tags
- * (PEP 509: every change of a dict, in place or not, gives it a new tag; Python < 3.12; on
- * later versions a call is never handled): w and u (classes added or replaced: everything is
- * read again), b and ub (the biases are read again), and each w[c], u[c] (that class's row
- * is read again: after a mistake, the two classes it changed). The cache holds references to
- * every object it compared by identity, so no address can have been reused.
+ * Exactness: every dot is a left fold from +0.0 in x's order over the features the class's
+ * dict has (presence checked, as the reference's `wc.get(k)`), every update is the
+ * reference's `d.get(k, 0.0) + a * v` with Python's number semantics (an int step times an
+ * int value is an exact int, whose zero is +0.0). Feature keys must be exact str or int (no
+ * Python code runs in a lookup, and no two such keys of different types are equal, so one
+ * index serves every class's dict), values of x floats or ints of at most 2**53 in magnitude,
+ * weights, accumulators and biases floats; anything else is not handled (None) and nothing
+ * changes.
  */
 
-#if PY_VERSION_HEX < 0x030C0000
-#define AVG_CACHE_AVAILABLE 1
-static inline uint64_t
-dict_tag(PyObject *d)
-{
-    return ((PyDictObject *)d)->ma_version_tag;
-}
-#else
-#define AVG_CACHE_AVAILABLE 0
-static inline uint64_t
-dict_tag(PyObject *d)
-{
-    (void)d; /* never called: every call declines first */
-    return 0;
-}
-#endif
+#define STORE_MAX_CELLS (1 << 22) /* slots x class capacity: past it, not handled */
 
-/* At most this many doubles in W (and in U): past it, the model is too large for a copy. */
-#define AVG_CACHE_MAX_CELLS (1 << 20)
+typedef struct {
+    Py_ssize_t *v;
+    Py_ssize_t n, cap;
+} SlotList;
 
 typedef struct {
     PyObject_HEAD
-    int built;
-    int too_large;      /* the last build stopped at AVG_CACHE_MAX_CELLS */
-    PyObject *decl[4];  /* the dicts w, b, u, ub of the model last declined (or NULL) */
-    uint64_t decl_max;  /* model_tag() then; UINT64_MAX: declined for good (too large) */
-    PyObject *w, *b, *u, *ub; /* the model's dicts, or NULL */
-    uint64_t tw, tb, tu, tub;
-    Py_ssize_t nc;
-    PyObject **cls, **wc, **uc; /* nc each, references */
-    uint64_t *twc, *tuc;
-    double *bias, *ubias, *dot, *udot; /* nc each */
-    PyObject *index;                   /* feature -> slot */
-    Py_ssize_t ns, scap;               /* slots used, slots allocated */
-    double *W, *U;                     /* scap * nc each */
-    PyObject **lk;                     /* the last x's keys (references or NULL), lcap */
-    Py_ssize_t *ls;                    /* their slots (-1: in no w[c]) */
-    Py_ssize_t lcap;
-    Py_ssize_t *slots;                 /* scratch: the slots of x's items, lcap */
-    double *vals;                      /* scratch: x's values, lcap */
-} AvgCache;
+    PyObject *index;   /* dict: feature key -> slot */
+    PyObject *keys;    /* list: slot -> feature key */
+    PyObject *classes; /* dict: label -> row, in the order first seen */
+    PyObject *labels;  /* list: row -> label */
+    Py_ssize_t nf, fcap;
+    Py_ssize_t nc, ccap;
+    double *W, *U;       /* fcap * ccap */
+    unsigned char *P;    /* fcap * ccap */
+    double *B, *UB;      /* ccap */
+    double *dot, *udot;  /* ccap: scratch */
+    SlotList *wo, *uo;   /* ccap */
+    Py_ssize_t *slots;   /* scratch: the slots of x's items (-1: none yet) */
+    double *vals;        /* scratch: new values of an update */
+    Py_ssize_t scap, vcap;
+    PyObject **lk;       /* scap: the keys last found at each position of x (references) */
+    Py_ssize_t *ls;      /* scap: their slots (a key's slot never changes) */
+    int u_alone;         /* an accumulator whose class has no weight for its key (loaded) */
+} ClassStore;
 
-static void
-avg_cache_forget_keys(AvgCache *self)
-{
-    for (Py_ssize_t i = 0; i < self->lcap; i++) {
-        Py_CLEAR(self->lk[i]);
-    }
-}
-
-static void
-avg_cache_clear(AvgCache *self)
-{
-    self->built = 0;
-    Py_CLEAR(self->w);
-    Py_CLEAR(self->b);
-    Py_CLEAR(self->u);
-    Py_CLEAR(self->ub);
-    for (Py_ssize_t c = 0; c < self->nc; c++) {
-        Py_CLEAR(self->cls[c]);
-        Py_CLEAR(self->wc[c]);
-        Py_CLEAR(self->uc[c]);
-    }
-    PyMem_Free(self->cls);
-    PyMem_Free(self->wc);
-    PyMem_Free(self->uc);
-    PyMem_Free(self->twc);
-    PyMem_Free(self->tuc);
-    PyMem_Free(self->bias);
-    PyMem_Free(self->ubias);
-    PyMem_Free(self->dot);
-    PyMem_Free(self->udot);
-    PyMem_Free(self->W);
-    PyMem_Free(self->U);
-    self->cls = self->wc = self->uc = NULL;
-    self->twc = self->tuc = NULL;
-    self->bias = self->ubias = self->dot = self->udot = self->W = self->U = NULL;
-    self->nc = self->ns = self->scap = 0;
-    Py_CLEAR(self->index);
-    avg_cache_forget_keys(self);
-}
+#define IN_W 1
+#define IN_U 2
 
 static int
 plain_key(PyObject *key)
@@ -1024,13 +973,131 @@ plain_key(PyObject *key)
     return PyUnicode_CheckExact(key) || PyLong_CheckExact(key);
 }
 
-/* The slot of a feature key of w[c], added when new. >= 0; -1: error set; -2: not handled. */
-static Py_ssize_t
-avg_cache_slot(AvgCache *self, PyObject *key)
+static int
+slot_list_append(SlotList *l, Py_ssize_t s)
 {
-    if (!plain_key(key)) {
-        return -2;
+    if (l->n == l->cap) {
+        Py_ssize_t cap = l->cap ? 2 * l->cap : 8;
+        Py_ssize_t *v = PyMem_Realloc(l->v, (size_t)cap * sizeof(Py_ssize_t));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        l->v = v;
+        l->cap = cap;
     }
+    l->v[l->n++] = s;
+    return 0;
+}
+
+/* Room for nf slots and nc classes. 1: done; 0: too large (nothing changed); -1: error. */
+static int
+store_reserve(ClassStore *self, Py_ssize_t nf, Py_ssize_t nc)
+{
+    if (nf <= self->fcap && nc <= self->ccap) {
+        return 1;
+    }
+    Py_ssize_t fcap = self->fcap, ccap = self->ccap;
+    if (nf > fcap) {
+        fcap = fcap ? fcap : 16;
+        while (fcap < nf) {
+            fcap *= 2;
+        }
+    }
+    if (nc > ccap) {
+        ccap = ccap ? ccap : 4;
+        while (ccap < nc) {
+            ccap *= 2;
+        }
+    }
+    if (nf * ccap > STORE_MAX_CELLS || nc > STORE_MAX_CELLS) {
+        return 0;
+    }
+    if (fcap * ccap > STORE_MAX_CELLS) { /* the doubling would pass it: just what is needed */
+        fcap = nf;
+    }
+    if (ccap != self->ccap) {
+        size_t n = (size_t)ccap;
+        double *p;
+        double **arrays[4] = {&self->B, &self->UB, &self->dot, &self->udot};
+        for (int k = 0; k < 4; k++) {
+            p = PyMem_Realloc(*arrays[k], n * sizeof(double));
+            if (p == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            *arrays[k] = p;
+        }
+        SlotList **lists[2] = {&self->wo, &self->uo};
+        for (int k = 0; k < 2; k++) {
+            SlotList *l = PyMem_Realloc(*lists[k], n * sizeof(SlotList));
+            if (l == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (Py_ssize_t c = self->ccap; c < ccap; c++) {
+                l[c].v = NULL;
+                l[c].n = l[c].cap = 0;
+            }
+            *lists[k] = l;
+        }
+    }
+    size_t cells = (size_t)fcap * (size_t)ccap;
+    double *W = PyMem_Calloc(cells, sizeof(double));
+    double *U = PyMem_Calloc(cells, sizeof(double));
+    unsigned char *P = PyMem_Calloc(cells, 1);
+    if (W == NULL || U == NULL || P == NULL) {
+        PyMem_Free(W);
+        PyMem_Free(U);
+        PyMem_Free(P);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t s = 0; s < self->nf; s++) {
+        memcpy(W + s * ccap, self->W + s * self->ccap, (size_t)self->nc * sizeof(double));
+        memcpy(U + s * ccap, self->U + s * self->ccap, (size_t)self->nc * sizeof(double));
+        memcpy(P + s * ccap, self->P + s * self->ccap, (size_t)self->nc);
+    }
+    PyMem_Free(self->W);
+    PyMem_Free(self->U);
+    PyMem_Free(self->P);
+    self->W = W;
+    self->U = U;
+    self->P = P;
+    self->fcap = fcap;
+    self->ccap = ccap;
+    return 1;
+}
+
+/* A new class row (zeros, empty dicts) for label. 1: done; 0: too large; -1: error. */
+static int
+store_add_class(ClassStore *self, PyObject *label)
+{
+    int status = store_reserve(self, self->nf, self->nc + 1);
+    if (status <= 0) {
+        return status;
+    }
+    Py_ssize_t c = self->nc;
+    PyObject *row = PyLong_FromSsize_t(c);
+    if (row == NULL || PyDict_SetItem(self->classes, label, row) < 0) {
+        Py_XDECREF(row);
+        return -1;
+    }
+    Py_DECREF(row);
+    if (PyList_Append(self->labels, label) < 0) {
+        PyDict_DelItem(self->classes, label);
+        return -1;
+    }
+    self->B[c] = self->UB[c] = 0.0;
+    self->wo[c].n = self->uo[c].n = 0;
+    self->nc = c + 1;
+    return 1;
+}
+
+/* The slot of a feature key, added when new. >= 0: the slot; -1: error; -2: too large. */
+static Py_ssize_t
+store_add_slot(ClassStore *self, PyObject *key)
+{
     PyObject *got = PyDict_GetItemWithError(self->index, key);
     if (got != NULL) {
         return PyLong_AsSsize_t(got);
@@ -1038,432 +1105,241 @@ avg_cache_slot(AvgCache *self, PyObject *key)
     if (PyErr_Occurred()) {
         return -1;
     }
-    Py_ssize_t s = self->ns;
-    if ((s + 1) * self->nc > AVG_CACHE_MAX_CELLS) {
-        self->too_large = 1;
-        return -2;
+    int status = store_reserve(self, self->nf + 1, self->nc);
+    if (status <= 0) {
+        return status == 0 ? -2 : -1;
     }
-    if (s == self->scap) {
-        Py_ssize_t cap = self->scap ? 2 * self->scap : 32;
-        double *W = PyMem_Realloc(self->W, (size_t)(cap * self->nc) * sizeof(double));
-        if (W == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->W = W;
-        double *U = PyMem_Realloc(self->U, (size_t)(cap * self->nc) * sizeof(double));
-        if (U == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->U = U;
-        self->scap = cap;
-    }
+    Py_ssize_t s = self->nf;
     PyObject *slot = PyLong_FromSsize_t(s);
     if (slot == NULL || PyDict_SetItem(self->index, key, slot) < 0) {
         Py_XDECREF(slot);
         return -1;
     }
     Py_DECREF(slot);
-    for (Py_ssize_t c = 0; c < self->nc; c++) {
-        self->W[s * self->nc + c] = 0.0;
-        self->U[s * self->nc + c] = 0.0;
+    if (PyList_Append(self->keys, key) < 0) {
+        PyDict_DelItem(self->index, key);
+        return -1;
     }
-    self->ns = s + 1;
-    avg_cache_forget_keys(self); /* a key of an x seen before may have a slot now */
+    self->nf = s + 1;
     return s;
 }
 
-/* Read class c's weights and accumulators into its column. 1: done; 0: not handled; -1. */
+/* The slots of x's items into self->slots (-1: a key no class has). 1: done; 0: not handled
+ * (a key neither an exact str nor an exact int); -1: error. */
 static int
-avg_cache_read_class(AvgCache *self, Py_ssize_t c)
+store_slots(ClassStore *self, Items *it)
 {
-    Py_ssize_t nc = self->nc;
-    PyObject *wc = self->wc[c], *uc = self->uc[c];
-    /* the tags before reading: a change while reading (a finaliser run by an allocation)
-     * shows at the next call */
-    self->twc[c] = dict_tag(wc);
-    self->tuc[c] = dict_tag(uc);
-    for (Py_ssize_t s = 0; s < self->ns; s++) {
-        self->W[s * nc + c] = 0.0;
-        self->U[s * nc + c] = 0.0;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(wc, &pos, &key, &value)) {
-        if (!PyFloat_CheckExact(value)) {
-            return 0;
-        }
-        double wv = PyFloat_AS_DOUBLE(value);
-        Py_INCREF(key); /* avg_cache_slot allocates */
-        Py_ssize_t s = avg_cache_slot(self, key);
-        Py_DECREF(key);
-        if (s < 0) {
-            return s == -1 ? -1 : 0;
-        }
-        self->W[s * nc + c] = wv;
-    }
-    pos = 0;
-    while (PyDict_Next(uc, &pos, &key, &value)) {
-        if (!plain_key(key)) {
-            return 0;
-        }
-        PyObject *wk = PyDict_GetItemWithError(wc, key);
-        if (wk == NULL) {
-            if (PyErr_Occurred()) {
-                return -1;
-            }
-            continue; /* u[c][k] counts only where w[c] has k */
-        }
-        if (!PyFloat_CheckExact(value)) {
-            return 0;
-        }
-        PyObject *slot = PyDict_GetItemWithError(self->index, key);
-        if (slot == NULL) {
-            return PyErr_Occurred() ? -1 : 0;
-        }
-        self->U[PyLong_AsSsize_t(slot) * nc + c] = PyFloat_AS_DOUBLE(value);
-    }
-    return 1;
-}
-
-static int
-avg_cache_read_biases(AvgCache *self)
-{
-    self->tb = dict_tag(self->b);
-    self->tub = dict_tag(self->ub);
-    for (Py_ssize_t c = 0; c < self->nc; c++) {
-        PyObject *bc = PyDict_GetItemWithError(self->b, self->cls[c]);
-        PyObject *ubc = bc == NULL ? NULL : PyDict_GetItemWithError(self->ub, self->cls[c]);
-        if (ubc == NULL) {
-            return PyErr_Occurred() ? -1 : 0;
-        }
-        if (!PyFloat_CheckExact(bc) || !PyFloat_CheckExact(ubc)) {
-            return 0;
-        }
-        self->bias[c] = PyFloat_AS_DOUBLE(bc);
-        self->ubias[c] = PyFloat_AS_DOUBLE(ubc);
-    }
-    return 1;
-}
-
-/* Everything read again from the model's dicts. 1: done; 0: not handled; -1: error. */
-static int
-avg_cache_build(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
-{
-    avg_cache_clear(self);
-    Py_ssize_t nc = PyDict_GET_SIZE(w);
-    self->w = Py_NewRef(w);
-    self->b = Py_NewRef(b);
-    self->u = Py_NewRef(u);
-    self->ub = Py_NewRef(ub);
-    self->index = PyDict_New();
-    Py_ssize_t m = nc > 0 ? nc : 1;
-    self->cls = PyMem_Calloc(m, sizeof(PyObject *));
-    self->wc = PyMem_Calloc(m, sizeof(PyObject *));
-    self->uc = PyMem_Calloc(m, sizeof(PyObject *));
-    self->twc = PyMem_Calloc(m, sizeof(uint64_t));
-    self->tuc = PyMem_Calloc(m, sizeof(uint64_t));
-    self->bias = PyMem_Calloc(m, sizeof(double));
-    self->ubias = PyMem_Calloc(m, sizeof(double));
-    self->dot = PyMem_Calloc(m, sizeof(double));
-    self->udot = PyMem_Calloc(m, sizeof(double));
-    if (self->index == NULL || !self->cls || !self->wc || !self->uc || !self->twc ||
-        !self->tuc || !self->bias || !self->ubias || !self->dot || !self->udot) {
-        avg_cache_clear(self);
-        if (!PyErr_Occurred()) {
-            PyErr_NoMemory();
-        }
-        return -1;
-    }
-    self->tw = dict_tag(w);
-    self->tu = dict_tag(u);
-    Py_ssize_t pos = 0;
-    PyObject *c, *wc;
-    while (PyDict_Next(w, &pos, &c, &wc)) {
-        if (self->nc >= nc || !(plain_key(c) || PyBool_Check(c)) || !PyDict_CheckExact(wc)) {
-            avg_cache_clear(self);
-            return 0;
-        }
-        PyObject *uc = PyDict_GetItemWithError(u, c);
-        if (uc == NULL || !PyDict_CheckExact(uc)) {
-            int err = PyErr_Occurred() != NULL;
-            avg_cache_clear(self);
-            return err ? -1 : 0;
-        }
-        self->cls[self->nc] = Py_NewRef(c);
-        self->wc[self->nc] = Py_NewRef(wc);
-        self->uc[self->nc] = Py_NewRef(uc);
-        self->nc++;
-    }
-    int status = avg_cache_read_biases(self);
-    for (Py_ssize_t k = 0; status == 1 && k < self->nc; k++) {
-        status = avg_cache_read_class(self, k);
-    }
-    if (status != 1) {
-        avg_cache_clear(self);
-        return status;
-    }
-    self->built = 1;
-    return 1;
-}
-
-/* The largest version tag of the model's dicts w, b, u, ub and w's class dicts: any change
- * of one of them gives it a tag larger than every tag before (PEP 509). */
-static uint64_t
-model_tag(PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
-{
-    uint64_t m = dict_tag(w);
-    PyObject *ds[3] = {b, u, ub};
-    for (int k = 0; k < 3; k++) {
-        m = dict_tag(ds[k]) > m ? dict_tag(ds[k]) : m;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *c, *wc;
-    while (PyDict_Next(w, &pos, &c, &wc)) {
-        if (PyDict_CheckExact(wc) && dict_tag(wc) > m) {
-            m = dict_tag(wc);
-        }
-    }
-    return m;
-}
-
-/* A model the copy declined (a key or weight of a type it does not take, or too large) is
- * not read again at every call: only once one of its dicts changed (never, when too large,
- * while the model's dicts are the same objects). Not reading it again is always exact: the
- * caller then runs the module's kernels. */
-static int
-avg_cache_still_declined(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
-{
-    if (self->decl[0] != w || self->decl[1] != b || self->decl[2] != u || self->decl[3] != ub) {
-        return 0;
-    }
-    return self->decl_max == UINT64_MAX || model_tag(w, b, u, ub) == self->decl_max;
-}
-
-static void
-avg_cache_note_declined(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
-{
-    PyObject *ds[4] = {w, b, u, ub};
-    for (int k = 0; k < 4; k++) {
-        Py_XSETREF(self->decl[k], Py_NewRef(ds[k]));
-    }
-    self->decl_max = self->too_large ? UINT64_MAX : model_tag(w, b, u, ub);
-}
-
-/* The copy brought up to date with the model. 1: done; 0: not handled (the copy dropped);
- * -1: error (dropped). */
-static int
-avg_cache_sync(AvgCache *self, PyObject *w, PyObject *b, PyObject *u, PyObject *ub)
-{
-    if (!self->built || self->w != w || self->b != b || self->u != u || self->ub != ub ||
-        dict_tag(w) != self->tw || dict_tag(u) != self->tu) {
-        return avg_cache_build(self, w, b, u, ub);
-    }
-    int status = 1;
-    if (dict_tag(b) != self->tb || dict_tag(ub) != self->tub) {
-        status = avg_cache_read_biases(self);
-    }
-    for (Py_ssize_t c = 0; status == 1 && c < self->nc; c++) {
-        if (dict_tag(self->wc[c]) != self->twc[c] || dict_tag(self->uc[c]) != self->tuc[c]) {
-            status = avg_cache_read_class(self, c);
-        }
-    }
-    if (status != 1) {
-        avg_cache_clear(self);
-    }
-    return status;
-}
-
-/* x's values into self->vals and slots into self->slots (in x's order), *sq the norm's sum
- * of squares. 1: done; 0: not handled; -1: error. */
-static int
-avg_cache_load_x(AvgCache *self, PyObject *x, double *sq)
-{
-    Py_ssize_t n = PyDict_GET_SIZE(x);
-    if (n > self->lcap) {
-        Py_ssize_t cap = n > 2 * self->lcap ? n : 2 * self->lcap;
-        PyObject **lk = PyMem_Calloc(cap, sizeof(PyObject *));
-        Py_ssize_t *ls = PyMem_Calloc(cap, sizeof(Py_ssize_t));
-        Py_ssize_t *slots = PyMem_Calloc(cap, sizeof(Py_ssize_t));
-        double *vals = PyMem_Calloc(cap, sizeof(double));
-        if (!lk || !ls || !slots || !vals) {
-            PyMem_Free(lk);
-            PyMem_Free(ls);
+    if (it->n > self->scap) {
+        Py_ssize_t cap = it->n > 2 * self->scap ? it->n : 2 * self->scap;
+        Py_ssize_t *slots = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        Py_ssize_t *ls = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        PyObject **lk = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+        if (slots == NULL || ls == NULL || lk == NULL) {
             PyMem_Free(slots);
-            PyMem_Free(vals);
+            PyMem_Free(ls);
+            PyMem_Free(lk);
             PyErr_NoMemory();
             return -1;
         }
-        avg_cache_forget_keys(self);
-        PyMem_Free(self->lk);
-        PyMem_Free(self->ls);
+        for (Py_ssize_t i = 0; i < self->scap; i++) {
+            lk[i] = self->lk[i]; /* the references move */
+            ls[i] = self->ls[i];
+        }
         PyMem_Free(self->slots);
-        PyMem_Free(self->vals);
-        self->lk = lk;
-        self->ls = ls;
+        PyMem_Free(self->ls);
+        PyMem_Free(self->lk);
         self->slots = slots;
-        self->vals = vals;
-        self->lcap = cap;
+        self->ls = ls;
+        self->lk = lk;
+        self->scap = cap;
     }
-    Py_ssize_t pos = 0, i = 0;
-    PyObject *key, *value;
-    double acc = 0.0;
-    while (PyDict_Next(x, &pos, &key, &value)) {
-        double v;
-        long long iv;
-        int is_int;
-        if (i >= n || !number_value(value, &v, &iv, &is_int) || !isfinite(v)) {
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        PyObject *key = it->items[i].key;
+        if (key == self->lk[i]) { /* the same object as last time here: its slot */
+            self->slots[i] = self->ls[i];
+            continue;
+        }
+        if (!plain_key(key)) {
             return 0;
         }
-        Py_ssize_t s;
-        if (self->lk[i] == key) {
-            s = self->ls[i];
-        }
-        else {
-            if (!plain_key(key)) {
-                return 0;
-            }
-            PyObject *got = PyDict_GetItemWithError(self->index, key);
-            if (got == NULL && PyErr_Occurred()) {
+        PyObject *got = PyDict_GetItemWithError(self->index, key);
+        if (got == NULL) {
+            if (PyErr_Occurred()) {
                 return -1;
             }
-            s = got == NULL ? -1 : PyLong_AsSsize_t(got);
+            self->slots[i] = -1; /* not remembered: the key may get a slot */
+        }
+        else {
+            Py_ssize_t s = PyLong_AsSsize_t(got);
+            self->slots[i] = s;
             Py_XSETREF(self->lk[i], Py_NewRef(key));
             self->ls[i] = s;
         }
-        self->slots[i] = s;
-        self->vals[i] = v;
-        acc += v * v;
-        i++;
     }
-    *sq = acc;
     return 1;
 }
 
-/* A call's prologue and the folds: args checked, the copy brought up to date, x loaded,
- * self->dot and self->udot filled, *t the divisor, *sq R's sum of squares; with
- * *want_snapshot, *snap the tuple (k0, v0, k1, v1, ...) of x's items, taken right before
- * they are read (no allocation between the two). 1: done; 0: not handled; -1: error (*snap
- * NULL unless 1). */
-static int
-avg_cache_fold(AvgCache *self, const char *name, PyObject *const *args, Py_ssize_t nargs,
-               Py_ssize_t high, int *want_snapshot, double *t, double *sq, PyObject **snap)
+/* Every class's dot (and, averaged, udot) of x into self->dot, self->udot: as
+ * items_dot/items_avg_dot per class, left folds in x's order over the keys the class has.
+ *
+ * With every value of x finite, and no accumulator alone (without its class's weight), the
+ * presence bytes need not be read: a cell the class lacks holds 0.0 and adds 0.0 * v, a
+ * zero, which changes no left fold from +0.0 (such a fold is never -0.0). */
+static void
+store_fold(ClassStore *self, Items *it, int averaged)
 {
-    *snap = NULL;
-    if (check_nargs(name, nargs, 6, high) < 0) {
-        return -1;
-    }
-    *want_snapshot = 0;
-    if (nargs > 6 && (*want_snapshot = PyObject_IsTrue(args[6])) < 0) {
-        return -1;
-    }
-#if !AVG_CACHE_AVAILABLE
-    return 0;
-#else
-    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3], *x = args[5];
-    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
-        !PyDict_CheckExact(ub) || !PyDict_CheckExact(x) || !count_value(args[4], t)) {
-        return 0;
-    }
-    if (self->decl[0] != NULL) {
-        if (avg_cache_still_declined(self, w, b, u, ub)) {
-            return 0;
-        }
-        for (int k = 0; k < 4; k++) {
-            Py_CLEAR(self->decl[k]);
-        }
-    }
-    Py_ssize_t n = PyDict_GET_SIZE(x);
-    if (*want_snapshot && (*snap = PyTuple_New(2 * n)) == NULL) {
-        return -1;
-    }
-    self->too_large = 0;
-    int status = avg_cache_sync(self, w, b, u, ub);
-    if (status == 0) {
-        avg_cache_note_declined(self, w, b, u, ub);
-    }
-    if (status == 1 && PyDict_GET_SIZE(x) != n) {
-        status = 0; /* x changed while the model was read (a finaliser): not handled */
-    }
-    if (status == 1 && *snap != NULL) {
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        while (i < n && PyDict_Next(x, &pos, &key, &value)) {
-            PyTuple_SET_ITEM(*snap, 2 * i, Py_NewRef(key));
-            PyTuple_SET_ITEM(*snap, 2 * i + 1, Py_NewRef(value));
-            i++;
-        }
-    }
-    if (status == 1) {
-        status = avg_cache_load_x(self, x, sq);
-    }
-    if (status <= 0) {
-        Py_CLEAR(*snap);
-        return status;
-    }
-    Py_ssize_t nc = self->nc;
+    Py_ssize_t nc = self->nc, ccap = self->ccap;
     double *dot = self->dot, *udot = self->udot;
     for (Py_ssize_t c = 0; c < nc; c++) {
         dot[c] = 0.0;
         udot[c] = 0.0;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int dense = !self->u_alone;
+    for (Py_ssize_t i = 0; dense && i < it->n; i++) {
+        dense = isfinite(it->items[i].v);
+    }
+    if (dense) {
+        for (Py_ssize_t i = 0; i < it->n; i++) {
+            Py_ssize_t s = self->slots[i];
+            if (s < 0) {
+                continue;
+            }
+            double v = it->items[i].v;
+            const double *wr = self->W + s * ccap, *ur = self->U + s * ccap;
+            for (Py_ssize_t c = 0; c < nc; c++) {
+                dot[c] += wr[c] * v;
+            }
+            if (averaged) {
+                for (Py_ssize_t c = 0; c < nc; c++) {
+                    udot[c] += ur[c] * v;
+                }
+            }
+        }
+        return;
+    }
+    for (Py_ssize_t i = 0; i < it->n; i++) {
         Py_ssize_t s = self->slots[i];
         if (s < 0) {
-            continue; /* in no w[c] */
+            continue;
         }
-        double v = self->vals[i];
-        const double *wrow = self->W + s * nc, *urow = self->U + s * nc;
+        double v = it->items[i].v;
+        const double *wr = self->W + s * ccap, *ur = self->U + s * ccap;
+        const unsigned char *pr = self->P + s * ccap;
         for (Py_ssize_t c = 0; c < nc; c++) {
-            dot[c] += wrow[c] * v;
-            udot[c] += urow[c] * v;
+            unsigned char p = pr[c];
+            if (p & IN_W) {
+                dot[c] += wr[c] * v;
+                if (averaged && (p & IN_U)) {
+                    udot[c] += ur[c] * v;
+                }
+            }
         }
     }
-    return 1;
-#endif
 }
 
-PyDoc_STRVAR(avg_cache_argmax_doc,
-"avg_class_argmax(w, b, u, ub, t, x, snapshot=False, /)\n"
+/* The prologue of the scoring methods: nargs checked, the divisor (averaged) into *t, the
+ * snapshot flag, x loaded and its slots found, the dots folded. 1: done (release the items);
+ * 0: not handled (nothing held); -1: error. */
+static int
+store_begin(ClassStore *self, const char *name, PyObject *const *args, Py_ssize_t nargs,
+            int averaged, Py_ssize_t high, double *t, Items *it, int *want_snapshot)
+{
+    Py_ssize_t low = averaged ? 2 : 1;
+    if (check_nargs(name, nargs, low, high) < 0) {
+        return -1;
+    }
+    *want_snapshot = 0;
+    if (nargs > low && (*want_snapshot = PyObject_IsTrue(args[low])) < 0) {
+        return -1;
+    }
+    if (averaged && !count_value(args[0], t)) {
+        return 0;
+    }
+    int status = items_load(it, args[low - 1]);
+    if (status <= 0) {
+        return status;
+    }
+    status = store_slots(self, it);
+    if (status <= 0) {
+        items_release(it);
+        return status;
+    }
+    store_fold(self, it, averaged);
+    return 1;
+}
+
+/* Whether the argmax so far is "none yet": no class, or the class None (as the reference's
+ * `best is None or s > best_score`, where a class None is beaten by any later class). */
+static inline int
+store_no_best(ClassStore *self, Py_ssize_t best)
+{
+    return best < 0 || PyList_GET_ITEM(self->labels, best) == Py_None;
+}
+
+PyDoc_STRVAR(store_argmax_doc,
+"class_argmax(x, snapshot=False, /)\n"
 "--\n"
 "\n"
-"What the module's :func:`avg_class_argmax` gives, to the last bit, computed from the\n"
-"cache's copy of the model (made or brought up to date first). None when not handled: as\n"
-"the module's function, and also a key or class of another type than str or int (bool for\n"
-"classes), a value of x that is not finite, a model of more than 2**20 weights, or Python\n"
-"3.12 and later.");
+"What the module's :func:`class_argmax` gives for the store's model: ``(y_hat, r)``, or\n"
+"``(y_hat, r, snapshot)``. None when not handled (see the class).");
 
 static PyObject *
-avg_cache_argmax(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
+store_argmax(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    Items it;
     int want_snapshot;
-    double t, sq;
-    PyObject *snap;
-    int status = avg_cache_fold(self, "avg_class_argmax", args, nargs, 7, &want_snapshot, &t,
-                                &sq, &snap);
+    int status = store_begin(self, "class_argmax", args, nargs, 0, 2, NULL, &it, &want_snapshot);
     if (status <= 0) {
         return unhandled(status);
     }
-    Py_ssize_t nc = self->nc;
-    const double *dot = self->dot, *udot = self->udot;
-    Py_ssize_t best = -1, abest = -1;
-    double best_score = -INFINITY, abest_score = -INFINITY;
-    for (Py_ssize_t c = 0; c < nc; c++) {
-        double s = dot[c] + self->bias[c];
-        double as = s - (udot[c] + self->ubias[c]) / t;
-        if (best < 0 || s > best_score) {
+    Py_ssize_t best = -1;
+    double best_score = -INFINITY;
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        double s = self->dot[c] + self->B[c];
+        if (store_no_best(self, best) || s > best_score) {
             best = c;
             best_score = s;
         }
-        if (abest < 0 || as > abest_score) {
+    }
+    PyObject *y_hat = Py_NewRef(best < 0 ? Py_None : PyList_GET_ITEM(self->labels, best));
+    return pack_norm(&it, want_snapshot, y_hat, items_norm(&it));
+}
+
+PyDoc_STRVAR(store_avg_argmax_doc,
+"avg_class_argmax(t, x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"What the module's :func:`avg_class_argmax` gives for the store's model (t the divisor D(t)):\n"
+"``(a_hat, (y_hat, r))``, or ``(a_hat, (y_hat, r, snapshot))``. None when not handled.");
+
+static PyObject *
+store_avg_argmax(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Items it;
+    int want_snapshot;
+    double t;
+    int status =
+        store_begin(self, "avg_class_argmax", args, nargs, 1, 3, &t, &it, &want_snapshot);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    Py_ssize_t best = -1, abest = -1;
+    double best_score = -INFINITY, abest_score = -INFINITY;
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        double s = self->dot[c] + self->B[c];
+        double as = s - (self->udot[c] + self->UB[c]) / t;
+        if (store_no_best(self, best) || s > best_score) {
+            best = c;
+            best_score = s;
+        }
+        if (store_no_best(self, abest) || as > abest_score) {
             abest = c;
             abest_score = as;
         }
     }
-    PyObject *y_hat = Py_NewRef(best < 0 ? Py_None : self->cls[best]);
-    PyObject *a_hat = Py_NewRef(abest < 0 ? Py_None : self->cls[abest]);
-    PyObject *inner = pack(y_hat, PyFloat_FromDouble(sqrt(sq)), snap);
+    PyObject *y_hat = Py_NewRef(best < 0 ? Py_None : PyList_GET_ITEM(self->labels, best));
+    PyObject *a_hat = Py_NewRef(abest < 0 ? Py_None : PyList_GET_ITEM(self->labels, abest));
+    PyObject *inner = pack_norm(&it, want_snapshot, y_hat, items_norm(&it));
     if (inner == NULL) {
         Py_DECREF(a_hat);
         return NULL;
@@ -1471,32 +1347,22 @@ avg_cache_argmax(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
     return pack(a_hat, inner, NULL);
 }
 
-PyDoc_STRVAR(avg_cache_scores_doc,
-"avg_class_scores(w, b, u, ub, t, x, /)\n"
-"--\n"
-"\n"
-"What the module's :func:`avg_class_scores` gives (the dict of averaged scores), from the\n"
-"cache's copy of the model. None when not handled (see :meth:`avg_class_argmax`).");
-
+/* The dict {label: score} of every class in order, plain or averaged (divisor t). */
 static PyObject *
-avg_cache_scores(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
+store_scores_dict(ClassStore *self, int averaged, double t)
 {
-    int want_snapshot;
-    double t, sq;
-    PyObject *snap;
-    int status = avg_cache_fold(self, "avg_class_scores", args, nargs, 6, &want_snapshot, &t,
-                                &sq, &snap);
-    if (status <= 0) {
-        return unhandled(status);
-    }
     PyObject *scores = PyDict_New();
     if (scores == NULL) {
         return NULL;
     }
     for (Py_ssize_t c = 0; c < self->nc; c++) {
-        double as = (self->dot[c] + self->bias[c]) - (self->udot[c] + self->ubias[c]) / t;
-        PyObject *value = PyFloat_FromDouble(as);
-        if (value == NULL || PyDict_SetItem(scores, self->cls[c], value) < 0) {
+        double s = self->dot[c] + self->B[c];
+        if (averaged) {
+            s = s - (self->udot[c] + self->UB[c]) / t;
+        }
+        PyObject *value = PyFloat_FromDouble(s);
+        if (value == NULL ||
+            PyDict_SetItem(scores, PyList_GET_ITEM(self->labels, c), value) < 0) {
             Py_XDECREF(value);
             Py_DECREF(scores);
             return NULL;
@@ -1506,79 +1372,626 @@ avg_cache_scores(AvgCache *self, PyObject *const *args, Py_ssize_t nargs)
     return scores;
 }
 
-static int
-avg_cache_traverse(AvgCache *self, visitproc visit, void *arg)
+PyDoc_STRVAR(store_scores_doc,
+"class_scores(x, /)\n"
+"--\n"
+"\n"
+"The dict of plain scores, as the module's :func:`class_scores`. None when not handled.");
+
+static PyObject *
+store_scores(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_VISIT(self->w);
-    Py_VISIT(self->b);
-    Py_VISIT(self->u);
-    Py_VISIT(self->ub);
-    Py_VISIT(self->index);
+    Items it;
+    int want_snapshot;
+    int status = store_begin(self, "class_scores", args, nargs, 0, 1, NULL, &it, &want_snapshot);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    items_release(&it);
+    return store_scores_dict(self, 0, 1.0);
+}
+
+PyDoc_STRVAR(store_avg_scores_doc,
+"avg_class_scores(t, x, /)\n"
+"--\n"
+"\n"
+"The dict of averaged scores, as the module's :func:`avg_class_scores`. None when not\n"
+"handled.");
+
+static PyObject *
+store_avg_scores(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Items it;
+    int want_snapshot;
+    double t;
+    int status =
+        store_begin(self, "avg_class_scores", args, nargs, 1, 2, &t, &it, &want_snapshot);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    items_release(&it);
+    return store_scores_dict(self, 1, t);
+}
+
+/* A number as Python holds it: a float, or an int (exact in long long). */
+typedef struct {
+    double v;
+    long long iv;
+    int is_int;
+} Num;
+
+static Num
+num_neg(Num a)
+{
+    Num r;
+    if (a.is_int) {
+        r.iv = -a.iv;
+        r.v = (double)r.iv;
+        r.is_int = 1;
+    }
+    else {
+        r.v = -a.v;
+        r.iv = 0;
+        r.is_int = 0;
+    }
+    return r;
+}
+
+/* a * b as Python computes it: an exact int for two ints (0: it does not fit a long long),
+ * else the float product. */
+static int
+num_mul(Num a, Num b, Num *r)
+{
+    if (a.is_int && b.is_int) {
+        long long p;
+        if (__builtin_mul_overflow(a.iv, b.iv, &p)) {
+            return 0;
+        }
+        r->iv = p;
+        r->v = (double)p; /* rounded to nearest, as Python converts an int */
+        r->is_int = 1;
+        return 1;
+    }
+    r->v = a.v * b.v;
+    r->iv = 0;
+    r->is_int = 0;
+    return 1;
+}
+
+/* A step of an update as axpy_finite takes it (number_value: ints of at most 2**53). */
+static int
+num_step(Num a, Step *s)
+{
+    if (a.is_int && (a.iv > EXACT_INT_LIMIT || a.iv < -EXACT_INT_LIMIT)) {
+        return 0;
+    }
+    s->v = a.v;
+    s->iv = a.iv;
+    s->is_int = a.is_int;
+    return 1;
+}
+
+static int
+num_value(PyObject *obj, Num *n)
+{
+    return number_value(obj, &n->v, &n->iv, &n->is_int);
+}
+
+/* The row of a label: >= 0; -1 not a class (no error); -2 error. */
+static Py_ssize_t
+store_row(ClassStore *self, PyObject *label)
+{
+    PyObject *got = PyDict_GetItemWithError(self->classes, label);
+    if (got == NULL) {
+        return PyErr_Occurred() ? -2 : -1;
+    }
+    return PyLong_AsSsize_t(got);
+}
+
+PyDoc_STRVAR(store_update_doc,
+"update(x, y, y_hat, lr, db, c, /)\n"
+"--\n"
+"\n"
+"The update of a mistake, exactly as ``MulticlassPerceptron._update`` makes it on its dicts\n"
+"(``y_hat`` None or a class; ``y`` a class or a new one, added last; ``db`` the bias step;\n"
+"``c`` the averaging coefficient c(t), or None when the update does not average), every new\n"
+"value checked before any is stored: True when done; ``\"a bias\"`` or ``\"a weight\"`` when\n"
+"that would not be finite (nothing changed); None when not handled (nothing changed).");
+
+static PyObject *
+store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("update", nargs, 6, 6) < 0) {
+        return NULL;
+    }
+    PyObject *x = args[0], *y = args[1], *y_hat = args[2];
+    int averaging = args[5] != Py_None;
+    Num lr, db, c = {0.0, 0, 1};
+    if (!num_value(args[3], &lr) || !num_value(args[4], &db) ||
+        (averaging && !num_value(args[5], &c))) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t ry = store_row(self, y), rh = -1;
+    if (ry == -2) {
+        return NULL;
+    }
+    if (y_hat != Py_None) {
+        rh = store_row(self, y_hat);
+        if (rh == -2) {
+            return NULL;
+        }
+        if (rh < 0 || rh == ry) {
+            Py_RETURN_NONE;
+        }
+    }
+    /* the biases, as _update computes them */
+    Num cdb, neg_db = num_neg(db), cneg_db;
+    if (!num_mul(c, db, &cdb) || !num_mul(c, neg_db, &cneg_db)) {
+        Py_RETURN_NONE;
+    }
+    double by = (ry < 0 ? 0.0 : self->B[ry]) + db.v;
+    double uby = ry < 0 ? 0.0 : self->UB[ry];
+    if (averaging) {
+        uby = uby + cdb.v;
+    }
+    double bh = 0.0, ubh = 0.0;
+    if (rh >= 0) {
+        bh = self->B[rh] + neg_db.v;
+        ubh = averaging ? self->UB[rh] + cneg_db.v : self->UB[rh];
+    }
+    /* the weight steps: lr, -lr, c * lr, c * -lr, as in _update's targets */
+    Num neg_lr = num_neg(lr), clr, cneg_lr;
+    if (!num_mul(c, lr, &clr) || !num_mul(c, neg_lr, &cneg_lr)) {
+        Py_RETURN_NONE;
+    }
+    Step steps[4];
+    Py_ssize_t rows[4];
+    int bitsof[4];
+    int m = 0;
+    Num nums[4] = {lr, neg_lr, clr, cneg_lr};
+    Py_ssize_t rws[4] = {ry, rh, ry, rh};
     for (int k = 0; k < 4; k++) {
-        Py_VISIT(self->decl[k]);
+        if (rws[k] == -1 && k % 2 == 1) {
+            continue; /* no y_hat */
+        }
+        if (k >= 2 && !averaging) {
+            continue;
+        }
+        if (!num_step(nums[k], &steps[m])) {
+            Py_RETURN_NONE;
+        }
+        rows[m] = rws[k];
+        bitsof[m] = k < 2 ? IN_W : IN_U;
+        m++;
+    }
+    Items it;
+    int status = items_load(&it, x);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    status = store_slots(self, &it);
+    if (status <= 0) {
+        return release_unhandled(&it, status);
+    }
+    if (!(-INFINITY < by && by < INFINITY && -INFINITY < uby && uby < INFINITY &&
+          -INFINITY < bh && bh < INFINITY && -INFINITY < ubh && ubh < INFINITY)) {
+        items_release(&it);
+        return PyUnicode_FromString("a bias");
+    }
+    Py_ssize_t n = it.n;
+    if (m * n > self->vcap) {
+        Py_ssize_t cap = m * n;
+        double *vals = PyMem_Realloc(self->vals, (size_t)cap * sizeof(double));
+        if (vals == NULL) {
+            items_release(&it);
+            return PyErr_NoMemory();
+        }
+        self->vals = vals;
+        self->vcap = cap;
+    }
+    /* every new value first */
+    Py_ssize_t ccap = self->ccap;
+    for (int p = 0; p < m; p++) {
+        Py_ssize_t r = rows[p];
+        const double *cells = bitsof[p] == IN_W ? self->W : self->U;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Item *item = &it.items[i];
+            Py_ssize_t s = self->slots[i];
+            double base = 0.0;
+            if (r >= 0 && s >= 0 && (self->P[s * ccap + r] & bitsof[p])) {
+                base = cells[s * ccap + r];
+            }
+            double prod;
+            if (steps[p].is_int && item->is_int && (steps[p].iv == 0 || item->iv == 0)) {
+                prod = 0.0;
+            }
+            else {
+                prod = steps[p].v * item->v;
+            }
+            double updated = base + prod;
+            if (!isfinite(updated)) {
+                items_release(&it);
+                return PyUnicode_FromString("a weight");
+            }
+            self->vals[p * n + i] = updated;
+        }
+    }
+    /* room first: a model too large is not handled, nothing changed */
+    Py_ssize_t fresh = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        fresh += self->slots[i] < 0;
+    }
+    status = store_reserve(self, self->nf + fresh, self->nc + (ry < 0));
+    if (status <= 0) {
+        return release_unhandled(&it, status);
+    }
+    if (ry < 0) {
+        status = store_add_class(self, y);
+        if (status <= 0) {
+            return release_unhandled(&it, status);
+        }
+        ry = self->nc - 1;
+        for (int p = 0; p < m; p++) {
+            if (rows[p] < 0) {
+                rows[p] = ry;
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (self->slots[i] < 0) {
+            Py_ssize_t s = store_add_slot(self, it.items[i].key);
+            if (s < 0) {
+                return release_unhandled(&it, s == -2 ? 0 : -1);
+            }
+            self->slots[i] = s;
+        }
+    }
+    ccap = self->ccap;
+    for (int p = 0; p < m; p++) {
+        Py_ssize_t r = rows[p];
+        double *cells = bitsof[p] == IN_W ? self->W : self->U;
+        SlotList *order = bitsof[p] == IN_W ? &self->wo[r] : &self->uo[r];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t s = self->slots[i];
+            unsigned char *pc = &self->P[s * ccap + r];
+            cells[s * ccap + r] = self->vals[p * n + i];
+            if (!(*pc & bitsof[p])) {
+                *pc |= bitsof[p];
+                if (slot_list_append(order, s) < 0) {
+                    items_release(&it);
+                    return NULL;
+                }
+            }
+        }
+    }
+    self->B[ry] = by;
+    self->UB[ry] = uby;
+    if (rh >= 0) {
+        self->B[rh] = bh;
+        self->UB[rh] = ubh;
+    }
+    items_release(&it);
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(store_rescale_doc,
+"rescale(factor, /)\n"
+"--\n"
+"\n"
+"Every accumulator and averaging bias multiplied by factor (a float), as\n"
+"``MulticlassPerceptron._renormalise`` does on its dicts.");
+
+static PyObject *
+store_rescale(ClassStore *self, PyObject *arg)
+{
+    if (!PyFloat_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "rescale() takes a float");
+        return NULL;
+    }
+    double f = PyFloat_AS_DOUBLE(arg);
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        SlotList *l = &self->uo[c];
+        for (Py_ssize_t j = 0; j < l->n; j++) {
+            double *cell = &self->U[l->v[j] * self->ccap + c];
+            *cell = *cell * f;
+        }
+        self->UB[c] = self->UB[c] * f;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Read one class's dict (weights, bit IN_W, or accumulators, IN_U) into row c. 1: done; 0:
+ * not handled; -1: error. */
+static int
+store_read_dict(ClassStore *self, Py_ssize_t c, PyObject *d, int bit)
+{
+    if (!PyDict_CheckExact(d)) {
+        return 0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        if (!plain_key(key) || !PyFloat_CheckExact(value)) {
+            return 0;
+        }
+        Py_ssize_t s = store_add_slot(self, key);
+        if (s < 0) {
+            return s == -2 ? 0 : -1;
+        }
+        Py_ssize_t at = s * self->ccap + c;
+        (bit == IN_W ? self->W : self->U)[at] = PyFloat_AS_DOUBLE(value);
+        self->P[at] |= bit;
+        if (bit == IN_U && !(self->P[at] & IN_W)) {
+            self->u_alone = 1; /* read after the weights: for good */
+        }
+        if (slot_list_append(bit == IN_W ? &self->wo[c] : &self->uo[c], s) < 0) {
+            return -1;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(store_load_doc,
+"load(w, b, u, ub, /)\n"
+"--\n"
+"\n"
+"Take the model of the dicts (class -> feature -> weight, class -> bias, and the averaging\n"
+"accumulators likewise) into this new, empty store: True; False when not handled (a key, a\n"
+"weight or a dict of another type, classes that differ, a model too large), and then the\n"
+"store must not be used.");
+
+static PyObject *
+store_load(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("load", nargs, 4, 4) < 0) {
+        return NULL;
+    }
+    PyObject *w = args[0], *b = args[1], *u = args[2], *ub = args[3];
+    if (self->nc || self->nf) {
+        PyErr_SetString(PyExc_ValueError, "load() takes an empty store");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
+        !PyDict_CheckExact(ub)) {
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(w);
+    if (PyDict_GET_SIZE(b) != n || PyDict_GET_SIZE(u) != n || PyDict_GET_SIZE(ub) != n) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *labels = PyDict_Keys(w); /* a list: w's classes cannot change under us */
+    if (labels == NULL) {
+        return NULL;
+    }
+    int status = 1;
+    for (Py_ssize_t k = 0; status == 1 && k < n; k++) {
+        PyObject *c = PyList_GET_ITEM(labels, k);
+        PyObject *wc = PyDict_GetItemWithError(w, c);
+        PyObject *uc = wc ? PyDict_GetItemWithError(u, c) : NULL;
+        PyObject *bc = uc ? PyDict_GetItemWithError(b, c) : NULL;
+        PyObject *ubc = bc ? PyDict_GetItemWithError(ub, c) : NULL;
+        if (ubc == NULL) {
+            status = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (!PyFloat_CheckExact(bc) || !PyFloat_CheckExact(ubc)) {
+            status = 0;
+            break;
+        }
+        Py_INCREF(wc);
+        Py_INCREF(uc);
+        double bv = PyFloat_AS_DOUBLE(bc), ubv = PyFloat_AS_DOUBLE(ubc);
+        status = store_add_class(self, c);
+        if (status == 1) {
+            Py_ssize_t r = self->nc - 1;
+            self->B[r] = bv;
+            self->UB[r] = ubv;
+            status = store_read_dict(self, r, wc, IN_W);
+            if (status == 1) {
+                status = store_read_dict(self, r, uc, IN_U);
+            }
+        }
+        Py_DECREF(wc);
+        Py_DECREF(uc);
+    }
+    Py_DECREF(labels);
+    if (status < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(status == 1);
+}
+
+PyDoc_STRVAR(store_dicts_doc,
+"dicts()\n"
+"--\n"
+"\n"
+"The model as the new dicts ``(w, b, u, ub)`` the pure-Python code would hold: classes in the\n"
+"order first seen, each class's keys in the order it got them.");
+
+static PyObject *
+store_dicts(ClassStore *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *w = PyDict_New(), *b = PyDict_New(), *u = PyDict_New(), *ub = PyDict_New();
+    if (w == NULL || b == NULL || u == NULL || ub == NULL) {
+        goto error;
     }
     for (Py_ssize_t c = 0; c < self->nc; c++) {
-        Py_VISIT(self->cls[c]);
-        Py_VISIT(self->wc[c]);
-        Py_VISIT(self->uc[c]);
+        PyObject *label = PyList_GET_ITEM(self->labels, c);
+        for (int k = 0; k < 2; k++) {
+            SlotList *l = k == 0 ? &self->wo[c] : &self->uo[c];
+            const double *cells = k == 0 ? self->W : self->U;
+            PyObject *d = PyDict_New();
+            if (d == NULL) {
+                goto error;
+            }
+            if (PyDict_SetItem(k == 0 ? w : u, label, d) < 0) {
+                Py_DECREF(d);
+                goto error;
+            }
+            Py_DECREF(d);
+            for (Py_ssize_t j = 0; j < l->n; j++) {
+                Py_ssize_t s = l->v[j];
+                PyObject *value = PyFloat_FromDouble(cells[s * self->ccap + c]);
+                if (value == NULL ||
+                    PyDict_SetItem(d, PyList_GET_ITEM(self->keys, s), value) < 0) {
+                    Py_XDECREF(value);
+                    goto error;
+                }
+                Py_DECREF(value);
+            }
+        }
+        double bv[2] = {self->B[c], self->UB[c]};
+        for (int k = 0; k < 2; k++) {
+            PyObject *value = PyFloat_FromDouble(bv[k]);
+            if (value == NULL || PyDict_SetItem(k == 0 ? b : ub, label, value) < 0) {
+                Py_XDECREF(value);
+                goto error;
+            }
+            Py_DECREF(value);
+        }
     }
-    for (Py_ssize_t i = 0; i < self->lcap; i++) {
+    return Py_BuildValue("(NNNN)", w, b, u, ub);
+error:
+    Py_XDECREF(w);
+    Py_XDECREF(b);
+    Py_XDECREF(u);
+    Py_XDECREF(ub);
+    return NULL;
+}
+
+static PyObject *
+store_get_classes(ClassStore *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->classes);
+}
+
+static PyObject *
+store_get_cells(ClassStore *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->fcap * self->ccap);
+}
+
+static PyObject *
+store_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "ClassStore() takes no arguments");
+        return NULL;
+    }
+    ClassStore *self = (ClassStore *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->index = PyDict_New();
+    self->keys = PyList_New(0);
+    self->classes = PyDict_New();
+    self->labels = PyList_New(0);
+    if (!self->index || !self->keys || !self->classes || !self->labels) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+store_traverse(ClassStore *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->index);
+    Py_VISIT(self->keys);
+    Py_VISIT(self->classes);
+    Py_VISIT(self->labels);
+    for (Py_ssize_t i = 0; i < self->scap; i++) {
         Py_VISIT(self->lk[i]);
     }
     return 0;
 }
 
 static int
-avg_cache_tp_clear(AvgCache *self)
+store_clear(ClassStore *self)
 {
-    avg_cache_clear(self);
-    for (int k = 0; k < 4; k++) {
-        Py_CLEAR(self->decl[k]);
+    Py_CLEAR(self->index);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->classes);
+    Py_CLEAR(self->labels);
+    for (Py_ssize_t i = 0; i < self->scap; i++) {
+        Py_CLEAR(self->lk[i]);
     }
     return 0;
 }
 
 static void
-avg_cache_dealloc(AvgCache *self)
+store_dealloc(ClassStore *self)
 {
     PyObject_GC_UnTrack(self);
-    avg_cache_tp_clear(self);
-    PyMem_Free(self->lk);
-    PyMem_Free(self->ls);
+    store_clear(self);
+    for (Py_ssize_t c = 0; c < self->ccap; c++) {
+        PyMem_Free(self->wo[c].v);
+        PyMem_Free(self->uo[c].v);
+    }
+    PyMem_Free(self->wo);
+    PyMem_Free(self->uo);
+    PyMem_Free(self->W);
+    PyMem_Free(self->U);
+    PyMem_Free(self->P);
+    PyMem_Free(self->B);
+    PyMem_Free(self->UB);
+    PyMem_Free(self->dot);
+    PyMem_Free(self->udot);
     PyMem_Free(self->slots);
+    PyMem_Free(self->ls);
+    PyMem_Free(self->lk);
     PyMem_Free(self->vals);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyMethodDef avg_cache_methods[] = {
-    {"avg_class_argmax", (PyCFunction)(void (*)(void))avg_cache_argmax, METH_FASTCALL,
-     avg_cache_argmax_doc},
-    {"avg_class_scores", (PyCFunction)(void (*)(void))avg_cache_scores, METH_FASTCALL,
-     avg_cache_scores_doc},
+static PyMethodDef store_methods[] = {
+    {"class_argmax", (PyCFunction)(void (*)(void))store_argmax, METH_FASTCALL,
+     store_argmax_doc},
+    {"avg_class_argmax", (PyCFunction)(void (*)(void))store_avg_argmax, METH_FASTCALL,
+     store_avg_argmax_doc},
+    {"class_scores", (PyCFunction)(void (*)(void))store_scores, METH_FASTCALL,
+     store_scores_doc},
+    {"avg_class_scores", (PyCFunction)(void (*)(void))store_avg_scores, METH_FASTCALL,
+     store_avg_scores_doc},
+    {"update", (PyCFunction)(void (*)(void))store_update, METH_FASTCALL, store_update_doc},
+    {"rescale", (PyCFunction)store_rescale, METH_O, store_rescale_doc},
+    {"load", (PyCFunction)(void (*)(void))store_load, METH_FASTCALL, store_load_doc},
+    {"dicts", (PyCFunction)store_dicts, METH_NOARGS, store_dicts_doc},
     {NULL, NULL, 0, NULL},
 };
 
-PyDoc_STRVAR(avg_cache_doc,
-"AvgCache()\n"
+static PyGetSetDef store_getset[] = {
+    {"classes", (getter)store_get_classes, NULL,
+     "The dict label -> row of the classes, in the order first seen (read it, do not change "
+     "it).",
+     NULL},
+    {"cells", (getter)store_get_cells, NULL,
+     "The cells allocated per array (slots x class capacity).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(store_doc,
+"ClassStore()\n"
 "--\n"
 "\n"
-"A dense copy of an averaged multi-class model's weights, accumulators and biases, for\n"
-"its :meth:`avg_class_argmax`; checked against the model's dicts at every call and read\n"
-"again where they changed. A model it declined is tried again only once one of its dicts\n"
-"changed (a model too large: not while its dicts are the same objects). Never saved: a\n"
-"learner makes a new one when it needs one.");
+"An averaged multi-class perceptron's model in native arrays (see the comment in\n"
+"_speedups.c): filled by :meth:`load` from the dicts, then scored and updated in place,\n"
+"read back as dicts by :meth:`dicts`. Each method gives what the module's kernel (or the\n"
+"learner's pure-Python code) gives on the equivalent dicts, to the last bit, and declines\n"
+"(None) what it does not handle, changing nothing.");
 
-static PyTypeObject AvgCacheType = {
+static PyTypeObject ClassStoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "stream_perceptron._speedups.AvgCache",
-    .tp_basicsize = sizeof(AvgCache),
+    .tp_name = "stream_perceptron._speedups.ClassStore",
+    .tp_basicsize = sizeof(ClassStore),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = avg_cache_doc,
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = (destructor)avg_cache_dealloc,
-    .tp_traverse = (traverseproc)avg_cache_traverse,
-    .tp_clear = (inquiry)avg_cache_tp_clear,
-    .tp_methods = avg_cache_methods,
+    .tp_doc = store_doc,
+    .tp_new = store_new,
+    .tp_dealloc = (destructor)store_dealloc,
+    .tp_traverse = (traverseproc)store_traverse,
+    .tp_clear = (inquiry)store_clear,
+    .tp_methods = store_methods,
+    .tp_getset = store_getset,
 };
 
 static PyMethodDef speedups_methods[] = {
@@ -1609,10 +2022,10 @@ PyDoc_STRVAR(module_doc,
 static int
 speedups_exec(PyObject *module)
 {
-    if (PyType_Ready(&AvgCacheType) < 0) {
+    if (PyType_Ready(&ClassStoreType) < 0) {
         return -1;
     }
-    return PyModule_AddObjectRef(module, "AvgCache", (PyObject *)&AvgCacheType);
+    return PyModule_AddObjectRef(module, "ClassStore", (PyObject *)&ClassStoreType);
 }
 
 static PyModuleDef_Slot speedups_slots[] = {

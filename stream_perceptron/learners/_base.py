@@ -255,14 +255,12 @@ class StreamClassifier(base.MiniBatchClassifier):
     # What ``predict_one`` computed for the ``learn_one`` that usually follows on the same dict:
     # ``(x, kernel result with its snapshot of x's items, n_seen then)``. ``learn_one`` uses it
     # only for that very dict, unchanged, with the model unchanged since (every learn bumps
-    # ``n_seen``). Never saved: not in :meth:`get_state`, pickles or deep copies; nor is a
-    # kernel's cache of the model (``_avg_cache``, rebuilt from the dicts when needed).
+    # ``n_seen``). Never saved: not in :meth:`get_state`, pickles or deep copies.
     _memo: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_memo", None)
-        state.pop("_avg_cache", None)
         return state
 
     def _get_params(self) -> dict[str, Any]:
@@ -508,9 +506,13 @@ class MulticlassLinearModel(MulticlassClassifier):
     _w: dict[Any, dict[Any, float]]
     _b: dict[Any, float]
 
+    def _weight_dicts(self) -> tuple[dict[Any, dict[Any, float]], dict[Any, float]]:
+        """The weights and biases, to read (a learner keeping them elsewhere builds them)."""
+        return self._w, self._b
+
     def _plain_scores(self, x: dict) -> dict[Any, float]:
-        b = self._b
-        return {c: sparse_dot(wc, x) + b[c] for c, wc in self._w.items()}
+        w, b = self._weight_dicts()
+        return {c: sparse_dot(wc, x) + b[c] for c, wc in w.items()}
 
     @property
     def classes(self) -> list[Any]:
@@ -520,30 +522,31 @@ class MulticlassLinearModel(MulticlassClassifier):
     @property
     def weights(self) -> dict[Any, dict[Any, float]]:
         """Class -> (feature -> weight) (a copy)."""
-        return {c: dict(wc) for c, wc in self._w.items()}
+        return {c: dict(wc) for c, wc in self._weight_dicts()[0].items()}
 
     @property
     def bias(self) -> dict[Any, float]:
         """Class -> bias (a copy)."""
-        return dict(self._b)
+        return dict(self._weight_dicts()[1])
 
     @property
     def weight_norm(self) -> dict[Any, float]:
         """Class -> ||w_class||."""
-        return {c: norm(wc.values()) for c, wc in self._w.items()}
+        return {c: norm(wc.values()) for c, wc in self._weight_dicts()[0].items()}
 
     def margin(self, x: dict, y: Any) -> float:
         """Score of ``y`` minus the best other score (``-inf`` when ``y`` is unknown)."""
-        return class_margins(self._plain_scores(x), y, self._w)[0]
+        return class_margins(self._plain_scores(x), y, self._weight_dicts()[0])[0]
 
     def geometric_margin(self, x: dict, y: Any) -> float:
         """Distance of ``x`` to the boundary between ``y`` and its best rival, signed."""
-        return class_margins(self._plain_scores(x), y, self._w)[1]
+        return class_margins(self._plain_scores(x), y, self._weight_dicts()[0])[1]
 
     def geometric_margins(self, examples: Iterable[tuple[dict, Any]]) -> list[float]:
         """``geometric_margin`` of each example, each pair of classes' distance computed once."""
         distances: dict[tuple[Any, Any], float] = {}
-        return [class_margins(self._plain_scores(x), y, self._w, distances)[1] for x, y in examples]
+        w = self._weight_dicts()[0]
+        return [class_margins(self._plain_scores(x), y, w, distances)[1] for x, y in examples]
 
 
 #: How far (in half-lives) the forgetting average's reference time may lag before its

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
@@ -34,6 +34,18 @@ _speedups = native.speedups
 __all__ = ["MulticlassPerceptron"]
 
 _argmax = argmax  # the name the tests and the kernels' docs use
+
+#: The model's dicts, which a :class:`~stream_perceptron._speedups.ClassStore` holds instead
+#: while the averaged learner learns through the dict API (see ``MulticlassPerceptron._store``).
+_MODEL_DICTS = ("_w", "_b", "_u", "_ub")
+
+#: The most examples the learner waits, after its model left its store, before it moves it
+#: into one again (the wait doubles at every move out, up to this).
+_STORE_MAX_WAIT = 1 << 16
+
+#: What :meth:`MulticlassPerceptron._learn_stored` gives when the store does not handle the
+#: example (nothing learned: the model is back in its dicts, for the pure-Python code).
+_DECLINED = object()
 
 
 class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
@@ -85,8 +97,18 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
 
     """
 
-    #: The dense copy of the model behind the averaged scores (see :meth:`_avg_argmax`).
-    _avg_cache: Any = None
+    #: The averaged model in native arrays, or None (the dicts ``_w``, ``_b``, ``_u``, ``_ub``
+    #: hold it). Averaged, with the C helpers built and ``init="zeros"``, the dict API moves
+    #: the model into a :class:`~stream_perceptron._speedups.ClassStore`, which then *is* the
+    #: model: the four dicts are no attributes meanwhile, and reading one (the pure-Python
+    #: code, ``learn_dense``, a test) moves the model back into dicts
+    #: (:meth:`_release_store`); what only reads the model (``weights``, ``get_state``, the
+    #: margins) builds dicts from the store and leaves it. Never two copies to keep in step.
+    _store: Any = None
+    #: The example count from which the model may move into a store again, and the wait
+    #: after the next move out (doubling, see ``_STORE_MAX_WAIT``).
+    _store_retry_at = 0
+    _store_wait = 1
 
     def __init__(
         self,
@@ -124,22 +146,96 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         return self._learn(x, y)
 
     def _avg_argmax(self, d: float, x: dict, snapshot: bool) -> Any:
-        """``_speedups.avg_class_argmax`` of the model and ``x`` (``d`` the divisor D(t)),
-        from this model's :class:`~stream_perceptron._speedups.AvgCache` (a dense copy of the
-        model, checked against the dicts at every call, made here the first time, never
-        saved) when it handles ``x``, else from the module's function; None when neither
-        does (or the C extension is off)."""
+        """``_speedups.avg_class_argmax`` of the model and ``x`` (``d`` the divisor D(t)):
+        from the model's store (:meth:`_take_store`) when it handles ``x``, else (the model
+        back in its dicts) from the module's function; None when that declines too (or the
+        C extension is off)."""
         kernels = _speedups
         if kernels is None:
             return None
-        w, b, u, ub = self._w, self._b, self._u, self._ub
-        cache = self._avg_cache
-        if cache is None:
-            cache = self._avg_cache = kernels.AvgCache()
-        got = cache.avg_class_argmax(w, b, u, ub, d, x, snapshot)
-        if got is None:
-            got = kernels.avg_class_argmax(w, b, u, ub, d, x, snapshot)
-        return got
+        store = self._store
+        if store is None:
+            store = self._take_store()
+        if store is not None:
+            got = store.avg_class_argmax(d, x, snapshot)
+            if got is not None:
+                return got
+            self._release_store()
+        return kernels.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, snapshot)
+
+    # -- the model in a native store -----------------------------------------------------------
+    def _take_store(self) -> Any:
+        """Move the model from its dicts into a new ``ClassStore`` and return it; None (the
+        dicts kept) when the learner does not use one (not averaged, ``init="random"``, the C
+        extension off, the wait after the last move out not over, a subclass replacing the
+        learning code) or the store declines the dicts (a feature key other than str or int, a
+        value other than a float)."""
+        kernels = _speedups
+        if (
+            kernels is None
+            or not self.averaged
+            or self._init.random
+            or self._n_seen < self._store_retry_at
+        ):
+            return None
+        store = kernels.ClassStore()
+        d = self.__dict__
+        if overrides(type(self), MulticlassPerceptron, self._STORE_REFERENCE) or not store.load(
+            d["_w"], d["_b"], d["_u"], d["_ub"]
+        ):
+            self._store_moved_out()
+            return None
+        for name in _MODEL_DICTS:
+            del d[name]
+        self._store = store
+        return store
+
+    def _release_store(self) -> None:
+        """Move the model from its store back into its dicts (the store dropped)."""
+        store = self._store
+        self._store = None
+        d = self.__dict__
+        d["_w"], d["_b"], d["_u"], d["_ub"] = store.dicts()
+        self._store_moved_out()
+
+    def _store_moved_out(self) -> None:
+        self._store_retry_at = self._n_seen + self._store_wait
+        self._store_wait = min(2 * self._store_wait, _STORE_MAX_WAIT)
+
+    def _model_dicts(self) -> tuple[dict, dict, dict, dict]:
+        """``(w, b, u, ub)`` to read, not to change: the dicts, or dicts built from the store
+        (which keeps the model)."""
+        store = self._store
+        if store is not None:
+            return store.dicts()
+        return self._w, self._b, self._u, self._ub
+
+    def _weight_dicts(self) -> tuple[dict, dict]:
+        w, b, _, _ = self._model_dicts()
+        return w, b
+
+    @property
+    def classes(self) -> list[Any]:
+        """Classes in the order first seen."""
+        store = self._store
+        return list(self._w if store is None else store.classes)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for what is not an attribute: a model dict while the store holds
+            # the model, which moves back into dicts for whoever reads or changes them.
+            if name in _MODEL_DICTS and self.__dict__.get("_store") is not None:
+                self._release_store()
+                return self.__dict__[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        store = state.pop("_store", None)
+        if store is not None:  # a copy or a pickle holds dicts
+            state["_w"], state["_b"], state["_u"], state["_ub"] = store.dicts()
+        return state
 
     def _add_class(self, c: Any) -> None:
         if isinstance(c, BOOL_TYPES):
@@ -169,6 +265,12 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         to ``y`` but of the other kind (``True`` and ``1``) raises :class:`LabelError`. A
         score that overflows is not stored: ``NaN`` never beats another score in the argmax
         (so the first class wins when all are ``NaN``)."""
+        store = self._store
+        if store is not None and _speedups is not None:
+            got = self._learn_stored(store, x, y, known)
+            if got is not _DECLINED:
+                return got
+            known = None
         kind = y.__class__
         if kind is not str and (kind is not int or self._bool_classes):
             check_class_kind(self._w, y)
@@ -217,24 +319,78 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
             self._renormalise(t)
         return y_hat
 
+    def _learn_stored(self, store: Any, x: dict, y: Any, known: tuple[Any, float] | None) -> Any:
+        """:meth:`_learn` on the model in ``store``, to the last bit; ``_DECLINED`` (nothing
+        learned, the model back in its dicts) when the store does not handle ``x``."""
+        kind = y.__class__
+        if kind is not str and (kind is not int or self._bool_classes):
+            check_class_kind(store.classes, y)
+        t = self._n_seen + 1
+        memo = self._memo
+        if memo is not None:
+            self._memo = None
+        got = known
+        if got is None and memo is not None:
+            got = _speedups.recall(memo, x, t - 1)  # type: ignore[union-attr]
+        if got is None:
+            got = store.class_argmax(x)
+            if got is None:
+                self._release_store()
+                return _DECLINED
+        y_hat = got[0]
+        r = got[1]
+        if not r < _INF:  # r >= 0, or NaN
+            raise too_large("R (the largest input norm)")
+        max_norm = r if r > self._max_norm else self._max_norm
+        if y_hat == y and y_hat is not None and y in store.classes:
+            self._max_norm = max_norm
+            self._n_seen = t
+        else:
+            averaging = self._averaging(t)
+            done = store.update(
+                x, y, y_hat, self.lr, self._bias_step(max_norm),
+                self._avg_coef(t) if averaging else None,
+            )  # fmt: skip
+            if done is None:  # not handled: the pure-Python update, on the dicts
+                self._release_store()
+                self._update(x, y, y_hat, max_norm, t)
+            elif done is not True:
+                raise too_large(done)
+            else:
+                if isinstance(y, BOOL_TYPES):
+                    self._bool_classes = True
+                self._n_mistakes += 1
+                self._max_norm = max_norm
+                self._n_seen = t
+        if self._renormalise_due(t):
+            self._renormalise(t)
+        return y_hat
+
+    def _bias_step(self, max_norm: float) -> float:
+        """What an update adds to the bias of the true class (and takes from the predicted)."""
+        if self._bias_mode == "learned":
+            return self.lr
+        if self._bias_mode == "r2":
+            return max_norm * max_norm
+        return 0.0
+
     def _renormalise(self, t: int) -> None:
         """Move the forgetting average's reference example up to ``t``: the same average, with
         coefficients back near 1 (see :class:`LinearHyperparameters`)."""
         factor = math.pow(self._beta, t - self._avg_ref)
-        for c, uc in self._u.items():
-            self._rescale(uc, factor)
-            self._ub[c] = self._ub[c] * factor
+        store = self._store
+        if store is not None:
+            store.rescale(factor)
+        else:
+            for c, uc in self._u.items():
+                self._rescale(uc, factor)
+                self._ub[c] = self._ub[c] * factor
         self._avg_ref = t
 
     def _update(self, x: dict, y: Any, y_hat: Any, max_norm: float, t: int) -> None:
         """The update of a mistake, every new value checked before any is stored."""
         lr = self.lr
-        if self._bias_mode == "learned":
-            db = lr
-        elif self._bias_mode == "r2":
-            db = max_norm * max_norm
-        else:
-            db = 0.0
+        db = self._bias_step(max_norm)
         new_class = y not in self._w
         if new_class:
             wy: dict[Any, float] = {}
@@ -297,6 +453,13 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         "predict_learn_one",
     )  # fmt: skip
 
+    #: The methods whose code the store's path reproduces (a subclass replacing any of them
+    #: keeps its model in dicts).
+    _STORE_REFERENCE = (
+        *_DENSE_REFERENCE, "_renormalise", "_bias_step", "_avg_coef", "_avg_div", "_averaging",
+        "_add_class",
+    )  # fmt: skip
+
     @property
     def dense_capable(self) -> bool:
         """Whether :meth:`learn_dense` can run: the C extension is built,
@@ -356,13 +519,15 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         rounding (the tests hold them to an exact rational average)."""
         t = self._avg_div(self._n_seen)
         if _speedups is not None:
-            w, b, u, ub = self._w, self._b, self._u, self._ub
-            cache = self._avg_cache
-            if cache is None:
-                cache = self._avg_cache = _speedups.AvgCache()
-            got = cache.avg_class_scores(w, b, u, ub, t, x)
-            if got is None:
-                got = _speedups.avg_class_scores(w, b, u, ub, t, x)
+            store = self._store
+            if store is None:
+                store = self._take_store()
+            if store is not None:
+                got = store.avg_class_scores(t, x)
+                if got is not None:
+                    return got
+                self._release_store()
+            got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
             if got is not None:
                 return got
         scores = {}
@@ -410,32 +575,38 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     def average_weights(self) -> dict[Any, dict[Any, float]]:
         """The averaged weights used by predictions when ``averaged=True``."""
         t = self._avg_div(self._n_seen or 1)
-        return {
-            c: {k: wk - self._u[c].get(k, 0.0) / t for k, wk in wc.items()}
-            for c, wc in self._w.items()
-        }
+        w, _, u, _ = self._model_dicts()
+        return {c: {k: wk - u[c].get(k, 0.0) / t for k, wk in wc.items()} for c, wc in w.items()}
 
     @property
     def average_bias(self) -> dict[Any, float]:
         """The averaged biases used by predictions when ``averaged=True``."""
         t = self._avg_div(self._n_seen or 1)
-        return {c: bc - self._ub[c] / t for c, bc in self._b.items()}
+        _, b, _, ub = self._model_dicts()
+        return {c: bc - ub[c] / t for c, bc in b.items()}
 
     def _plain_scores(self, x: dict) -> dict[Any, float]:
-        return self._scores(x, self._w, self._b)
+        store = self._store
+        if store is not None:
+            got = store.class_scores(x)
+            if got is not None:
+                return got
+        w, b = self._weight_dicts()
+        return self._scores(x, w, b)
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:
+        w, b, u, ub = self._model_dicts()
         return {
             "classes": [
                 {
                     "label": to_json_key(c),
-                    "weights": pairs(self._w[c]),
-                    "bias": self._b[c],
-                    "avg_weights_acc": pairs(self._u[c]),
-                    "avg_bias_acc": self._ub[c],
+                    "weights": pairs(w[c]),
+                    "bias": b[c],
+                    "avg_weights_acc": pairs(u[c]),
+                    "avg_bias_acc": ub[c],
                 }
-                for c in self._w
+                for c in w
             ],
             "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
