@@ -31,6 +31,7 @@ import numpy as np
 from benchmarks.common import Context, Measure, Result, count
 from benchmarks.procs import cli_command
 from benchmarks.rows_kafka import ENV, _delete_topics, kafka_skip_reason
+from benchmarks.rows_shared_model import _accuracy, _data
 
 __all__ = ["row_shared_quality"]
 
@@ -41,14 +42,6 @@ CLIENTS = ("kafka-python", "confluent-kafka")
 MIX_EVERY = (500, 2_000, 10_000)
 NEVER = 10**12  # --mix-every of the no-mix control
 PRODUCE_S = 8.0
-
-
-def _stream(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    w = np.random.default_rng(7).normal(size=10)
-    X = rng.normal(size=(n, 10))
-    y = (X @ w > 0).astype(int)
-    return X, np.where(rng.random(n) < 0.1, 1 - y, y)
 
 
 def _records(X: np.ndarray, y: np.ndarray) -> list[bytes]:
@@ -150,13 +143,6 @@ def _run(bootstrap: str, records: list[bytes], learner: str, client: str, mix_ev
         _delete_topics(bootstrap, [topic, model_topic])
 
 
-def _accuracy(model: object, X: np.ndarray, y: np.ndarray) -> float:
-    names = [f"f{j}" for j in range(X.shape[1])]
-    hits = sum(model.predict_one(dict(zip(names, row))) == label  # type: ignore[attr-defined]
-               for row, label in zip(X.tolist(), y.tolist()))  # fmt: skip
-    return hits / len(y)
-
-
 def row_shared_quality(ctx: Context) -> list[Result]:
     settings = [(lr, cl, m) for lr in LEARNERS for cl in CLIENTS for m in MIX_EVERY]
     names = [f"14{chr(ord('a') + i)}" for i in range(len(settings))]
@@ -169,12 +155,12 @@ def row_shared_quality(ctx: Context) -> list[Result]:
 
     bootstrap = os.environ[ENV]
     n, seeds = ctx.sizes.shared_quality, ctx.sizes.shared_seeds
-    Xh, yh = _stream(10_000, seed=999)
+    Xh, yh = _data(10_000, seed=999)
     gaps: dict[tuple, list[float]] = {}
     mixtures: dict[tuple, list[int]] = {}
     mistakes: dict[tuple, list[int]] = {}
     for seed in range(seeds):
-        X, y = _stream(n, seed=seed)
+        X, y = _data(n, seed=seed)
         records = _records(X, y)
         names_x = [f"f{j}" for j in range(X.shape[1])]
         for learner in LEARNERS:
