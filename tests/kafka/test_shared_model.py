@@ -231,8 +231,10 @@ def test_usage_errors(tmp_path):
     assert b"binary or multiclass" in run_cli(*kafka, "--model", "centroid").stderr
     assert b"is not for --model-topic" in run_cli(*kafka, "--predictions", "p.jsonl").stderr
     assert b"need --model-topic" in run_cli("run", "--format", "jsonl", "--mix-every", "5").stderr
-    refused = run_cli(*kafka, "--scale", "standard")
-    assert refused.returncode == 2 and b"--scale is not for --model-topic" in refused.stderr
+    for flags in (["--scale", "standard"], ["--rff-components", "10"]):
+        refused = run_cli(*kafka, *flags)
+        assert refused.returncode == 2, refused.stderr
+        assert b"--scale and --rff-components are not for --model-topic" in refused.stderr
 
 
 
