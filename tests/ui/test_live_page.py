@@ -140,11 +140,24 @@ def test_the_page_follows_the_run_and_agrees_with_the_api_and_the_summary(slow_r
             driver.save_screenshot(str(DOCS / "live-page.png"))
         # a phone's width: nothing wider than the screen
         driver.set_window_size(390, 844)
-        time.sleep(0.5)
-        overflow = driver.execute_script(
-            "return document.documentElement.scrollWidth - window.innerWidth"
+        deadline = time.monotonic() + 10  # the page lays itself out again on resize (a busy
+        while True:  # machine can take seconds)
+            overflow = driver.execute_script(
+                "return document.documentElement.scrollWidth - window.innerWidth"
+            )
+            if overflow <= 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        wide = driver.execute_script(
+            "return [...document.querySelectorAll('body *')].filter(e => "
+            "e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5"
+            " || e.scrollWidth > e.clientWidth + 0.5).map(e => "
+            "e.tagName + '#' + e.id + ' ' + Math.round(e.getBoundingClientRect().right) + ' ' "
+            "+ e.scrollWidth + '/' + e.clientWidth).slice(0, 12).concat(["
+            "document.documentElement.scrollWidth, document.documentElement.clientWidth, "
+            "window.innerWidth, document.body.scrollWidth, window.outerWidth])"
         )
-        assert overflow <= 0
+        assert overflow <= 0, wide
         driver.save_screenshot(str(tmp_path / "live-page-phone.png"))
     finally:
         driver.quit()
