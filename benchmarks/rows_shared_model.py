@@ -33,12 +33,15 @@ WORKERS = (1, 2, 3)
 MIX_EVERY = (1_000, 10_000, 100_000)
 
 
-def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _data(n: int, seed: int, features: int = 10, noise: float = 0.1
+          ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``n`` examples of a hidden hyperplane (the same for every seed) in ``features``
+    Gaussian features, a share ``noise`` of the labels flipped."""
     rng = np.random.default_rng(seed)
-    w = np.random.default_rng(7).normal(size=10)
-    X = rng.normal(size=(n, 10))
+    w = np.random.default_rng(7).normal(size=features)
+    X = rng.normal(size=(n, features))
     y = (X @ w > 0).astype(int)
-    flip = rng.random(n) < 0.1
+    flip = rng.random(n) < noise
     return X, np.where(flip, 1 - y, y)
 
 

@@ -49,7 +49,7 @@ from stream_perceptron.sharing.records import (
 )
 from stream_perceptron.sharing.signing import RecordSigner
 
-__all__ = ["ModelView", "Expected", "learner_of", "model_of", "pull_model"]
+__all__ = ["ModelView", "Expected", "learner_of", "model_of", "pull_model", "read_view"]
 
 logger = logging.getLogger(__name__)
 
@@ -445,6 +445,14 @@ def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> No
             )  # fmt: skip
 
 
+def read_view(log: Any, signer: RecordSigner | None = None) -> ModelView:
+    """What the model topic ``log`` holds, read into a view (with ``signer``: only the records
+    signed with the group's key count)."""
+    view = ModelView(signer=signer)
+    view.ingest(log.read_new())
+    return view
+
+
 def pull_model(
     log: Any, signer: RecordSigner | None = None
 ) -> tuple[StreamClassifier, int, dict[PositionKey, int], ModelView]:
@@ -457,8 +465,7 @@ def pull_model(
     EngineError
         If the topic holds no model yet.
     """
-    view = ModelView(signer=signer)
-    view.ingest(log.read_new())
+    view = read_view(log, signer)
     current = view.current()
     if current is None:
         raise EngineError("the model topic holds no model yet")

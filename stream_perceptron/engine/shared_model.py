@@ -43,7 +43,16 @@ from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.learners import Preprocessed, StreamClassifier
 from stream_perceptron.learners.preprocessed import base_learner
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState, divergence
-from stream_perceptron.sharing.increments import Form, form, increment, translate
+from stream_perceptron.sharing.increments import (
+    Form,
+    credited,
+    form,
+    history,
+    increment,
+    to_state,
+    translate,
+    with_history,
+)
 from stream_perceptron.sharing.records import increment_key
 
 __all__ = [
@@ -195,6 +204,11 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
         self._published: Form | None = None  # the model's form at its last increment
         self._pending: list[Increment] = []  # its increments no mixture holds yet
+        self._decoded: dict[int, Form] = {}  # those increments' forms, by seq
+        #: an averaged model's form at its last increment or move, and the sums of its weights
+        #: over the examples it learned since its last increment up to then (see _move_onto)
+        self._anchor: Form | None = None
+        self._unpublished = Form(0.0, {})
         self._saving = threading.RLock()
         #: why a save failed: this worker commits nothing more (it is on its way out)
         self._failed: BaseException | None = None
@@ -247,11 +261,16 @@ class SharedModelCoordinator(CheckpointCoordinator):
             included = self.view.included().get(self.worker, 0)
             self._seq = max([included, *self.view.increments.get(self.worker, {})])
             self._pending = self.view.steps(self.worker, included)
-            model = translate(base, [(1.0, Form.decode(i.delta)) for i in self._pending],
+            model = translate(base, [(1.0, self._step(i)) for i in self._pending],
                               labels_from=[i.meta for i in self._pending])  # fmt: skip
+            if _averaged(model) and self._pending:
+                model = to_state(model, with_history(
+                    form(model), self._history_on(base, self._pending, Form(0.0, {}))
+                ))  # fmt: skip
             adopt(learner, model)
             self._base = base
             self._published = form(model)
+            self._anchor = self._published if _averaged(model) else None
             self.n_since = sum(i.examples for i in self._pending)
             if mixture is not None:
                 logger.warning(
@@ -325,11 +344,17 @@ class SharedModelCoordinator(CheckpointCoordinator):
         return bool(topics) and (topics[0], 0) in self.owned
 
     def mix_due(self, fresh: dict[str, list[Increment]], now: float | None = None) -> bool:
+        """Whether the leader mixes at this commit: with ``mix_every``, once the increments no
+        mixture holds reach half of it. The leader mixes only at its own commits, about one
+        per ``mix_every`` examples of the group, and sees only the increments the others
+        committed before it read: waiting for a whole ``mix_every`` skipped the mix whenever
+        one of them committed just after (12-20 mixtures of 30 due); half of it mixes at
+        nearly every such commit, and never more often than twice the cadence."""
         if not fresh:
             return False
         if self.mix_every and (
-            sum(i.examples for steps in fresh.values() for i in steps) >= self.mix_every
-        ):  # the group learned mix_every examples that no mixture holds
+            2 * sum(i.examples for steps in fresh.values() for i in steps) >= self.mix_every
+        ):
             return True
         now = time.monotonic() if now is None else now
         return self.mix_interval is not None and now - self._last_mix_time >= self.mix_interval
@@ -530,7 +555,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         """This worker's increment since its last one, into the open transaction."""
         assert self._published is not None
         now = shared_state(learner)
-        step = increment(now, self._published, [Form.decode(i.delta) for i in self._pending])
+        step = increment(now, self._published, [self._step(i) for i in self._pending])
         if not step.t:
             return
         self._seq += 1
@@ -538,7 +563,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
         record = Increment(self.worker, self._seq, self.version, step.encode(), meta)
         self._send(record.key, record.encode())
         self._pending.append(record)
+        self._decoded[record.seq] = step
         self._published = form(now)
+        if self._anchor is not None:
+            self._anchor, self._unpublished = self._published, Form(0.0, {})
 
     def _next_mixture(self) -> Mixture | None:
         """The leader's next mixture, into the open transaction (with tombstones for the
@@ -603,15 +631,33 @@ class SharedModelCoordinator(CheckpointCoordinator):
         holds = mixture.included.get(self.worker, 0)
         held = [i for i in self._pending if i.seq <= holds]
         shift = [(1.0, form(mixture.state)), (-1.0, form(self._base))]
-        shift += [(-1.0, Form.decode(i.delta)) for i in held]
+        shift += [(-1.0, self._step(i)) for i in held]
         local = shared_state(learner)
         unpublished = local["n_seen"] - int(round(self._published.t))
         moved = translate(local, shift, labels_from=[mixture.state])
+        published = self._published
         for coef, f in shift:  # the last increment's form moves alike
-            self._published = self._published.plus(f, coef)
+            published = published.plus(f, coef)
+        if self._anchor is not None:
+            # an averaged model's running average: moving its accumulators by the same shift
+            # would credit its examples with weights times counts it never had (the mixture's
+            # count is the group's); its sums of the weights over its history become the
+            # mixture's, plus its own increments the mixture does not hold as the fold will
+            # credit them, plus its examples since its last increment with its own weights
+            since = self._unpublished.plus(history(form(local))).plus(history(self._anchor), -1.0)
+            linear = form(moved)
+            fixed = with_history(linear, self._history_on(
+                mixture.state, [i for i in self._pending if i.seq > holds], since))
+            # the open increment's accumulator change stays what this worker learned
+            published = published._plus(fixed, 0.0, 1.0, 0.0, 0.0)._plus(linear, 0.0, -1.0,
+                                                                          0.0, 0.0)
+            moved = to_state(moved, fixed)
+            self._anchor, self._unpublished = fixed, since
+        self._published = published
         self.divergence = divergence(local, moved)
         adopt(learner, moved)
         self._pending = [i for i in self._pending if i.seq > holds]
+        self._decoded = {s: f for s, f in self._decoded.items() if s > holds}
         self._base = mixture.state
         self.version = mixture.version
         self.n_since = sum(i.examples for i in self._pending) + unpublished
@@ -619,6 +665,26 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.last_mix_at = time.time()
         logger.info("worker %s moved onto mixture %d (divergence %.4g)", self.worker,
                     self.version, self.divergence)  # fmt: skip
+
+    def _step(self, inc: Increment) -> Form:
+        """``inc``'s form, decoded once."""
+        f = self._decoded.get(inc.seq)
+        if f is None:
+            f = self._decoded[inc.seq] = Form.decode(inc.delta)
+        return f
+
+    def _history_on(self, mixture: dict[str, Any], pending: list[Increment],
+                    since: Form) -> Form:  # fmt: skip
+        """An averaged model's sums of its weights over its history once it is on ``mixture``
+        (a state): the mixture's, plus its increments in ``pending`` as the fold will credit
+        them (each with the weights of the mixture it began on), plus ``since``."""
+        head = form(mixture)
+        total = history(head).plus(since)
+        for inc in pending:
+            lag = self.view.lag(inc.base_version)
+            total = total.plus(credited(self._step(inc), head if lag is None
+                                        else head.plus(lag, -1.0)))  # fmt: skip
+        return total
 
     def close(self) -> None:
         """Close the transactions (aborting anything uncommitted) and the model-topic reader."""
@@ -650,6 +716,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self.view.ingest(self.log.read_new())
         finally:
             self.log.stable_wait_s = wait  # type: ignore[attr-defined]
+
+
+def _averaged(state: dict[str, Any]) -> bool:
+    return bool((state.get("params") or {}).get("averaged"))
 
 
 #: the parts of a learner state an increment's ``meta`` leaves out

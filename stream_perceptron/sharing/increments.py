@@ -44,7 +44,19 @@ from stream_perceptron.sharing.mixing import (
     _vector,
 )
 
-__all__ = ["Form", "fold", "fold_step", "form", "increment", "share_of", "translate", "to_state"]
+__all__ = [
+    "Form",
+    "credited",
+    "fold",
+    "fold_step",
+    "form",
+    "history",
+    "increment",
+    "share_of",
+    "to_state",
+    "translate",
+    "with_history",
+]
 
 #: per class (``None`` for a binary learner): label, weights, bias, accumulators of the average
 Parts = dict[tuple[bool, Any], dict[str, Any]]
@@ -76,8 +88,8 @@ class Form:
         increment's examples (see the module's docstring): ``t_end`` is the mixture's count
         once the whole fold is in, ``lag`` the steps of the mixtures made since the one the
         increment began on."""
-        if step.x is None:  # no averaging sums (a plain learner's): u' = u + (t'/N - t1) dw + du
-            return self._plus(step, share, 1.0, t_end * share - (step.t0 + step.t), 1.0)
+        if step.x is None:  # a plain learner's: no running average, the weights alone
+            return self._plus(step, share, 0.0, 0.0, 1.0)
         mixed = self._plus(step, share, 0.0, t_end * share, 1.0)
         mixed = mixed._plus(Form(0.0, step.x), 0.0, 0.0, -1.0, 0.0)
         if lag is not None:
@@ -204,6 +216,42 @@ def _sums(step: Form, pending: Sequence[Form]) -> Parts:
             w[k] = w.get(k, 0.0) - v
         p["b"] += t1 * q["b"] - q["ub"]
     return x
+
+
+def history(f: Form) -> Form:
+    """An averaged learner's sums of its weights and bias over its history, ``S = t w - u``
+    per class, in a form's ``w`` and ``b`` (its ``t`` zero, no accumulators)."""
+    parts: Parts = {}
+    for c, p in f.parts.items():
+        w, u = p["w"], p["u"]
+        parts[c] = {"label": p["label"], "w": {k: f.t * w.get(k, 0.0) - u.get(k, 0.0)
+                                              for k in w.keys() | u.keys()},
+                    "b": f.t * p["b"] - p["ub"], "u": {}, "ub": 0.0}  # fmt: skip
+    return Form(0.0, parts)
+
+
+def with_history(f: Form, sums: Form) -> Form:
+    """``f`` with its accumulators set so that its history sums (:func:`history`) are
+    ``sums``'s: ``u = t w - S``; weights, biases and count unchanged."""
+    parts: Parts = {}
+    for c in f.parts.keys() | sums.parts.keys():
+        p = f.parts.get(c) or {"label": sums.parts[c]["label"], "w": {}, "b": 0.0}
+        q = sums.parts.get(c) or {"w": {}, "b": 0.0}
+        w, s = p["w"], q["w"]
+        parts[c] = {"label": p["label"], "w": dict(w), "b": p["b"],
+                    "u": {k: f.t * w.get(k, 0.0) - s.get(k, 0.0) for k in w.keys() | s.keys()},
+                    "ub": f.t * p["b"] - q["b"]}  # fmt: skip
+    return Form(f.t, parts, f.t0, f.x)
+
+
+def credited(step: Form, start: Form) -> Form:
+    """An averaged increment's sums of the weights (and bias) over its examples, as the fold
+    credits them: ``x + dt`` times ``start``'s weights, ``start`` the mixture the increment
+    began on (a form like :func:`history`'s)."""
+    total = Form(0.0, {})._plus(start, step.t, 0.0, 0.0, 0.0)
+    if step.x is not None:
+        total = total._plus(Form(0.0, step.x), 1.0, 0.0, 0.0, 0.0)
+    return total
 
 
 def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) -> dict[str, Any]:

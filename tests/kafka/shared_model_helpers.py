@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -170,14 +171,10 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
 def partition_records(bootstrap: str, model_topic: str) -> dict:
     """The latest partition state of each input partition in the model topic."""
     from connectors.kafka_model_topic import KafkaModelLog
-    from stream_perceptron.engine.shared_model import ModelView
+    from stream_perceptron.engine.model_view import read_view
 
-    log = KafkaModelLog(bootstrap, model_topic)
-    try:
-        view = ModelView()
-        view.ingest(log.read_new())
-    finally:
-        log.close()
+    with closing(KafkaModelLog(bootstrap, model_topic)) as log:
+        view = read_view(log)
     return {p: s for (_, p), s in view.partitions.items()}
 
 
