@@ -248,7 +248,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="mix as soon as the group learned N examples that no mixture holds (the owner of "
         "partition 0 of the first topic mixes; every worker then moves onto the mixture); "
-        "every worker commits at least every N / (workers) records for it",
+        "every worker commits after its part of N records for it (N times its share of the "
+        "input partitions)",
     )
     shared.add_argument(
         "--mix-interval",

@@ -231,9 +231,16 @@ class Engine:
                 return
             limit = self.coordinator.batch_limit
             if limit and isinstance(batch, list) and len(batch) > limit:
-                yield from _slices(batch, limit)
+                # the limit read again for every slice: a commit between two slices may change
+                # it (shared mode: the worker's share once the group is known)
+                yield from _slices(batch, self._slice_size(limit))
             else:
                 yield batch
+
+    def _slice_size(self, first: int) -> Callable[[], int]:
+        """The coordinator's batch limit, asked again for each slice (``first`` when it has
+        none any more)."""
+        return lambda: self.coordinator.batch_limit or first
 
     def _process_block(self, block: LineBlock) -> None:
         blocks = self._blocks
@@ -359,12 +366,14 @@ def _runs(batch: list[Record]) -> Iterator[list[Record]]:
     yield batch if start == 0 else batch[start:]
 
 
-def _slices(batch: list[Record], limit: int) -> Iterator[list[Record]]:
-    """``batch`` in runs of about ``limit`` records, cut only where a message ends (the lines
-    of one Kafka message share its position: a commit never splits a message)."""
+def _slices(batch: list[Record], limit: int | Callable[[], int]) -> Iterator[list[Record]]:
+    """``batch`` in runs of about ``limit`` records (a callable: asked before each run), cut
+    only where a message ends (the lines of one Kafka message share its position: a commit
+    never splits a message)."""
+    size = limit if callable(limit) else (lambda: limit)
     start = 0
-    while len(batch) - start > limit:
-        cut = start + limit
+    while len(batch) - start > (step := max(1, size())):
+        cut = start + step
         while cut < len(batch) and batch[cut].position == batch[cut - 1].position:
             cut += 1
         if cut >= len(batch):

@@ -317,14 +317,21 @@ class SharedModelCoordinator(CheckpointCoordinator):
     @property
     def batch_limit(self) -> int | None:
         """A commit is due after ``every`` records or, with ``mix_every``, after this worker's
-        share of a mixing period (``mix_every`` over the live group's size): the engine checks
-        at least that often, however many records a poll brings (a fast client hands over
-        thousands at once), so the cadence holds at any speed."""
+        share of a mixing period (``mix_every`` times its share of the input partitions: known
+        locally at once, where the group's size in the model topic lags a rebalance): the
+        engine checks at least that often, however many records a poll brings (a fast client
+        hands over thousands at once), so the cadence holds at any speed."""
         every = self.every
         if self.mix_every:
-            share = max(1, self.mix_every // max(1, self.view.group_size()))
+            share = max(1, self.mix_every * len(self.owned) // max(1, self._partitions()))
             every = min(every, share) if every else share
         return every or None
+
+    def _partitions(self) -> int:
+        """The input partitions known to this worker: its own and those the model topic has a
+        record of (the group's share of a worker is its share of them)."""
+        topics = {t for t, _ in self.owned}
+        return len(self.owned | {k for k in self.view.partitions if k[0] in topics})
 
     def due(self, records: int, now: float | None = None) -> bool:
         """A commit is due after :attr:`batch_limit` records or ``interval`` seconds, so the

@@ -153,7 +153,7 @@ def test_a_crash_and_a_moved_partition_lose_and_repeat_nothing() -> None:
     # a learns partitions 0 and 1, and dies (kill -9: no final commit) in the middle
     ca.finish = lambda: None  # type: ignore[method-assign]
     with pytest.raises(Killed):
-        a.run(PartitionSource(cluster, data, [0, 1], ca, kill_after=8))
+        a.run(PartitionSource(cluster, data, [0, 1], ca, kill_after=7))
     assert ca.commits > 0  # some was committed before,
     assert ca.output.pending  # and some was not: the open transaction dies with the worker
     # partition 1 goes to b, partition 0 to a restarted a
