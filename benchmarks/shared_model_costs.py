@@ -2,7 +2,10 @@
 
 ``python -m benchmarks.shared_model_costs``: increment and partition-record sizes, the time to
 fold the increments of 3 and 100 averaged-perceptron workers into a mixture and to decode 100
-increments, at 10 and 1,000 features (50 per record).
+increments, at 10 and 1,000 features (50 per record); then with ``--hash-bits 20`` (a million
+buckets, 50 tokens per record out of a million names): an increment of 1,000 records, the same
+fold and decode times, and a mixture's bytes per bucket (what bounds the model: one Kafka
+message of 16 MiB).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import random
 import time
 
 from stream_perceptron import Perceptron
-from stream_perceptron.sharing import Increment, PartitionState
+from stream_perceptron.sharing import Increment, Mixture, PartitionState
 from stream_perceptron.sharing.increments import fold, form, increment
 from stream_perceptron.sharing.records import decode
 
@@ -28,6 +31,45 @@ def _states(d: int, workers: int = 100) -> list[dict]:
             model.learn_one(x, rng.random() < 0.5)
         states.append(model.get_state())
     return states
+
+
+def _hashed(records: int, seed: int) -> Perceptron:
+    """An averaged perceptron after ``records`` records of 50 hashed tokens (2**20 buckets)."""
+    model, rng = Perceptron(averaged=True), random.Random(seed)
+    for _ in range(records):
+        y = rng.random() < 0.5
+        x = {str(rng.randrange(1 << 20)): 1.0 for _ in range(50)}
+        x[f"signal{int(y)}"] = 1.0
+        model.learn_one(x, y)
+    return model
+
+
+def hashed() -> None:
+    base = Perceptron(averaged=True).get_state()
+    states = [_hashed(1000, seed).get_state() for seed in range(100)]
+    steps = [(s, [increment(s, form(base))]) for s in states]
+    meta = {k: v for k, v in states[0].items() if k not in ("weights", "avg_weights_acc")}
+    record = Increment("w", 1, 1, steps[0][1][0].encode(), meta).encode()
+    buckets = len(next(iter(steps[0][1][0].parts.values()))["w"])
+    t = time.perf_counter()
+    mixed = fold(base, steps)
+    mix100 = time.perf_counter() - t
+    t = time.perf_counter()
+    fold(base, steps[:3])
+    mix3 = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(100):
+        decode(record)
+    decoding = time.perf_counter() - t
+    size = len(Mixture(1, mixed, "w").encode())
+    per_bucket = size / len(mixed["weights"])
+    print(
+        f"hashed, 2**20 buckets: increment of 1,000 records {len(record):,} B ({buckets:,} "
+        f"buckets); folding 3 workers' {mix3 * 1e3:.1f} ms, 100 workers' {mix100 * 1e3:.0f} ms; "
+        f"decoding 100 {decoding * 1e3:.0f} ms; a mixture {per_bucket:.0f} B per bucket "
+        f"({len(mixed['weights']):,} buckets): at most {(16 << 20) / per_bucket:,.0f} buckets "
+        "in 16 MiB"
+    )
 
 
 def main() -> None:
@@ -54,6 +96,7 @@ def main() -> None:
         )
     record = PartitionState("examples", 17, 123_456_789, 123_456_789, 1_234_567, "worker-42")
     print(f"partition record {len(record.encode())} B")
+    hashed()
 
 
 if __name__ == "__main__":

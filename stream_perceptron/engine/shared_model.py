@@ -36,7 +36,12 @@ from typing import Any
 
 from connectors import ConnectorError, PositionKey, Record, Source
 from connectors.kafka_model_topic import ModelLog
-from connectors.kafka_transactions import GroupMember, TransactionalOutput, TransactionFailed
+from connectors.kafka_transactions import (
+    MAX_MESSAGE_BYTES,
+    GroupMember,
+    TransactionalOutput,
+    TransactionFailed,
+)
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.model_view import ModelView, model_of, pull_model
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
@@ -53,13 +58,14 @@ from stream_perceptron.sharing.increments import (
     translate,
     with_history,
 )
-from stream_perceptron.sharing.records import increment_key
+from stream_perceptron.sharing.records import MIXTURE_KEY, increment_key
 
 __all__ = [
     "ModelView",
     "PartitionCounting",
     "SharedModelCoordinator",
     "SharedModelMismatch",
+    "SharedModelTooLarge",
     "adopt",
     "shared_state",
     "pull_model",
@@ -119,6 +125,10 @@ class SharedModelMismatch(EngineError):
     """This worker's model flags differ from the model the topic holds (a usage error)."""
 
     exit_code = 2
+
+
+class SharedModelTooLarge(EngineError):
+    """A record for the model topic is larger than a Kafka message may be."""
 
 
 class PartitionCounting(Outcomes):
@@ -214,6 +224,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._failed: BaseException | None = None
         self.outages = 0  # transactions committed again after a broker outage
         self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
+        self.max_record_bytes = MAX_MESSAGE_BYTES  # the model topic's messages, at most
 
     # -- wiring --------------------------------------------------------------------------------
     def install(self, engine: Any) -> None:
@@ -706,6 +717,17 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self.log.close()
 
     def _send(self, key: str, value: bytes | None) -> None:
+        if value is not None and len(value) > self.max_record_bytes:
+            # refused before the broker does it less clearly (the transaction is aborted: what
+            # was learned since the last commit is learned again by the next owner)
+            raise SharedModelTooLarge(
+                f"the model topic's record {key!r} would be {len(value) / 2**20:.1f} MiB, over "
+                f"the {self.max_record_bytes / 2**20:g} MiB a Kafka message holds here: "
+                + ("bound the model with --hash-bits (2^bits weights per class)"
+                   if key == MIXTURE_KEY else "commit more often (--checkpoint-every N: an "
+                   "increment holds the features learned since the last commit) or bound the "
+                   "model with --hash-bits")
+            )  # fmt: skip
         raw = key.encode()
         signer = self.view.signer
         headers = signer.headers(raw, value) if signer is not None else None

@@ -81,24 +81,28 @@ class Form:
         """``self + coef * other``, every part alike."""
         return self._plus(other, coef, coef, 0.0, coef)
 
-    def fold_in(self, step: Form, share: float, t_end: float, lag: Form | None) -> Form:
+    def fold_in(self, step: Form, share: float, t_end: float, lag: Form | None,
+                *, inplace: bool = False) -> Form:  # fmt: skip
         """``self`` (a mixture) with the increment ``step`` folded in: its weight and bias
         changes times ``share`` (``1 / N``), its examples added, and its accumulators so that
         the mixture's sum of weights over its history (``t w - u``) gains the worker's over the
         increment's examples (see the module's docstring): ``t_end`` is the mixture's count
         once the whole fold is in, ``lag`` the steps of the mixtures made since the one the
-        increment began on."""
+        increment began on; ``inplace``: ``self`` changed and returned (no copy of a large
+        mixture per increment)."""
         if step.x is None:  # a plain learner's: no running average, the weights alone
-            return self._plus(step, share, 0.0, 0.0, 1.0)
-        mixed = self._plus(step, share, 0.0, t_end * share, 1.0)
-        mixed = mixed._plus(Form(0.0, step.x), 0.0, 0.0, -1.0, 0.0)
+            return self._plus(step, share, 0.0, 0.0, 1.0, inplace=inplace)
+        mixed = self._plus(step, share, 0.0, t_end * share, 1.0, inplace=inplace)
+        mixed = mixed._plus(Form(0.0, step.x), 0.0, 0.0, -1.0, 0.0, inplace=True)
         if lag is not None:
-            mixed = mixed._plus(lag, 0.0, 0.0, step.t, 0.0)
+            mixed = mixed._plus(lag, 0.0, 0.0, step.t, 0.0, inplace=True)
         return mixed
 
-    def _plus(self, other: Form, wc: float, uc: float, uwc: float, tc: float) -> Form:
-        """``w + wc dw``, ``u + uc du + uwc dw`` (biases alike), ``t + tc dt``."""
-        parts = {
+    def _plus(self, other: Form, wc: float, uc: float, uwc: float, tc: float,
+              *, inplace: bool = False) -> Form:  # fmt: skip
+        """``w + wc dw``, ``u + uc du + uwc dw`` (biases alike), ``t + tc dt``; ``inplace``:
+        into ``self``'s parts, returning ``self``."""
+        parts = self.parts if inplace else {
             c: {"label": p["label"], "w": dict(p["w"]), "b": p["b"], "u": dict(p["u"]),
                 "ub": p["ub"]}
             for c, p in self.parts.items()
@@ -117,6 +121,9 @@ class Form:
                     u[k] = u.get(k, 0.0) + uwc * v
             p["b"] += wc * q["b"]
             p["ub"] += uc * q["ub"] + uwc * q["b"]
+        if inplace:
+            self.t += tc * other.t
+            return self
         return Form(self.t + tc * other.t, parts, self.t0)
 
     def encode(self) -> dict[str, Any]:
@@ -300,7 +307,7 @@ def fold_step(fresh: Sequence[Sequence[Form]], share: float) -> Form:
     step = Form(0.0, {})
     for steps in fresh:
         for f in steps:
-            step = step._plus(f, share, 0.0, 0.0, 0.0)
+            step._plus(f, share, 0.0, 0.0, 0.0, inplace=True)
     return step
 
 
@@ -360,7 +367,7 @@ def fold(
     for i, (_, steps) in enumerate(fresh):
         for j, step in enumerate(steps):
             lag = lags[i][j] if i < len(lags) and j < len(lags[i]) else None
-            mixed = mixed.fold_in(step, share, t_end, lag)
+            mixed = mixed.fold_in(step, share, t_end, lag, inplace=True)  # its own copy
     out = to_state(base, mixed)
     if base["learner"] == "Perceptron":
         out["labels"] = _labels(states)

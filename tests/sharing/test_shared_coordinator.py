@@ -657,3 +657,21 @@ def test_a_worker_hashing_otherwise_than_the_group_is_refused_even_when_adopting
             _worker(cluster, "other", learner=learner, adopt_settings=True)
     with pytest.raises(SharedModelMismatch, match="standardise"):
         _worker(Cluster(), "scaled", learner=Preprocessed(Perceptron(), scale="standard"))
+
+
+def test_a_record_too_large_for_a_kafka_message_is_refused_with_what_to_do() -> None:
+    """An increment or a mixture over the model topic's message size is refused before the
+    broker would refuse it, saying what bounds it (the run ends; its open transaction is
+    aborted, so nothing half-written is seen)."""
+    from stream_perceptron.engine.shared_model import SharedModelTooLarge
+
+    cluster, data = Cluster(), _sparse(1, 300, vocabulary=1_000_000)
+    engine, coordinator = _worker(cluster, "a", mix_every=10**6)
+    coordinator.max_record_bytes = 1024  # the first increment: 3 KB here
+    with pytest.raises(SharedModelTooLarge, match="increment.*--checkpoint-every"):
+        engine.run(PartitionSource(cluster, data, [0], coordinator))
+    assert coordinator.commits == 0
+    assert not [k for k, v, _ in cluster.topics.get(MODEL_TOPIC, [])
+                if k.startswith(b"increment:")]  # fmt: skip
+    with pytest.raises(SharedModelTooLarge, match="mixture.*--hash-bits"):
+        coordinator._send("mixture", b"x" * 5000)
