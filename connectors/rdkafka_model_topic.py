@@ -156,7 +156,13 @@ class RdKafkaModelLog(ModelLogBase):
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         out: list[tuple[bytes | None, bytes | None]] = []
-        for message in self._consumer.consume(10_000, 0.2):
+        # consume(n, timeout) waits for n messages or the timeout: asked for 10,000 with 200
+        # left, every read of the model topic took the whole timeout (a worker spent 8 of
+        # its 10 s there, 30 reads). poll() returns with the first message; consume(n, 0)
+        # then takes what is already fetched.
+        first = self._consumer.poll(0.2)
+        messages = [] if first is None else [first]
+        for message in messages + self._consumer.consume(10_000, 0):
             error = message.error()
             if error is None:
                 out.append(LogRecord(message.key(), message.value(), message.headers()))

@@ -85,6 +85,9 @@ AROUND_COMMIT_STABLE_WAIT_S = 0.0
 #: a commit that took longer is logged (a client that waited out a broker outage inside the
 #: call, as kafka-python's retries do, committed it in place without failing)
 SLOW_COMMIT_S = 5.0
+#: how often, at most, the leader reads the model topic between its commits to see whether
+#: the others' increments make a mix due
+PEEK_S = 0.05
 
 
 def shared_state(learner: StreamClassifier) -> dict[str, Any]:
@@ -210,6 +213,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.committed: dict[PositionKey, int] = {}  # offsets committed, per partition
         self._seq = 0  # of this worker's last increment
         self._last_mix_time = time.monotonic()
+        self._last_peek = 0.0  # the leader's last look for a mix due between its commits
+        self.peek_s: float | None = PEEK_S  # None: never (in-process tests, deterministic)
         self._group: Callable[[], Any] | None = None
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
         self._published: Form | None = None  # the model's form at its last increment
@@ -378,9 +383,28 @@ class SharedModelCoordinator(CheckpointCoordinator):
         return self.mix_interval is not None and now - self._last_mix_time >= self.mix_interval
 
     def after_batch(self, records: int) -> None:
-        """Commit when due."""
-        if self.due(records):
+        """Commit when due, or when the leader finds a mix due."""
+        if self.due(records) or self._mix_waiting():
             self.save()
+
+    def _mix_waiting(self) -> bool:
+        """The leader, at most every ``peek_s`` seconds between its commits: whether the
+        others' committed increments make a mix due now. Its own commits come after its own
+        records, so when its partitions hold less of the stream than the others' (a worker
+        that read alone at the start took some of them) it would mix less often than
+        ``mix_every`` says."""
+        if not self.mix_every or self.peek_s is None or not self.is_leader:
+            return False
+        now = time.monotonic()
+        if now - self._last_peek < self.peek_s:
+            return False
+        self._last_peek = now
+        try:
+            self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+        except ConnectorError as e:  # the commit, when due, says so
+            logger.debug("worker %s did not read the model topic: %s", self.worker, e)
+            return False
+        return self.mix_due(self.view.fresh(), now)
 
     def finish(self) -> None:
         if self._state is not None:
@@ -395,6 +419,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
             return
         if state.stats.records > self._last_records:
             self.after_batch(state.stats.records)
+        elif self._mix_waiting():
+            self.save()
         elif self.due(state.stats.records):
             if self.is_leader:
                 self.save()

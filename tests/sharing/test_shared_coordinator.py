@@ -127,6 +127,7 @@ def _worker(
         MemoryLog(cluster), transactions, MODEL_TOPIC, name, every=50, interval=None, **kwargs
     )
     coordinator.view.signer = signer  # --model-topic-key-file
+    coordinator.peek_s = None  # the leader's timed looks between commits: off (deterministic)
     outputs = Outputs(predictions=TransactionalSink(
         transactions, "predictions",
         headers=lambda: [("model_version", str(coordinator.version).encode())],
@@ -675,3 +676,30 @@ def test_a_record_too_large_for_a_kafka_message_is_refused_with_what_to_do() -> 
                 if k.startswith(b"increment:")]  # fmt: skip
     with pytest.raises(SharedModelTooLarge, match="mixture.*--hash-bits"):
         coordinator._send("mixture", b"x" * 5000)
+
+
+def test_the_leader_mixes_when_the_others_committed_enough_with_no_records_of_its_own() -> None:
+    """The leader commits after its own records, so a leader whose partitions hold little of
+    the stream would mix less often than --mix-every says: between its commits it looks at
+    the model topic (at most every ``peek_s``) and commits, mixing, once the increments no
+    mixture holds reach half of ``mix_every``, also when it is idle."""
+    cluster, data = Cluster(), _data(2, 200)
+    lead = _Stepper(cluster, "lead", [0], mix_every=100)
+    other = _Stepper(cluster, "other", [1], mix_every=100)
+    rng = random.Random(0)
+    lead.step(data, {0: 1, 1: 0}, rng)  # the leader learns one record: mixture 0 is written
+    lead.coordinator.save()
+    while other.positions[1] < 60:
+        other.step(data, {0: 1, 1: 60}, rng)
+    other.coordinator.save()  # 60 examples no mixture holds: more than half of 100
+    assert sum(i.examples for i in other.coordinator._pending) == 60
+    version = lead.coordinator.version
+    lead.coordinator.idle()  # looks are off (None): nothing happens
+    assert lead.coordinator.version == version
+    lead.coordinator.peek_s = 0.0
+    lead.coordinator.idle()
+    assert lead.coordinator.version == version + 1
+    other.coordinator.peek_s = 0.0
+    commits = other.coordinator.commits
+    other.coordinator.idle()  # only the leader looks
+    assert other.coordinator.commits == commits
