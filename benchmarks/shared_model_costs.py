@@ -44,13 +44,13 @@ def _hashed(records: int, seed: int) -> Perceptron:
     return model
 
 
-def hashed() -> None:
+def _costs(states: list[dict]) -> tuple[bytes, dict, float, float, float]:
+    """One worker's increment record, the mixture of 100 workers' increments, and the seconds
+    to fold 100 and 3 of them and to decode 100 records."""
     base = Perceptron(averaged=True).get_state()
-    states = [_hashed(1000, seed).get_state() for seed in range(100)]
     steps = [(s, [increment(s, form(base))]) for s in states]
     meta = {k: v for k, v in states[0].items() if k not in ("weights", "avg_weights_acc")}
     record = Increment("w", 1, 1, steps[0][1][0].encode(), meta).encode()
-    buckets = len(next(iter(steps[0][1][0].parts.values()))["w"])
     t = time.perf_counter()
     mixed = fold(base, steps)
     mix100 = time.perf_counter() - t
@@ -60,9 +60,24 @@ def hashed() -> None:
     t = time.perf_counter()
     for _ in range(100):
         decode(record)
-    decoding = time.perf_counter() - t
-    size = len(Mixture(1, mixed, "w").encode())
-    per_bucket = size / len(mixed["weights"])
+    return record, mixed, mix3, mix100, time.perf_counter() - t
+
+
+def main() -> None:
+    for d in (10, 1000):
+        record, _, mix3, mix100, decoding = _costs(_states(d))
+        print(
+            f"{d} features: increment {len(record):,} B; folding 3 workers' increments "
+            f"{mix3 * 1e3:.2f} ms, 100 workers' {mix100 * 1e3:.1f} ms; decoding 100 increments "
+            f"{decoding * 1e3:.1f} ms"
+        )
+    state = PartitionState("examples", 17, 123_456_789, 123_456_789, 1_234_567, "worker-42")
+    print(f"partition record {len(state.encode())} B")
+    record, mixed, mix3, mix100, decoding = _costs(
+        [_hashed(1000, seed).get_state() for seed in range(100)]
+    )
+    buckets = len(decode(record).delta["classes"][0]["weights"])  # type: ignore[union-attr]
+    per_bucket = len(Mixture(1, mixed, "w").encode()) / len(mixed["weights"])
     print(
         f"hashed, 2**20 buckets: increment of 1,000 records {len(record):,} B ({buckets:,} "
         f"buckets); folding 3 workers' {mix3 * 1e3:.1f} ms, 100 workers' {mix100 * 1e3:.0f} ms; "
@@ -70,33 +85,6 @@ def hashed() -> None:
         f"({len(mixed['weights']):,} buckets): at most {(16 << 20) / per_bucket:,.0f} buckets "
         "in 16 MiB"
     )
-
-
-def main() -> None:
-    for d in (10, 1000):
-        states = _states(d)
-        base = Perceptron(averaged=True).get_state()
-        steps = [(s, [increment(s, form(base))]) for s in states]
-        meta = {k: v for k, v in states[0].items() if k not in ("weights", "avg_weights_acc")}
-        record = Increment("w", 1, 1, steps[0][1][0].encode(), meta).encode()
-        t = time.perf_counter()
-        fold(base, steps)
-        mix100 = time.perf_counter() - t
-        t = time.perf_counter()
-        fold(base, steps[:3])
-        mix3 = time.perf_counter() - t
-        t = time.perf_counter()
-        for _ in range(100):
-            decode(record)
-        decoding = time.perf_counter() - t
-        print(
-            f"{d} features: increment {len(record):,} B; folding 3 workers' increments "
-            f"{mix3 * 1e3:.2f} ms, 100 workers' {mix100 * 1e3:.1f} ms; decoding 100 increments "
-            f"{decoding * 1e3:.1f} ms"
-        )
-    record = PartitionState("examples", 17, 123_456_789, 123_456_789, 1_234_567, "worker-42")
-    print(f"partition record {len(record.encode())} B")
-    hashed()
 
 
 if __name__ == "__main__":
