@@ -100,9 +100,10 @@ def test_mixing_holds_its_cadence_at_full_speed(kafka_bootstrap, tmp_path):
     """--mix-every 2000 over 60k records read at full speed by three workers (the fast client,
     the data all there before they start, polls of thousands of records): the engine hands a
     poll over in slices of a worker's share, so the workers commit and the leader mixes on
-    cadence. 4-5 mixtures before (one per poll); 12-20 measured with the slices, of the 30 due
-    (the leader mixes at its own commits, each a transaction that also reads the log and folds,
-    so it is the slowest worker: 25 commits against the others' 43 in one run)."""
+    cadence. 4-5 mixtures before (one per poll); 12-20 with the slices, of the 30 due (the
+    leader mixed only at its own commits, so a leader whose partitions held less of the stream
+    mixed less); 19-22 in 8 runs since the leader also looks between its commits, mixes once
+    half a period waits, and each worker's period follows its share of the partitions."""
     n = 60_000
     data = examples(n, seed=21, noise=0.05)
     (topic,) = make_topics(kafka_bootstrap, PARTITIONS)
@@ -121,7 +122,8 @@ def test_mixing_holds_its_cadence_at_full_speed(kafka_bootstrap, tmp_path):
     version, examples_held = int(said[1]), int(said[2])
     print(f"mixing cadence: {version} mixtures of {n // 2000} due")
     assert examples_held == n
-    assert 8 <= version <= n // 1000, version  # at most 2x the cadence: a mix every 1000
+    # --mix-every holds within a factor of 2 (the issue's bar): 15 to 60 mixtures of 30 due
+    assert n // 4000 <= version <= n // 1000, version
 
 
 def test_a_hashed_million_feature_model_is_shared_with_small_increments(kafka_bootstrap, tmp_path):
