@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: run test check lint clean kafka-up kafka-down bench
 
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
-  stream_perceptron/_features.c
+  stream_perceptron/_features.c stream_perceptron/_drift.c
 	PYTHON=$(PYTHON) scripts/install-build-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

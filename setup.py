@@ -32,5 +32,13 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),
+        # The drift monitor's loop: ADWIN over chunks of the mistake stream, a block per call
+        # (reference: stream_perceptron/adwin.py).
+        Extension(
+            "stream_perceptron._drift",
+            ["stream_perceptron/_drift.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
     ]
 )

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 missing = []
-for name in ("_speedups", "_dense", "_features"):
+for name in ("_speedups", "_dense", "_features", "_drift"):
     try:
         importlib.import_module(f"stream_perceptron.{name}")
     except ImportError as e:
@@ -21,4 +21,4 @@ if missing:
         "the C extensions did not build: " + "; ".join(missing)
         + ". See pip's output (scripts/install-build-deps.sh installs a C compiler and Python.h)"
     )
-print("C extensions: _speedups, _dense, _features built")
+print("C extensions: _speedups, _dense, _features, _drift built")

@@ -151,6 +151,8 @@ class RunStats:
         self.recent_mistakes.extend(bool(m) for m in recent)
         if self.drift is not None and state.get("drift") is not None:
             self.drift.load_state(state["drift"])
+        elif self.drift is not None:  # saved without a detector: count on from here
+            self.drift.start_at(learned)
 
     def format_human(self) -> str:
         """A short multi-line summary for people."""

@@ -15,6 +15,8 @@ Two tiers compute every update rule of the package:
      standardisation), MurmurHash3 and ``rff_block`` (random Fourier features), for
      :class:`~stream_perceptron.learners.Preprocessed` (the references:
      ``learners/scaling.py``, ``learners/hashing.py``, ``learners/fourier.py``);
+   * :mod:`stream_perceptron._drift` (here :data:`drift`): the drift monitor's ADWIN over a
+     block of mistakes in one call (the reference: ``stream_perceptron/adwin.py``);
    * :mod:`stream_perceptron._speedups` (here :data:`speedups`): the dict API's helpers, used by
      ``Perceptron`` and ``MulticlassPerceptron`` themselves, each declining (``None``/``False``)
      whatever it does not handle. ``STREAM_PERCEPTRON_PURE_PYTHON=1`` at import turns it off;
@@ -34,7 +36,9 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["dense", "dense_error", "features", "speedups", "has_dense", "E10_MIN", "E10_MAX"]
+__all__ = [
+    "dense", "dense_error", "drift", "features", "speedups", "has_dense", "E10_MIN", "E10_MAX",
+]  # fmt: skip
 
 
 def _off(name: str) -> bool:
@@ -62,6 +66,17 @@ else:
         from stream_perceptron import _features as features
     except ImportError:  # not built: the pure-Python reference
         features = None
+
+# -- the drift monitor's loop: ADWIN over chunks of the mistake stream (_drift.c) -----------------
+
+drift: ModuleType | None
+if _off("STREAM_PERCEPTRON_NO_C"):
+    drift = None
+else:
+    try:
+        from stream_perceptron import _drift as drift
+    except ImportError:  # not built: the pure-Python reference (stream_perceptron/adwin.py)
+        drift = None
 
 # -- the dense kernels and block scanners ---------------------------------------------------------
 

@@ -77,9 +77,10 @@ def _summary(tmp_path, data: bytes, *flags: str) -> dict:
 
 def test_the_cli_reports_the_switch_and_reset_recovers(tmp_path):
     data = to_csv(switching_examples(40_000, 20_000))
-    plain = _summary(tmp_path, data)
-    assert "drift" not in plain  # off by default
-    seen = _summary(tmp_path, data, "--drift-detector", "adwin")
+    plain = _summary(tmp_path, data, "--drift-detector", "none")
+    assert "drift" not in plain
+    seen = _summary(tmp_path, data)  # on by default
+    assert seen["drift"]["detector"] == "adwin"
     assert 20_000 < seen["drift"]["first_drift"] <= 21_000
     assert seen["mistakes"] == plain["mistakes"]  # reported only: the model is the same
     reset = _summary(tmp_path, data, "--drift-detector", "adwin", "--on-drift", "reset")
@@ -148,7 +149,8 @@ def test_forget_average_is_the_mean_of_the_weights_since():
 
 
 def test_on_drift_needs_a_detector():
-    proc = run_cli("run", "--format", "csv", "--on-drift", "reset", stdin=b"")
+    proc = run_cli("run", "--format", "csv", "--drift-detector", "none", "--on-drift", "reset",
+                   stdin=b"")  # fmt: skip
     assert proc.returncode == 2
     assert b"--on-drift needs --drift-detector adwin" in proc.stderr
 
