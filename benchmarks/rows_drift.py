@@ -1,21 +1,33 @@
-"""Row 13: abrupt drift. Two seeded streams with 3 abrupt switches (SEA: its 4 concepts, 10 %
-noise; Hyperplane: 4 hyperplanes of 10 features, 5 % noise), 50k examples, 12.5k per concept.
+"""Row 13: abrupt drift (13a, 13b) and what the drift detector costs (13c).
+
+Two seeded streams with 3 abrupt switches (SEA: its 4 concepts, 10 % noise; Hyperplane:
+4 hyperplanes of 10 features, 5 % noise), 50k examples, 12.5k per concept.
 
 Ours: ``stream-perceptron run`` (CSV on stdin) with our drift settings, each alone and with
 ``--drift-detector adwin --on-drift reset``; the summary gives the accuracy and the drifts seen
 (detection delay = the drift's position minus the switch before it). River, in this process:
 ``StandardScaler | LogisticRegression``, alone and reset (a new pipeline) whenever River's
 ``drift.ADWIN`` fed each mistake detects a drift.
+
+13c: the fastest run (row 4a's CSV on stdin, the block path) with ``--drift-detector none`` and
+``adwin`` (the default) alternated, at least 5 times each: the engine's own records per second
+(its summary, without the interpreter's start-up) and the wall time; beside it the monitor alone
+in this process (1M mistakes in blocks of 10k) and River's ``drift.ADWIN`` fed the same chunk
+rates.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import time
 from typing import Any
 
-from benchmarks.common import Context, Measure, Result, count
+from benchmarks.common import Context, Measure, Result, count, interleaved, median
+from benchmarks.data import data_file
 from benchmarks.procs import cli_command, run_command
 from benchmarks.rows_quality import _take
+from benchmarks.rows_stdin import _cli_run
 
 __all__ = ["row_drift", "DRIFT_SETTINGS", "SWITCHES"]
 
@@ -126,4 +138,60 @@ def row_drift(ctx: Context) -> list[Result]:
                 ],
             )
         )
-    return results
+    return [*results, _drift_cost(ctx)]
+
+
+def _drift_cost(ctx: Context) -> Result:
+    from river import drift
+
+    from stream_perceptron.drift import CHUNK, CLOCK, DriftMonitor
+
+    n = ctx.sizes.stdin
+    path = data_file(ctx, "csv", n)
+    summary = ctx.workdir / "summary-drift-cost.json"
+    got = interleaved(max(ctx.repeats, 5), {
+        detector: _cli_run("csv", path, summary, "--drift-detector", detector)
+        for detector in ("none", "adwin")
+    })  # fmt: skip
+    rate = {k: median([r.summary["records_per_second"] for r in runs if r.summary])
+            for k, runs in got.items()}  # fmt: skip
+    wall = {k: median([r.wall for r in runs]) for k, runs in got.items()}
+    spread = {k: sorted(round(r.summary["records_per_second"]) for r in runs if r.summary)
+              for k, runs in got.items()}  # fmt: skip
+    cost = rate["none"] / rate["adwin"] - 1
+    rng = random.Random(1)
+    mistakes = [rng.random() < 0.1 for _ in range(1_000_000)]
+    alone = []
+    for _ in range(3):
+        monitor = DriftMonitor()
+        start = time.perf_counter()
+        for i in range(0, len(mistakes), 10_000):
+            monitor.observe(mistakes[i : i + 10_000])
+        alone.append((time.perf_counter() - start) / len(mistakes) * 1e6)
+    river = drift.ADWIN(delta=0.002, clock=CLOCK)
+    rates = [sum(mistakes[i : i + CHUNK]) / CHUNK for i in range(0, len(mistakes), CHUNK)]
+    start = time.perf_counter()
+    for value in rates:
+        river.update(value)
+    river_us = (time.perf_counter() - start) / len(mistakes) * 1e6
+    per_example = 1e6 / rate["none"]
+    return Result(
+        "13c",
+        f"drift detector's cost on the fastest run (CSV on stdin, {count(n)} lines, block path):"
+        " engine records/s with `--drift-detector adwin` (default) vs `none`",
+        Measure("adwin", rate["adwin"], "records/s"),
+        Measure("none", rate["none"], "records/s"),
+        100 * cost,
+        ratio_text=" % slower",
+        goal="<= 2 % slower (on by default)",
+        met=cost <= 0.02,
+        notes=[
+            f"engine records/s, every run: none {spread['none']}, adwin {spread['adwin']}",
+            f"wall time of the whole command (median): none {wall['none']:.3f} s, adwin "
+            f"{wall['adwin']:.3f} s ({100 * (wall['adwin'] / wall['none'] - 1):+.1f} %)",
+            f"the monitor alone: {median(alone):.4f} us an example (1M mistakes in blocks of "
+            f"10k; {100 * median(alone) / per_example:.1f} % of the engine's "
+            f"{per_example:.3f} us an example); River's drift.ADWIN fed the same chunk rates "
+            f"(chunks of {CHUNK}, clock {CLOCK}): {river_us:.4f} us an example",
+        ],
+    )
