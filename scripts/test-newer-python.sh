@@ -45,6 +45,7 @@ fi
 "$venv/bin/python" scripts/check_extensions.py
 echo "learner and tier tests on $("$venv/bin/python" -V)"
 # The learners against their reference and the tiers against each other; River's contract,
-# the scanners and the Preprocessed tier run on the main venv only (this stays near 2 minutes).
+# the scanners and the Preprocessed tier run on the main venv only; the drift detector's tiers here too (this stays near 2 minutes).
 "$venv/bin/python" -m pytest -q -p no:randomly -p no:cacheprovider \
-  tests/learners --ignore=tests/learners/test_river_contract.py tests/fast/test_tiers_equal.py
+  tests/learners --ignore=tests/learners/test_river_contract.py tests/fast/test_tiers_equal.py \
+  tests/fast/test_adwin.py

@@ -1,0 +1,16 @@
+# Type stub of the C extension stream_perceptron/_drift.c (built by setup.py); the reference is
+# stream_perceptron/adwin.py (ChunkedAdwin).
+from collections.abc import Sequence
+from typing import Any
+
+class ChunkedAdwin:
+    seen: int
+    def __init__(
+        self, delta: float = ..., chunk: int = ..., recent: int = ..., clock: int = ...
+    ) -> None: ...
+    def observe(self, mistakes: Sequence[Any], /) -> list[int]: ...
+    def get_state(self) -> dict[str, Any]: ...
+    def _set(
+        self, seen: int, open_sum: int, recent: list[int], total: float, variance: float,
+        width: float, levels: list[list[list[float]]], tick: int, detected: bool, /,
+    ) -> None: ...
