@@ -151,6 +151,22 @@ class EngineCollector(Collector):
                 "estimated.",
                 value=view.mistake_bound,
             )
+        if view.margin_quantiles is not None and view.wrong_side is not None:
+            margins = GaugeMetricFamily(
+                f"{PREFIX}_recent_margin",
+                "Geometric margins of the current hyperplane over the last window, by "
+                "percentile (0: the smallest; negative: on the wrong side).",
+                labels=["percentile"],
+            )
+            for q, m in view.margin_quantiles:
+                margins.add_metric([f"{100 * q:g}"], m)
+            yield margins
+            yield GaugeMetricFamily(
+                f"{PREFIX}_recent_wrong_side_ratio",
+                "Share of the last window on the wrong side of the current hyperplane (margin "
+                "<= 0): above 0, the window is not separated and (R/margin)^2 bounds nothing.",
+                value=view.wrong_side,
+            )
 
     def _kafka(self, state: dict[str, Any]) -> Iterator[Metric]:
         lag = GaugeMetricFamily(

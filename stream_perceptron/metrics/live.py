@@ -19,7 +19,10 @@ The document (``schema_version`` 1) is stable for scripts:
 ``model``
     ``weights`` (``[class, feature, weight]``, largest ``|weight|`` first), ``nonzero``,
     ``bias`` (per class, ``""`` for a binary model), ``radius`` (R), ``classes``,
-    ``margin_min`` and ``mistake_bound`` (``(R/margin)^2`` over the recent window, or null).
+    ``margin_min`` and ``mistake_bound`` (``(R/margin)^2`` over the recent window, or null:
+    null whenever an example of the window is on the wrong side), and the window's margins:
+    ``margin_quantiles`` (``[[q, margin], ...]``), ``wrong_side`` (the share with margin <= 0)
+    and ``margin_histogram`` (``{"edges": [...], "counts": [...]}``), null without a window.
 ``checkpoint``
     ``path`` and ``age_seconds`` (null before the first).
 
@@ -174,6 +177,11 @@ class LiveState:
                 "classes": view.classes,
                 "margin_min": view.margin_min,
                 "mistake_bound": view.mistake_bound,
+                "margin_quantiles": None if view.margin_quantiles is None
+                else [list(p) for p in view.margin_quantiles],
+                "wrong_side": view.wrong_side,
+                "margin_histogram": None if view.margin_histogram is None
+                else {"edges": view.margin_histogram[0], "counts": view.margin_histogram[1]},
             },
             "checkpoint": {
                 "path": coordinator.path,

@@ -11,7 +11,13 @@ from typing import Any
 
 from stream_perceptron.learners.preprocessed import Preprocessed
 
-__all__ = ["ModelView", "model_view", "per_class", "top_weights"]
+__all__ = ["MARGIN_BINS", "MARGIN_QUANTILES", "ModelView", "margin_summary", "model_view",
+           "per_class", "top_weights"]  # fmt: skip
+
+#: the quantiles of the recent margins shown (metrics and page)
+MARGIN_QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
+#: bins of the page's margin histogram, between the smallest and the largest recent margin
+MARGIN_BINS = 20
 
 
 def per_class(value: Any) -> dict[str, Any]:
@@ -54,6 +60,44 @@ class ModelView:
     classes: int
     margin_min: float | None  # over the recent window, when it is classified correctly
     mistake_bound: float | None  # (R_window / margin_min)^2
+    #: the recent window's geometric margins: quantiles ``[(q, margin)]``, the share on the wrong
+    #: side of the hyperplane (margin <= 0) and a histogram ``(edges, counts)``; None without
+    #: a window
+    margin_quantiles: list[tuple[float, float]] | None = None
+    wrong_side: float | None = None
+    margin_histogram: tuple[list[float], list[int]] | None = None
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of ``ordered`` (ascending), interpolated linearly between the two
+    nearest ranks (numpy's default)."""
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def margin_summary(
+    margins: list[float],
+) -> tuple[list[tuple[float, float]], float, tuple[list[float], list[int]]] | None:
+    """Quantiles, the share <= 0 and a histogram of ``margins`` (finite ones; None if none).
+
+    >>> q, wrong, (edges, counts) = margin_summary([-0.5, 0.25, 0.5, 1.0])
+    >>> q[0], q[3], wrong, sum(counts), edges[0], edges[-1]
+    ((0.0, -0.5), (0.5, 0.375), 0.25, 4, -0.5, 1.0)
+    """
+    ordered = sorted(m for m in margins if math.isfinite(m))
+    if not ordered:
+        return None
+    quantiles = [(q, _quantile(ordered, q)) for q in MARGIN_QUANTILES]
+    wrong = sum(m <= 0 for m in ordered) / len(ordered)
+    low, high = ordered[0], ordered[-1]
+    width = (high - low) / MARGIN_BINS or 1.0
+    edges = [low + i * width for i in range(MARGIN_BINS)] + [high if high > low else low + 1.0]
+    counts = [0] * MARGIN_BINS
+    for m in ordered:
+        counts[min(int((m - low) / width), MARGIN_BINS - 1)] += 1
+    return quantiles, wrong, (edges, counts)
 
 
 def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) -> ModelView:
@@ -61,6 +105,7 @@ def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) ->
     window of labelled examples, a dense row kept as ``((names, values), y)``."""
     top, nonzero = top_weights(learner.weights, max_weights)
     margin_min = bound = None
+    summary = None
     if recent:
         examples = [
             (x if isinstance(x, dict) else dict(zip(x[0], x[1].tolist())), y) for x, y in recent
@@ -73,6 +118,7 @@ def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) ->
             margins = model.geometric_margins(examples)
         except ValueError:  # a label the model cannot score
             margins = []
+        summary = margin_summary(margins)
         smallest = min(margins, default=0.0)
         if smallest > 0 and not math.isinf(smallest):
             radius = max(math.sqrt(sum(v * v for v in x.values())) for x, _ in examples)
@@ -86,4 +132,7 @@ def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) ->
         classes=len(learner.classes) if learner._multiclass else 2,  # River: multi-class or not
         margin_min=margin_min,
         mistake_bound=bound,
+        margin_quantiles=None if summary is None else summary[0],
+        wrong_side=None if summary is None else summary[1],
+        margin_histogram=None if summary is None else summary[2],
     )

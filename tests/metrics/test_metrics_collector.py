@@ -37,6 +37,34 @@ def test_margin_and_mistake_bound_from_the_window():
     )
 
 
+def test_the_margins_of_a_noisy_window_are_scraped_by_percentile_and_wrong_side():
+    """A stream with contradictions: no (R/γ)², but the window's margins by percentile (numpy's
+    quantiles of the same margins) and the share on the wrong side."""
+    import json
+    import random
+
+    import numpy as np
+
+    rng = random.Random(4)
+    lines = []
+    for _ in range(400):
+        a, b = rng.gauss(0, 1), rng.gauss(0, 1)
+        y = int((a + 0.5 * b > 0) != (rng.random() < 0.1))
+        lines.append(json.dumps({"a": a, "b": b, "y": y}).encode())
+    engine, registry = _run(Perceptron(), lines, window=100)
+    model = engine.learner
+    window = [(x if isinstance(x, dict) else dict(zip(x[0], x[1].tolist())), y)
+              for x, y in engine.recent_window()]  # fmt: skip (a dense row: (names, values))
+    margins = [model.geometric_margin(x, y) for x, y in window]
+    assert min(margins) <= 0
+    assert registry.get_sample_value("stream_perceptron_mistake_bound") is None
+    for q in (0, 5, 25, 50, 75, 95, 100):
+        got = registry.get_sample_value("stream_perceptron_recent_margin", {"percentile": str(q)})
+        assert got == pytest.approx(float(np.quantile(margins, q / 100)), rel=1e-12, abs=1e-12)
+    wrong = registry.get_sample_value("stream_perceptron_recent_wrong_side_ratio")
+    assert wrong == sum(m <= 0 for m in margins) / len(margins) > 0
+
+
 def test_no_margin_when_the_window_has_mistakes():
     lines = [b'{"a": 1.0, "y": 1}', b'{"a": 1.0, "y": 0}'] * 5  # contradictory
     _, registry = _run(Perceptron(), lines)

@@ -4,6 +4,7 @@ JavaScript error, fits a phone's width, and cannot change anything."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_helpers import CLI, switching_examples, to_csv
 
@@ -173,12 +175,12 @@ def test_nothing_can_be_changed_from_the_browser(slow_run):
             assert refused.value.code == 405
 
 
-def test_the_page_marks_a_drift_on_the_curve(tmp_path):
-    """--drift-detector adwin: labels inverted at example 20,000; the curve shows a mark there."""
-    data = to_csv(switching_examples(30_000, 20_000))
+@contextlib.contextmanager
+def _page_after(data: bytes, *flags: str):
+    """``run --ui`` over ``data`` (CSV on stdin, all of it at once, the page lingering after the
+    stream ends) and a browser on its page; yields (url, driver)."""
     proc = subprocess.Popen(
-        [*CLI, "run", "--format", "csv", "--averaged", "--drift-detector", "adwin", "--ui",
-         "--ui-linger", "120"],
+        [*CLI, "run", "--format", "csv", *flags, "--ui", "--ui-linger", "120"],
         stdin=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stderr is not None
@@ -192,6 +194,28 @@ def test_the_page_marks_a_drift_on_the_curve(tmp_path):
         proc.stdin.close()
         driver = _browser(1200, 1400)
         driver.get(url)
+        yield url, driver
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+    finally:
+        if driver is not None:
+            driver.quit()
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def _ended_state(url: str, driver) -> dict:
+    """The API's document once the stream ended and the page drew it."""
+    _wait(lambda: _text(driver, "status") == "stream ended", 60, "the end of the stream")
+    time.sleep(1.5)  # the page polls every second: one more poll after the end
+    return json.loads(urllib.request.urlopen(url + "api/state", timeout=10).read())
+
+
+def test_the_page_marks_a_drift_on_the_curve(tmp_path):
+    """--drift-detector adwin (the default): labels inverted at example 20,000; the curve shows a
+    mark there."""
+    data = to_csv(switching_examples(30_000, 20_000))
+    with _page_after(data, "--averaged") as (url, driver):
         curve = driver.find_element("id", "curve")
         _wait(lambda: int(curve.get_attribute("data-drifts") or 0) >= 1, 60, "a drift mark")
         state = json.loads(urllib.request.urlopen(url + "api/state", timeout=10).read())
@@ -203,10 +227,55 @@ def test_the_page_marks_a_drift_on_the_curve(tmp_path):
         assert float(marks[0].get_attribute("x1")) == pytest.approx(
             40 + 350 * state["drifts"][0] / xmax, abs=0.1
         )
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert errors == []
-    finally:
-        if driver is not None:
-            driver.quit()
-        proc.kill()
-        proc.wait(timeout=30)
+
+
+def test_on_a_noisy_stream_the_page_shows_the_margins_and_says_the_bound_bounds_nothing(tmp_path):
+    data = to_csv(switching_examples(5_000, None))  # 5 % of the labels flipped
+    with _page_after(data) as (url, driver):
+        state = _ended_state(url, driver)
+        m = state["model"]
+        assert m["mistake_bound"] is None and m["wrong_side"] > 0
+        words = driver.find_element("id", "bound-words")
+        assert words.get_attribute("data-case") == "not-separable"
+        assert f"{100 * m['wrong_side']:.2f} %" in words.text and "bounds nothing" in words.text
+        assert _text(driver, "wrong-side") == f"{100 * m['wrong_side']:.2f} %"
+        # the histogram: one bar per bin, red left of 0, the zero line between its ends
+        hist = m["margin_histogram"]
+        bars = driver.find_elements("css selector", "#margins-bars rect")
+        assert len(bars) == len(hist["counts"]) == 20
+        tallest = max(hist["counts"])
+        for bar, n, right in zip(bars, hist["counts"], hist["edges"][1:]):
+            assert float(bar.get_attribute("height")) == pytest.approx(80 * n / tallest, abs=0.1)
+            assert bar.get_attribute("fill") == ("#fca5a5" if right <= 0 else "#93c5fd")
+        assert driver.find_element("id", "margins-zero").get_attribute("visibility") == "visible"
+        assert driver.find_element("id", "curve").get_attribute("data-bound") == ""
+        assert _text(driver, "curve-bound-label") == ""
+        driver.save_screenshot(str(tmp_path / "noisy.png"))
+
+
+def test_on_a_separable_stream_the_page_draws_the_bound_beside_the_mistakes(tmp_path):
+    """Two features, labelled by x1 + x2 > 0 with every example at least 0.3 from the line: the
+    perceptron converges, the recent window is all on the right side, and the page shows
+    (R/γ)², in words and as a line on the curve when it fits."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(8_000, 2))
+    X = X[np.abs(X.sum(axis=1)) / np.sqrt(2) >= 0.3][:3_000]
+    data = to_csv([({"a": float(a), "b": float(b)}, int(a + b > 0)) for a, b in X])
+    with _page_after(data) as (url, driver):
+        state = _ended_state(url, driver)
+        m, mistakes = state["model"], state["counts"]["mistakes"]
+        assert m["wrong_side"] == 0 and m["mistake_bound"] is not None
+        bound = round(m["mistake_bound"])
+        words = driver.find_element("id", "bound-words")
+        assert words.get_attribute("data-case") == "separable"
+        assert f"{bound:,}" in words.text and f"So far: {mistakes:,}" in words.text
+        # a line on the curve when within 10x the mistakes, else named above it
+        drawn = bound <= 10 * max(1, mistakes)
+        assert driver.find_element("id", "curve").get_attribute("data-bound") == (
+            str(bound) if drawn else ""
+        )
+        line = driver.find_element("id", "curve-bound")
+        assert line.get_attribute("visibility") == ("visible" if drawn else "hidden")
+        label = _text(driver, "curve-bound-label")
+        assert label.startswith(f"(R/γ)² = {bound:,}") and drawn != ("above the chart" in label)
+        driver.save_screenshot(str(tmp_path / "separable.png"))
