@@ -57,6 +57,8 @@ ENGINE_METRICS: frozenset[str] = frozenset(
         "stream_perceptron_classes",
         "stream_perceptron_margin_min",
         "stream_perceptron_mistake_bound",
+        "stream_perceptron_recent_margin",
+        "stream_perceptron_recent_wrong_side_ratio",
         "stream_perceptron_checkpoint_last_success_timestamp_seconds",
         "stream_perceptron_build_info",
         "stream_perceptron_kafka_consumer_lag",

@@ -80,6 +80,8 @@ def test_dashboard_shows_what_an_operator_needs():
         "stream_perceptron_accuracy",
         "stream_perceptron_rolling_accuracy",
         "stream_perceptron_mistake_bound",
+        "stream_perceptron_recent_margin",  # the margins, on noisy streams too
+        "stream_perceptron_recent_wrong_side_ratio",
         "stream_perceptron_weight",  # largest weights
         "stream_perceptron_bias",
         "stream_perceptron_weight_norm",
