@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from stream_perceptron.learners.preprocessed import Preprocessed
 
 __all__ = ["MARGIN_BINS", "MARGIN_QUANTILES", "ModelView", "margin_summary", "model_view",
@@ -68,36 +70,24 @@ class ModelView:
     margin_histogram: tuple[list[float], list[int]] | None = None
 
 
-def _quantile(ordered: list[float], q: float) -> float:
-    """The ``q`` quantile of ``ordered`` (ascending), interpolated linearly between the two
-    nearest ranks (numpy's default)."""
-    at = q * (len(ordered) - 1)
-    low = math.floor(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
-
-
 def margin_summary(
     margins: list[float],
 ) -> tuple[list[tuple[float, float]], float, tuple[list[float], list[int]]] | None:
-    """Quantiles, the share <= 0 and a histogram of ``margins`` (finite ones; None if none).
+    """Quantiles (numpy's, linear), the share <= 0 and a :data:`MARGIN_BINS`-bin histogram of
+    the finite ``margins`` (None if there is none).
 
     >>> q, wrong, (edges, counts) = margin_summary([-0.5, 0.25, 0.5, 1.0])
     >>> q[0], q[3], wrong, sum(counts), edges[0], edges[-1]
     ((0.0, -0.5), (0.5, 0.375), 0.25, 4, -0.5, 1.0)
     """
-    ordered = sorted(m for m in margins if math.isfinite(m))
-    if not ordered:
+    finite = np.asarray(margins, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
         return None
-    quantiles = [(q, _quantile(ordered, q)) for q in MARGIN_QUANTILES]
-    wrong = sum(m <= 0 for m in ordered) / len(ordered)
-    low, high = ordered[0], ordered[-1]
-    width = (high - low) / MARGIN_BINS or 1.0
-    edges = [low + i * width for i in range(MARGIN_BINS)] + [high if high > low else low + 1.0]
-    counts = [0] * MARGIN_BINS
-    for m in ordered:
-        counts[min(int((m - low) / width), MARGIN_BINS - 1)] += 1
-    return quantiles, wrong, (edges, counts)
+    quantiles = np.quantile(finite, MARGIN_QUANTILES).tolist()
+    counts, edges = np.histogram(finite, bins=MARGIN_BINS)
+    return (list(zip(MARGIN_QUANTILES, quantiles)), float(np.mean(finite <= 0)),
+            (edges.tolist(), counts.tolist()))  # fmt: skip
 
 
 def model_view(learner: Any, recent: list[tuple[Any, Any]], max_weights: int) -> ModelView:

@@ -13,7 +13,7 @@ import pytest
 from river import drift
 
 from stream_perceptron import native
-from stream_perceptron.adwin import ChunkedAdwin, Window
+from stream_perceptron.adwin import ChunkedAdwin, Window, window_fields
 from stream_perceptron.drift import CHUNK, DriftMonitor
 from stream_perceptron.errors import StateError
 
@@ -54,7 +54,7 @@ def _mistakes(seed: int, n: int = 60_000) -> list[bool]:
 
 
 @needs_c
-@pytest.mark.parametrize("clock", [1, 4])
+@pytest.mark.parametrize("clock", [1, 4, 32])
 @pytest.mark.parametrize("seed", range(6))
 def test_the_c_tier_is_the_reference_over_any_blocks_and_restores(seed, clock):
     mistakes = _mistakes(seed)
@@ -68,13 +68,15 @@ def test_the_c_tier_is_the_reference_over_any_blocks_and_restores(seed, clock):
         found_c += c.observe(mistakes[i : i + n])
         found_ref += ref.observe(mistakes[i : i + n])
         i += n
-        if rng.random() < 0.05:  # through JSON, into a fresh C object
+        if rng.random() < 0.05:  # through JSON, into fresh objects of both tiers
             state = json.loads(json.dumps(ref.get_state()))
             assert c.get_state() == state
-            w = state["window"]
+            args = (state["seen"], state["open_sum"], state["recent"],
+                    *window_fields(state["window"]))  # fmt: skip
             c = native.drift.ChunkedAdwin(0.002, CHUNK, 16, clock)
-            c._set(state["seen"], state["open_sum"], state["recent"], w["total"],
-                   w["variance"], w["width"], w["levels"], w["tick"], w["detected"])  # fmt: skip
+            ref = ChunkedAdwin(0.002, CHUNK, 16, clock)
+            c._set(*args)
+            ref._set(*args)
     assert found_c == found_ref and len(found_ref) >= 1
     assert c.get_state() == ref.get_state()
 
