@@ -58,6 +58,7 @@ class GroupSource(SourceState, Closing):
         on_revoke: Callable[[list[TopicPartitionKey]], None] | None = None,
         on_idle: Callable[[], None] | None = None,
         exit_at_end: bool = False,
+        hold_at_end: Callable[[], bool] | None = None,
         poll_timeout_ms: int = 500,
         max_poll_records: int | None = None,
         split_lines: bool = True,
@@ -88,6 +89,7 @@ class GroupSource(SourceState, Closing):
         self._on_revoke = on_revoke
         self._on_idle = on_idle
         self._exit_at_end = exit_at_end
+        self._hold_at_end = hold_at_end
         self._poll_timeout_ms = poll_timeout_ms
         self._max_poll_records = max_poll_records
         self._split_lines = split_lines
@@ -345,11 +347,18 @@ class GroupSource(SourceState, Closing):
                 self._on_idle()
             if self._exit_at_end:
                 if self._at_end(consumer, refresh=not units):
+                    if self._hold_at_end is not None and self._hold_at_end():
+                        self._poll_timeout_ms = min(self._poll_timeout_ms, self.HOLD_POLL_MS)
+                        continue
                     logger.info("end of %s reached for group %r", self.topics, self.group_id)
                     return
                 if not self._had_partitions:
                     deadline = self._wait_for_partitions(deadline)
         self._close_consumer()
+
+    #: How long a poll waits while ``hold_at_end`` keeps a member at its end (``on_idle`` is
+    #: called this often).
+    HOLD_POLL_MS = 20
 
     #: How long the brokers have to list their topics (``--exit-at-end`` checks the names).
     METADATA_TIMEOUT_S = 20.0

@@ -86,6 +86,11 @@ class KafkaSource(RebalanceHandling, ProgressTracking, PartitionedSource):
         each is read up to the end offset it had when it was assigned. An
         empty assignment never ends the iteration: a member with nothing to
         read waits for partitions.
+    hold_at_end
+        With ``exit_at_end``, asked once this member's partitions are read to
+        their end: while it returns True the member stays (polling every
+        ``HOLD_POLL_MS``, calling ``on_idle``) instead of ending, for a member
+        whose timed work others still depend on.
     poll_timeout_ms
         Longest wait for messages in one poll.
     max_poll_records

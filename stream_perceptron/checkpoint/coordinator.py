@@ -205,6 +205,11 @@ class CheckpointCoordinator:
         if state is not None and state.stats.records > self._last_records:
             self.after_batch(state.stats.records)
 
+    def hold_at_end(self) -> bool:
+        """Whether a source read to its end (``--exit-at-end``) stays for this coordinator's
+        timed work: never, for a worker that only checkpoints its own partitions."""
+        return False
+
     def finish(self) -> None:
         """The run ends (done, stopped or failed): flush, and save and commit what was done."""
         state = self._state

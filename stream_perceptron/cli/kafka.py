@@ -181,6 +181,7 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         on_revoke=engine.coordinator.revoked,
         on_idle=engine.coordinator.idle,
         exit_at_end=args.exit_at_end,
+        hold_at_end=engine.coordinator.hold_at_end,
         max_line_bytes=args.max_line_bytes,
         client_options={
             **consumer_options(args.kafka_option),

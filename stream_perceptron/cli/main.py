@@ -189,7 +189,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     kafka.add_argument(
         "--exit-at-end",
         action="store_true",
-        help="stop (checkpoint and commit) once the end offsets seen at assignment are reached",
+        help="stop (checkpoint and commit) once the end offsets seen at assignment are reached "
+        "(shared-model mode: the mixing leader stays while the other workers still commit)",
     )
     kafka.add_argument(
         "--predictions-topic", type=_text, metavar="TOPIC", help="produce predictions here"

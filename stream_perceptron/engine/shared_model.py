@@ -88,6 +88,10 @@ SLOW_COMMIT_S = 5.0
 #: how often, at most, the leader reads the model topic between its commits to see whether
 #: the others' increments make a mix due
 PEEK_S = 0.05
+#: the mixer, read to the end of its partitions (``--exit-at-end``), stays while another
+#: worker's increment came within this many seconds (at least; twice the commit interval
+#: when that is longer): the others commit at least once an interval while they learn
+LINGER_S = 2.0
 
 
 def shared_state(learner: StreamClassifier) -> dict[str, Any]:
@@ -214,6 +218,10 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self._seq = 0  # of this worker's last increment
         self._last_mix_time = time.monotonic()
         self._last_peek = 0.0  # the leader's last look for a mix due between its commits
+        self._others_seq: dict[str, int] = {}  # the other workers' newest increments seen
+        self._others_at = 0.0  # when one of them was first seen (monotonic)
+        self._holding = False  # the mixer stays at the end of its partitions for the others
+        self._final = False  # in the last commit (finish): the leader mixes whatever is fresh
         self.peek_s: float | None = PEEK_S  # None: never (in-process tests, deterministic)
         self._group: Callable[[], Any] | None = None
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
@@ -375,6 +383,8 @@ class SharedModelCoordinator(CheckpointCoordinator):
         nearly every such commit, and never more often than twice the cadence."""
         if not fresh:
             return False
+        if self._final:
+            return True
         if self.mix_every and (
             2 * sum(i.examples for steps in fresh.values() for i in steps) >= self.mix_every
         ):
@@ -406,9 +416,39 @@ class SharedModelCoordinator(CheckpointCoordinator):
             return False
         return self.mix_due(self.view.fresh(), now)
 
+    def hold_at_end(self) -> bool:
+        """The mixer, its partitions read to their end (``--exit-at-end``): whether to stay
+        and mix on, because another worker committed an increment within :data:`LINGER_S`.
+        Left to a next mixer, their increments would wait for a rebalance to make one (a
+        mixer whose partitions held less of the stream ended early, and 13 mixtures of 30
+        due were made)."""
+        if not (self.mix_every or self.mix_interval) or self.peek_s is None or not self.is_leader:
+            return False
+        now = time.monotonic()  # the log is read by idle(), called between the polls
+        linger = max(LINGER_S, 2 * (self.interval or 0.0))
+        # the others gone (their partitions all came to this worker): nobody to wait for
+        alone = self._partitions() <= len(self.owned)
+        holding = not alone and now - self._others_at < linger
+        if holding != self._holding:
+            self._holding = holding
+            logger.info(
+                "worker %s, at the end of its partitions, %s", self.worker,
+                "stays to mix what the other workers still learn" if holding
+                else "ends: it holds every partition" if alone
+                else f"ends: no other worker committed for {linger:g} s",
+            )  # fmt: skip
+        return holding
+
     def finish(self) -> None:
+        """The last commit; the leader's mixes every increment it finds (a run that ends
+        leaves the chain's head holding all it could see, not up to ``mix_every / 2`` fewer
+        examples for the next start to lack)."""
         if self._state is not None:
-            self.save()
+            self._final = True
+            try:
+                self.save()
+            finally:
+                self._final = False
 
     def idle(self) -> None:
         """The source has nothing new for now: commit what came since the last commit; else,
@@ -765,12 +805,21 @@ class SharedModelCoordinator(CheckpointCoordinator):
         wait = getattr(self.log, "stable_wait_s", None)
         if stable_wait_s is None or wait is None:
             self.view.ingest(self.log.read_new())
+            self._note_others()
             return
         self.log.stable_wait_s = min(wait, stable_wait_s)  # type: ignore[attr-defined]
         try:
             self.view.ingest(self.log.read_new())
         finally:
             self.log.stable_wait_s = wait  # type: ignore[attr-defined]
+        self._note_others()
+
+    def _note_others(self) -> None:
+        """When another worker's newest increment was first seen (see :meth:`hold_at_end`)."""
+        for w, steps in self.view.increments.items():
+            if w != self.worker and steps and max(steps) > self._others_seq.get(w, 0):
+                self._others_seq[w] = max(steps)
+                self._others_at = time.monotonic()
 
 
 def _averaged(state: dict[str, Any]) -> bool:

@@ -93,6 +93,7 @@ def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, average
         _run_workers(args, ["w0", "w1", "w2"], tmp_path)
         again = pull(kafka_bootstrap, model_topic, tmp_path / "again.json")
         assert again.n_seen == 2 * n
+        print(f"separable: {first} first-pass mistakes, {again.n_mistakes - first} second-pass")
         assert again.n_mistakes - first <= first // 3, (first, again.n_mistakes)
 
 
@@ -130,7 +131,10 @@ def test_a_hashed_million_feature_model_is_shared_with_small_increments(kafka_bo
     """--hash-bits 20 (a million buckets) in shared mode, over records of 5 dense features and
     5 tokens out of a million names: every record learned once, the pulled model hashes as the
     workers did (it predicts on names), and each increment holds at most the buckets of the
-    records it learned (10 features each), not the model."""
+    records it learned (10 features each), not the model. Averaged: the plain perceptron's
+    last iterate on this noisy stream swings between 74 % and 96 % held-out accuracy over
+    its last 2,000 examples, so one run against one sequential number tests that swing
+    (2 runs of 8 fell more than 3 points below); the plain bar is row 14's, over 10 seeds."""
     from connectors.kafka_model_topic import KafkaModelLog
     from stream_perceptron import Preprocessed
     from stream_perceptron.sharing.records import Increment, decode
@@ -143,17 +147,19 @@ def test_a_hashed_million_feature_model_is_shared_with_small_increments(kafka_bo
     model_topic = name("model")
     args = worker_args(
         kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end", "--hash-bits", "20",
-        "--mix-every", "1000", "--checkpoint-interval", "0.5",
+        "--mix-every", "1000", "--checkpoint-interval", "0.5", "--averaged",
     )  # fmt: skip
     _run_workers(args, ["w0", "w1", "w2"], tmp_path)
     pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json")
     assert isinstance(pulled, Preprocessed) and pulled.hash_bits == 20
     assert pulled.n_seen == n
-    sequential = Preprocessed(Perceptron(), hash_bits=20)
+    sequential = Preprocessed(Perceptron(averaged=True), hash_bits=20)
     for x, y in data:
         sequential.learn_one(x, y)
     gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
-    assert gap <= 0.03, (accuracy(pulled, held_out), accuracy(sequential, held_out))
+    print(f"hashed, averaged: pulled {accuracy(pulled, held_out):.4f}, sequential "
+          f"{accuracy(sequential, held_out):.4f}")
+    assert gap <= 0.01, (accuracy(pulled, held_out), accuracy(sequential, held_out))
     log = KafkaModelLog(kafka_bootstrap, model_topic)
     try:
         records = [decode(r[1]) for r in log.read_new() if r[1] is not None]

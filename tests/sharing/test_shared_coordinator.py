@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -703,3 +704,61 @@ def test_the_leader_mixes_when_the_others_committed_enough_with_no_records_of_it
     commits = other.coordinator.commits
     other.coordinator.idle()  # only the leader looks
     assert other.coordinator.commits == commits
+
+
+def test_the_leader_at_its_end_stays_while_the_others_commit(monkeypatch) -> None:
+    """--exit-at-end: the leader, its partitions read to the end, stays (and mixes on) while
+    another worker committed an increment within LINGER_S; a worker that does not mix never
+    stays, and the leader ends once the others have been quiet for LINGER_S."""
+    from stream_perceptron.engine import shared_model
+
+    cluster, data = Cluster(), _data(2, 200)
+    lead = _Stepper(cluster, "lead", [0], mix_every=100)
+    other = _Stepper(cluster, "other", [1], mix_every=100)
+    rng = random.Random(1)
+    lead.step(data, {0: 1, 1: 0}, rng)
+    lead.coordinator.save()
+    assert not lead.coordinator.hold_at_end()  # nobody else has committed anything
+    while other.positions[1] < 30:
+        other.step(data, {0: 1, 1: 30}, rng)
+    other.coordinator.save()
+    lead.coordinator.peek_s = 0.0
+    lead.coordinator.idle()  # reads the model topic: the other's increment is new
+    assert lead.coordinator.hold_at_end()
+    assert not other.coordinator.hold_at_end()  # only the mixer stays
+    lead.coordinator.idle()  # nothing new: the time of the last one stands
+    assert lead.coordinator.hold_at_end()
+    other.revoke()  # the other leaves; its partition comes to the leader: nobody to wait for
+    lead.assign([0, 1])
+    assert not lead.coordinator.hold_at_end()
+    lead.revoke()
+    lead.assign([0])
+    monkeypatch.setattr(shared_model, "LINGER_S", 0.0)
+    lead.coordinator.interval = None
+    assert not lead.coordinator.hold_at_end()
+    plain = _Stepper(cluster, "plain", [0])  # no --mix-every / --mix-interval: nothing to mix
+    plain.coordinator.peek_s = 0.0
+    plain.coordinator._others_at = time.monotonic()
+    assert not plain.coordinator.hold_at_end()
+
+
+def test_the_leaders_last_commit_mixes_what_is_fresh() -> None:
+    """finish(): the leader's last commit mixes every increment it finds, also fewer examples
+    than half of --mix-every, so the chain's head holds the whole run; another worker's last
+    commit mixes nothing."""
+    cluster, data = Cluster(), _data(2, 200)
+    lead = _Stepper(cluster, "lead", [0], mix_every=1000)
+    other = _Stepper(cluster, "other", [1], mix_every=1000)
+    rng = random.Random(2)
+    lead.step(data, {0: 1, 1: 0}, rng)
+    lead.coordinator.save()  # mixture 0
+    while other.positions[1] < 40:
+        other.step(data, {0: 1, 1: 40}, rng)
+    other.coordinator.finish()
+    assert other.coordinator.version == 0  # not the mixer
+    lead.coordinator.save()  # 41 examples fresh, under 500: no mix
+    assert lead.coordinator.version == 0
+    lead.coordinator.finish()
+    assert lead.coordinator.version == 1
+    assert lead.coordinator.view.mixture.state["n_seen"] == 41
+    assert not lead.coordinator.view.fresh()

@@ -141,3 +141,34 @@ def test_exit_at_end_waits_out_a_rebalance_held_up_by_a_dead_member(
     assert [r.value for r in records] == [b"%d" % i for i in range(20)]
     waits = [r for r in caplog.records if "still waiting for group" in r.getMessage()]
     assert waits, "the wait for the rebalance was not reported"
+
+
+def test_exit_at_end_stays_while_hold_at_end_says_so(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
+) -> None:
+    """A member read to its end stays while ``hold_at_end`` returns True: it keeps polling
+    (records that come meanwhile are read too) and calls ``on_idle`` every ``HOLD_POLL_MS``,
+    not every ``poll_timeout_ms``; once the predicate says no, the iteration ends."""
+    topic = make_topic(1)
+    produce(topic, [b"%d" % i for i in range(3)])
+    idles: list[float] = []
+    asked: list[float] = []
+
+    def hold() -> bool:
+        if not asked:  # first at the end: more records come while the member stays
+            produce(topic, [b"3", b"4"])
+        asked.append(time.monotonic())
+        return len(idles) < 20
+
+    source = make_source(
+        kafka_client, kafka_bootstrap, [topic], group_id, exit_at_end=True,
+        hold_at_end=hold, on_idle=lambda: idles.append(time.monotonic()),
+        poll_timeout_ms=500, client_options=FAST_GROUP,
+    )  # fmt: skip
+    with source:
+        records = collect(source, timeout=60)
+    assert [r.value for r in records] == [b"0", b"1", b"2", b"3", b"4"]
+    assert len(idles) >= 20 and len(asked) >= 20
+    held = [t for t in idles if t > asked[0]]
+    # 20 polls of HOLD_POLL_MS (20 ms) while held; polls of 500 ms would take 10 s
+    assert held[-1] - held[0] < 5.0, held[-1] - held[0]
