@@ -587,7 +587,7 @@ class SharedModelCoordinator(CheckpointCoordinator):
                 self.view.ingest([(k.encode(), None) for k in held], own=True)
                 self.view.advance(mixture)
         try:
-            self.mix()
+            self.mix(read=mixture is None)
         except ConnectorError as e:  # the broker away: the next commit tries again
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
 
@@ -692,12 +692,14 @@ class SharedModelCoordinator(CheckpointCoordinator):
         finally:
             self.mix_seconds += time.perf_counter() - started
 
-    def mix(self) -> bool:
+    def mix(self, read: bool = True) -> bool:
         """Read the model topic and move onto a newer mixture if there is one; True if the
-        model moved."""
+        model moved. ``read=False``: onto the newest mixture known (the leader's own, just
+        committed: only the leader mixes, so a read would find no newer one)."""
         started = time.perf_counter()
         try:
-            self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+            if read:
+                self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
             state = self._state
             assert state is not None
             with state.lock:
