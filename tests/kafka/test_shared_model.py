@@ -320,7 +320,11 @@ def _check_exact(
     held_out = examples(4000, seed=99)
     gap = accuracy(_sequential(data, averaged=True), held_out) - accuracy(pulled, held_out)
     print(f"held-out accuracy gap to one sequential model: {gap:.4f}")
-    assert gap <= 0.01, gap  # within 1 point
+    # within 2 points: one run's gap on these short noisy streams spreads (two workers of both
+    # clients, 12k records with 10 % noise: 0.1 to 1.3 points in 5 runs; 1.3 failed the
+    # 1-point bound once in 3 fresh-clone runs); the outliers the bound is for were 5-20
+    # points, and the 0.5-point bar is row 14's, over 10 seeds
+    assert gap <= 0.02, gap
 
 
 def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
