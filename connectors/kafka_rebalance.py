@@ -46,7 +46,9 @@ class RebalanceHandling(GroupSource):
                 await source._in_helper_thread(consumer, source._revoked, revoked)
 
             async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-                await source._in_helper_thread(consumer, source._assigned_now, assigned)
+                await source._in_helper_thread(
+                    consumer, source._assigned_now, assigned, moot_when_closed=True
+                )
 
         return Listener()
 
@@ -55,6 +57,8 @@ class RebalanceHandling(GroupSource):
         consumer: KafkaConsumer,
         handler: Callable[[KafkaConsumer, set[TopicPartition]], None],
         partitions: set[TopicPartition],
+        *,
+        moot_when_closed: bool = False,
     ) -> None:
         """Run ``handler`` in a new thread; the IO loop goes on meanwhile.
 
@@ -62,6 +66,9 @@ class RebalanceHandling(GroupSource):
         consumer calls (commit, committed, seek...) are refused. The handler's
         failure is kept for the polling thread to raise, not given to
         kafka-python (whose close() would then stop half-way).
+        ``moot_when_closed``: a failure once the source is closed is logged, not
+        kept (an assignment the close cut short: no record of it was read, so it
+        has nothing left to do; a stop during a rebalance is not an error).
         """
         from kafka.future import Future
 
@@ -74,10 +81,19 @@ class RebalanceHandling(GroupSource):
             try:
                 handler(consumer, partitions)
             except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
-                logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
-                self._callback_error = exc
+                if moot_when_closed and self._closed:
+                    logger.info("rebalance callback for %s ended by the close: %r",
+                                sorted(partitions), exc)  # fmt: skip
+                else:
+                    logger.error("rebalance callback for %s failed: %r", sorted(partitions), exc)
+                    self._callback_error = exc
             finally:
-                kafka_client.call_soon_threadsafe(consumer, finish)
+                try:
+                    kafka_client.call_soon_threadsafe(consumer, finish)
+                except RuntimeError as exc:  # the client's IO loop closed: none awaits it
+                    logger.log(logging.DEBUG if self._closed else logging.ERROR,
+                               "rebalance callback for %s could not report back: %r",
+                               sorted(partitions), exc)  # fmt: skip
 
         threading.Thread(target=run, name="kafka-source-rebalance", daemon=True).start()
         await done

@@ -115,6 +115,10 @@ class ModelView:
     signer: RecordSigner | None = None
     #: the steps of the latest mixtures read or written, by version (``MIXTURE_STEPS`` kept)
     mixture_steps: dict[int, Form] = field(default_factory=dict)
+    #: who wrote the latest heads and when, by version (``MIXTURE_STEPS`` kept): a former
+    #: head read again (the leader reads its own mixtures back after it moved past them) is
+    #: known, not refused as stale
+    heads: dict[int, tuple[str, float]] = field(default_factory=dict)
 
     @property
     def bad_records(self) -> int:
@@ -159,6 +163,7 @@ class ModelView:
         """``mixture`` becomes the head; its step (when it has one that decodes) is kept for
         placing increments made on the mixtures before it."""
         self.mixture = mixture
+        self.heads[mixture.version] = (mixture.worker, mixture.mixed_at)
         if mixture.step is not None:
             try:
                 self.mixture_steps[mixture.version] = Form.decode(mixture.step)
@@ -166,6 +171,8 @@ class ModelView:
                 pass  # only a finer placement of averaged increments is lost
         for version in [v for v in self.mixture_steps if v <= mixture.version - MIXTURE_STEPS]:
             del self.mixture_steps[version]
+        for version in [v for v in self.heads if v <= mixture.version - MIXTURE_STEPS]:
+            del self.heads[version]
 
     def lag(self, since: int) -> Form | None:
         """The weights' change from mixture ``since`` to the head (the steps kept of the
@@ -245,13 +252,12 @@ class ModelView:
             )
 
     def _check_mixture(self, mixture: Mixture) -> bool:
-        """Whether ``mixture`` becomes the head (False: it is the head itself, read again)."""
+        """Whether ``mixture`` becomes the head (False: it is this view's head or a former one,
+        read again)."""
         head = self.mixture
         if head is not None and mixture.version <= head.version:
-            if (mixture.version, mixture.worker, mixture.mixed_at) == (
-                head.version, head.worker, head.mixed_at
-            ):
-                return False  # the head, read back by the worker that wrote it
+            if self.heads.get(mixture.version) == (mixture.worker, mixture.mixed_at):
+                return False  # a head of this view's, read back (by the worker that wrote it)
             raise RecordFormatError(
                 f"mixture {mixture.version} is not newer than the head {head.version}", "stale"
             )

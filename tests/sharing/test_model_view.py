@@ -97,6 +97,22 @@ def test_the_chain_only_moves_forward() -> None:
     assert view.rejected == {"stale": 2}
 
 
+def test_former_heads_read_back_are_known_not_stale() -> None:
+    """The leader moves onto each mixture it commits without reading the topic; when it reads
+    later, its former heads come back before the newest: known, not refused. A mixture of the
+    same version from another writer still is."""
+    state = Perceptron().get_state()
+    view = ModelView()
+    first, second = Mixture(1, state, "a"), Mixture(2, state, "a")
+    view.advance(first)
+    view.advance(second)
+    forged = Mixture(1, state, "a", mixed_at=first.mixed_at + 1)
+    view.ingest([(b"mixture", first.encode()), (b"mixture", second.encode()),
+                 (b"mixture", forged.encode())])  # fmt: skip
+    assert view.mixture == second
+    assert view.rejected == {"stale": 1}
+
+
 def test_a_partition_record_under_another_key_is_refused() -> None:
     record = PartitionState(TOPIC, 0, 10, 10, 1, "a")
     view = ModelView()
