@@ -36,7 +36,7 @@ __all__ = ["MulticlassPerceptron"]
 _argmax = argmax  # the name the tests and the kernels' docs use
 
 #: The model's dicts, which a :class:`~stream_perceptron._speedups.ClassStore` holds instead
-#: while the averaged learner learns through the dict API (see ``MulticlassPerceptron._store``).
+#: while the learner learns through the dict API (see ``MulticlassPerceptron._store``).
 _MODEL_DICTS = ("_w", "_b", "_u", "_ub")
 
 #: The most examples the learner waits, after its model left its store, before it moves it
@@ -97,8 +97,8 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
 
     """
 
-    #: The averaged model in native arrays, or None (the dicts ``_w``, ``_b``, ``_u``, ``_ub``
-    #: hold it). Averaged, with the C helpers built and ``init="zeros"``, the dict API moves
+    #: The model in native arrays, or None (the dicts ``_w``, ``_b``, ``_u``, ``_ub`` hold
+    #: it). With the C helpers built and ``init="zeros"``, the dict API moves
     #: the model into a :class:`~stream_perceptron._speedups.ClassStore`, which then *is* the
     #: model: the four dicts are no attributes meanwhile, and reading one (the pure-Python
     #: code, ``learn_dense``, a test) moves the model back into dicts
@@ -163,20 +163,32 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
             self._release_store()
         return kernels.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, snapshot)
 
+    def _plain_argmax(self, x: dict, snapshot: bool) -> Any:
+        """``_speedups.class_argmax`` of the plain model and ``x``, as :meth:`_avg_argmax`:
+        from the model's store when it handles ``x``, else from the module's function on the
+        dicts; None when that declines too (or the C extension is off)."""
+        kernels = _speedups
+        if kernels is None:
+            return None
+        store = self._store
+        if store is None:
+            store = self._take_store()
+        if store is not None:
+            got = store.class_argmax(x, snapshot)
+            if got is not None:
+                return got
+            self._release_store()
+        return kernels.class_argmax(self._w, self._b, x, snapshot)
+
     # -- the model in a native store -----------------------------------------------------------
     def _take_store(self) -> Any:
         """Move the model from its dicts into a new ``ClassStore`` and return it; None (the
-        dicts kept) when the learner does not use one (not averaged, ``init="random"``, the C
-        extension off, the wait after the last move out not over, a subclass replacing the
-        learning code) or the store declines the dicts (a feature key other than str or int, a
-        value other than a float)."""
+        dicts kept) when the learner does not use one (``init="random"``, the C extension off,
+        the wait after the last move out not over, a subclass replacing the learning code) or
+        the store declines the dicts (a feature key other than str or int, a value other than
+        a float)."""
         kernels = _speedups
-        if (
-            kernels is None
-            or not self.averaged
-            or self._init.random
-            or self._n_seen < self._store_retry_at
-        ):
+        if kernels is None or self._init.random or self._n_seen < self._store_retry_at:
             return None
         store = kernels.ClassStore()
         d = self.__dict__
@@ -266,6 +278,8 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         score that overflows is not stored: ``NaN`` never beats another score in the argmax
         (so the first class wins when all are ``NaN``)."""
         store = self._store
+        if store is None and _speedups is not None:
+            store = self._take_store()
         if store is not None and _speedups is not None:
             got = self._learn_stored(store, x, y, known)
             if got is not _DECLINED:
@@ -548,13 +562,13 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     def _predict_scores(self, x: dict) -> dict[Any, float]:
         if self.averaged and self._n_seen:
             return self._average_scores(x)
-        return self._scores(x, self._w, self._b)
+        return self._plain_scores(x)
 
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
         if _speedups is not None:
             t = self._n_seen
             if not (self.averaged and t):
-                got = _speedups.class_argmax(self._w, self._b, x, True)
+                got = self._plain_argmax(x, True)
                 if got is not None:
                     self._memo = (x, got, t)
                     return got[0]
@@ -587,6 +601,8 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
 
     def _plain_scores(self, x: dict) -> dict[Any, float]:
         store = self._store
+        if store is None and _speedups is not None:
+            store = self._take_store()
         if store is not None:
             got = store.class_scores(x)
             if got is not None:

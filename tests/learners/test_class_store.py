@@ -219,14 +219,21 @@ def run(model: MulticlassPerceptron, data: list, api: str) -> list:
 
 @pytest.mark.parametrize("api", ["fused", "split", "proba"])
 @pytest.mark.parametrize("bias", ["learned", "r2", "none"])
-@pytest.mark.parametrize(("lr", "half_life"), [(0.5, None), (1, None), (0.5, 3.0)])
-def test_the_averaged_learner_in_its_store_is_the_pure_python_one(
-    api, bias, lr, half_life, monkeypatch
+@pytest.mark.parametrize(
+    ("averaged", "lr", "half_life"),
+    [(True, 0.5, None), (True, 1, None), (True, 0.5, 3.0), (False, 0.5, None), (False, 1, None)],
+)
+def test_the_learner_in_its_store_is_the_pure_python_one(
+    api, bias, averaged, lr, half_life, monkeypatch
 ):
+    """Averaged or plain: the model stays in one store, and every prediction, score and the
+    whole state are the pure-Python learner's, to the bit."""
     data = stream(300)
 
     def make() -> MulticlassPerceptron:
-        return MulticlassPerceptron(bias=bias, lr=lr, averaged=True, average_half_life=half_life)
+        return MulticlassPerceptron(
+            bias=bias, lr=lr, averaged=averaged, average_half_life=half_life
+        )
 
     counting = Counting(_speedups)
     monkeypatch.setattr(multiclass_module, "_speedups", counting)
@@ -235,8 +242,8 @@ def test_the_averaged_learner_in_its_store_is_the_pure_python_one(
     # the model stayed in one store: never moved back into dicts, never scored from dicts
     assert counting.calls.get("ClassStore") == 1
     assert fast._store is not None and "_w" not in fast.__dict__
-    assert "avg_class_argmax" not in counting.calls
-    assert "avg_class_scores" not in counting.calls
+    for kernel in ("avg_class_argmax", "avg_class_scores", "class_argmax", "class_scores"):
+        assert kernel not in counting.calls  # the module's kernels on dicts
     monkeypatch.setattr(multiclass_module, "_speedups", None)
     pure = make()
     want = run(pure, data, api)
