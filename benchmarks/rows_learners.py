@@ -91,7 +91,8 @@ def _averaged_results(
     prefix: str, kind: str, what: str, got: dict[str, tuple[float, float]], anchor: Measure
 ) -> list[Result]:
     """Rows ``<prefix>d-<prefix>f``: the averaged learner per API, against River, with its
-    speed as a fraction of the plain learner's in the same run (goal: at least 0.75)."""
+    speed as a fraction of the plain learner's in the same run (goal, issue 25: at least 0.9
+    on every Python)."""
     results = []
     for letter, (key, api) in zip("def", (*_DICT_APIS, _DENSE_API), strict=True):
         row = f"{prefix}{letter}"
@@ -109,8 +110,8 @@ def _averaged_results(
                 Measure("ours", rate, "ex/s"),
                 anchor,
                 rate / anchor.value if anchor.value else None,
-                goal=">= 0.75x our plain learner",
-                met=fraction >= 0.75,
+                goal=">= 0.9x our plain learner",
+                met=fraction >= 0.9,
                 notes=[f"{fraction:.2f}x our plain learner ({plain_rate:,.0f} ex/s);"
                        f" accuracy {acc:.2%}"],  # fmt: skip
             )
@@ -161,8 +162,8 @@ def row_binary(ctx: Context) -> list[Result]:
                 Measure("ours", rate, "ex/s"),
                 anchor,
                 ratio,
-                goal=">= 4x",
-                met=ratio >= 4,
+                goal=">= 8x",
+                met=ratio >= 8,
                 notes=[f"accuracy ours {acc:.2%}, river {river_acc:.2%}"],
             )
         )
@@ -210,8 +211,8 @@ def row_multiclass(ctx: Context) -> list[Result]:
                 Measure("ours", rate, "ex/s"),
                 anchor,
                 ratio,
-                goal=">= 10x at accuracy >= 95 %",
-                met=ratio >= 10 and acc >= 0.95,
+                goal=">= 30x at accuracy >= 95 %",
+                met=ratio >= 30 and acc >= 0.95,
                 notes=[f"accuracy ours {acc:.2%}"],
             )
         )

@@ -131,6 +131,22 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     # -- learning ------------------------------------------------------------------------------
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
+        store = self._store
+        if store is not None and _speedups is not None:
+            # the model in its store: straight to it (the store exists only where the learning
+            # code is this class's, so nothing below is replaced by a subclass)
+            if not self.averaged:
+                got = self._learn_stored(store, x, y, None)
+                return got if got is not _DECLINED else self._learn(x, y)
+            t = self._n_seen
+            if t:
+                d = t if self.average_half_life is None else self._avg_div(t)
+                both = store.avg_class_argmax(d, x, False)
+                if both is not None:
+                    if self._learn_stored(store, x, y, both[1]) is _DECLINED:
+                        self._learn(x, y)
+                    return both[0]
+                self._release_store()
         if self.averaged:
             t = self._n_seen
             if t and _speedups is not None and not self._init.random:
@@ -573,8 +589,11 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
                     self._memo = (x, got, t)
                     return got[0]
             else:
-                d = self._avg_div(t)
-                got = self._avg_argmax(d, x, True)
+                d = t if self.average_half_life is None else self._avg_div(t)
+                store = self._store
+                got = None if store is None else store.avg_class_argmax(d, x, True)
+                if got is None:
+                    got = self._avg_argmax(d, x, True)
                 if got is not None:
                     # the plain argmax and norm, for the learn_one that usually follows
                     self._memo = (x, got[1], t)
