@@ -1347,6 +1347,74 @@ store_avg_argmax(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     return pack(a_hat, inner, NULL);
 }
 
+PyDoc_STRVAR(store_row_dot_norm_doc,
+"row_dot_norm(x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"What the module's :func:`dot_norm` gives for the weights of the store's first class (a\n"
+"binary perceptron's model, loaded as a store of one class): ``(dot, r)`` or\n"
+"``(dot, r, snapshot)``. None when not handled (see the class) or the store has no class.");
+
+static PyObject *
+store_row_dot_norm(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Items it;
+    int want_snapshot;
+    if (self->nc < 1) {
+        if (check_nargs("row_dot_norm", nargs, 1, 2) < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    int status = store_begin(self, "row_dot_norm", args, nargs, 0, 2, NULL, &it, &want_snapshot);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    return pack_norm(&it, want_snapshot, PyFloat_FromDouble(self->dot[0]), items_norm(&it));
+}
+
+PyDoc_STRVAR(store_row_avg_dot_norm_doc,
+"row_avg_dot_norm(x, snapshot=False, /)\n"
+"--\n"
+"\n"
+"What the module's :func:`avg_dot_norm` gives for the weights and accumulators of the\n"
+"store's first class: ``(udot, (dot, r))``, or ``(udot, (dot, r, snapshot))``. None when not\n"
+"handled or the store has no class.");
+
+static PyObject *
+store_row_avg_dot_norm(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Items it;
+    int want_snapshot;
+    if (check_nargs("row_avg_dot_norm", nargs, 1, 2) < 0) {
+        return NULL;
+    }
+    if (self->nc < 1) {
+        Py_RETURN_NONE;
+    }
+    /* store_begin's prologue without the divisor (no averaged score is made here) */
+    want_snapshot = 0;
+    if (nargs > 1 && (want_snapshot = PyObject_IsTrue(args[1])) < 0) {
+        return NULL;
+    }
+    int status = items_load(&it, args[0]);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    status = store_slots(self, &it);
+    if (status <= 0) {
+        return release_unhandled(&it, status);
+    }
+    store_fold(self, &it, 1);
+    double udot = self->udot[0];
+    PyObject *inner =
+        pack_norm(&it, want_snapshot, PyFloat_FromDouble(self->dot[0]), items_norm(&it));
+    if (inner == NULL) {
+        return NULL;
+    }
+    return pack(PyFloat_FromDouble(udot), inner, NULL);
+}
+
 /* The dict {label: score} of every class in order, plain or averaged (divisor t). */
 static PyObject *
 store_scores_dict(ClassStore *self, int averaged, double t)
@@ -1953,6 +2021,10 @@ static PyMethodDef store_methods[] = {
      store_scores_doc},
     {"avg_class_scores", (PyCFunction)(void (*)(void))store_avg_scores, METH_FASTCALL,
      store_avg_scores_doc},
+    {"row_dot_norm", (PyCFunction)(void (*)(void))store_row_dot_norm, METH_FASTCALL,
+     store_row_dot_norm_doc},
+    {"row_avg_dot_norm", (PyCFunction)(void (*)(void))store_row_avg_dot_norm, METH_FASTCALL,
+     store_row_avg_dot_norm_doc},
     {"update", (PyCFunction)(void (*)(void))store_update, METH_FASTCALL, store_update_doc},
     {"rescale", (PyCFunction)store_rescale, METH_O, store_rescale_doc},
     {"load", (PyCFunction)(void (*)(void))store_load, METH_FASTCALL, store_load_doc},

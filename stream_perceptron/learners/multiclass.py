@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
@@ -24,6 +24,7 @@ from stream_perceptron.learners._base import (
     too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
+from stream_perceptron.learners._stored import StoredModelDict
 from stream_perceptron.native import multiclass as _multiclass
 
 _INF = math.inf
@@ -100,11 +101,19 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     #: The model in native arrays, or None (the dicts ``_w``, ``_b``, ``_u``, ``_ub`` hold
     #: it). With the C helpers built and ``init="zeros"``, the dict API moves
     #: the model into a :class:`~stream_perceptron._speedups.ClassStore`, which then *is* the
-    #: model: the four dicts are no attributes meanwhile, and reading one (the pure-Python
+    #: model: the four dicts are None meanwhile, and reading one (the pure-Python
     #: code, ``learn_dense``, a test) moves the model back into dicts
     #: (:meth:`_release_store`); what only reads the model (``weights``, ``get_state``, the
     #: margins) builds dicts from the store and leaves it. Never two copies to keep in step.
     _store: Any = None
+    _w = StoredModelDict()
+    _b = StoredModelDict()
+    _u = StoredModelDict()
+    _ub = StoredModelDict()
+    _dict_w: dict[Any, dict[Any, float]] | None
+    _dict_b: dict[Any, float] | None
+    _dict_u: dict[Any, dict[Any, float]] | None
+    _dict_ub: dict[Any, float] | None
     #: The example count from which the model may move into a store again, and the wait
     #: after the next move out (doubling, see ``_STORE_MAX_WAIT``).
     _store_retry_at = 0
@@ -207,14 +216,12 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         if kernels is None or self._init.random or self._n_seen < self._store_retry_at:
             return None
         store = kernels.ClassStore()
-        d = self.__dict__
         if overrides(type(self), MulticlassPerceptron, self._STORE_REFERENCE) or not store.load(
-            d["_w"], d["_b"], d["_u"], d["_ub"]
+            self._dict_w, self._dict_b, self._dict_u, self._dict_ub
         ):
             self._store_moved_out()
             return None
-        for name in _MODEL_DICTS:
-            del d[name]
+        self._dict_w = self._dict_b = self._dict_u = self._dict_ub = None
         self._store = store
         return store
 
@@ -222,8 +229,7 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         """Move the model from its store back into its dicts (the store dropped)."""
         store = self._store
         self._store = None
-        d = self.__dict__
-        d["_w"], d["_b"], d["_u"], d["_ub"] = store.dicts()
+        self._dict_w, self._dict_b, self._dict_u, self._dict_ub = store.dicts()
         self._store_moved_out()
 
     def _store_moved_out(self) -> None:
@@ -248,21 +254,12 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         store = self._store
         return list(self._w if store is None else store.classes)
 
-    if not TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any:
-            # Called only for what is not an attribute: a model dict while the store holds
-            # the model, which moves back into dicts for whoever reads or changes them.
-            if name in _MODEL_DICTS and self.__dict__.get("_store") is not None:
-                self._release_store()
-                return self.__dict__[name]
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         store = state.pop("_store", None)
         if store is not None:  # a copy or a pickle holds dicts
-            state["_w"], state["_b"], state["_u"], state["_ub"] = store.dicts()
+            w, b, u, ub = store.dicts()
+            state.update(_dict_w=w, _dict_b=b, _dict_u=u, _dict_ub=ub)
         return state
 
     def _add_class(self, c: Any) -> None:

@@ -15,12 +15,15 @@ from stream_perceptron.learners._base import (
     LinearHyperparameters,
     UndoLog,
     add_scaled,
+    norm,
     norm_of,
     overrides,
     pairs,
+    sparse_dot,
     too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
+from stream_perceptron.learners._stored import StoredModelDict
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.native import binary as _binary
 from stream_perceptron.native.labels import encode_labels
@@ -31,6 +34,18 @@ _INF = math.inf
 _speedups = native.speedups
 
 __all__ = ["Perceptron"]
+
+#: The model's dicts, which a :class:`~stream_perceptron._speedups.ClassStore` of one class
+#: holds instead while the learner learns through the dict API (see ``Perceptron._store``).
+_MODEL_DICTS = ("_w", "_u")
+
+#: The label of the store's one class (its weights are ``_w``, its accumulators ``_u``; the
+#: biases stay attributes of the learner).
+_ROW = 0
+
+#: The most examples the learner waits, after its model left its store, before it moves it
+#: into one again (the wait doubles at every move out, up to this).
+_STORE_MAX_WAIT = 1 << 16
 
 
 class Perceptron(LinearHyperparameters, BinaryLinearModel):
@@ -90,6 +105,25 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
 
     """
 
+    #: The weights and averaging accumulators in native arrays, or None (the dicts ``_w`` and
+    #: ``_u`` hold them). With the C helpers built and ``init="zeros"``, the dict API moves
+    #: them into a :class:`~stream_perceptron._speedups.ClassStore` of one class, which then
+    #: *is* the model: the two dicts are None meanwhile, and reading one (the
+    #: pure-Python code, ``learn_dense``, a test) moves them back (:meth:`_release_store`);
+    #: what only reads the model (``weights``, ``get_state``, the margins) builds dicts from
+    #: the store and leaves it. Scoring is one index lookup per feature (none when the
+    #: example's key objects are the last one's) instead of one dict lookup per feature and
+    #: dict (two when averaged).
+    _store: Any = None
+    _w = StoredModelDict()
+    _u = StoredModelDict()
+    _dict_w: dict[Any, float] | None
+    _dict_u: dict[Any, float] | None
+    #: The example count from which the model may move into a store again, and the wait
+    #: after the next move out (doubling, see ``_STORE_MAX_WAIT``).
+    _store_retry_at = 0
+    _store_wait = 1
+
     def __init__(
         self,
         lr: float = 1.0,
@@ -123,7 +157,7 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
             t = self._n_seen
             if t and _speedups is not None and not self._init.random:
                 # predict_one's averaged score and _learn's plain dot and norm, in one pass
-                got = _speedups.avg_dot_norm(self._w, self._u, x)
+                got = self._avg_dot_norm(x, False)
                 if got is not None:
                     score = (got[1][0] + self._b) - (got[0] + self._ub) / self._avg_div(t)
                     self._learn(x, sign, got[1])
@@ -170,12 +204,16 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
         ``inf - inf``) is not stored: ``y * score <= 0`` decides as for any score (``NaN``:
         no mistake), and ``predict_one`` gives the negative class for it."""
         t = self._n_seen + 1
-        w = self._w
+        store = self._store
+        if store is None and _speedups is not None:
+            store = self._take_store()
+        w = self._w if store is None else None
         memo = self._memo
         if memo is not None:
             self._memo = None
         undo = None
-        if self._init.random:
+        if self._init.random:  # never with a store
+            assert w is not None
             fresh = new_features(x, w)
             if fresh:
                 memo = None  # weights of x's features drawn since predict_one
@@ -191,7 +229,13 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
                 # since, and the model has not learned since; else computed
                 if memo is not None:
                     got = _speedups.recall(memo, x, t - 1)
-                if got is None:
+                if got is None and store is not None:
+                    got = store.row_dot_norm(x)
+                    if got is None:  # not handled: the model back in its dicts
+                        self._release_store()
+                        store = None
+                        w = self._w
+                if got is None and w is not None:
                     got = _speedups.dot_norm(w, x)
             if got is not None:
                 dot = got[0]
@@ -199,6 +243,10 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
                 if not r < _INF:  # r >= 0, or NaN
                     raise too_large("R (the largest input norm)")
             else:
+                if store is not None:  # the C helpers switched off meanwhile (the tests)
+                    self._release_store()
+                    store = None
+                w = self._w
                 r = norm_of(x)
                 dot = 0.0
                 for k, v in x.items():
@@ -224,13 +272,23 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
                     raise too_large("the bias") from None
                 if not (-_INF < b < _INF and -_INF < ub < _INF):
                     raise too_large("the bias")
-                done = (
-                    add_scaled(_speedups, x, w, step, self._u, c * step)
-                    if averaging
-                    else add_scaled(_speedups, x, w, step)
-                )
-                if not done:
-                    raise too_large("a weight")
+                done = None
+                if store is not None:  # the biases are the learner's: the store's stay 0
+                    done = store.update(x, _ROW, None, step, 0, c if averaging else None)
+                    if done is None:  # not handled: the update on the dicts
+                        self._release_store()
+                        store = None
+                    elif done is not True:
+                        raise too_large("a weight")
+                if done is None:
+                    w = self._w
+                    done = (
+                        add_scaled(_speedups, x, w, step, self._u, c * step)
+                        if averaging
+                        else add_scaled(_speedups, x, w, step)
+                    )
+                    if not done:
+                        raise too_large("a weight")
                 self._b = b
                 self._ub = ub
                 self._n_mistakes += 1
@@ -248,9 +306,95 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
         """Move the forgetting average's reference example up to ``t``: the same average, with
         coefficients back near 1 (see :class:`LinearHyperparameters`)."""
         factor = math.pow(self._beta, t - self._avg_ref)
-        self._rescale(self._u, factor)
+        store = self._store
+        if store is not None:
+            store.rescale(factor)
+        else:
+            self._rescale(self._u, factor)
         self._ub = self._ub * factor
         self._avg_ref = t
+
+    # -- the model in a native store -----------------------------------------------------------
+    def _take_store(self) -> Any:
+        """Move the weights and accumulators from their dicts into a new ``ClassStore`` of one
+        class and return it; None (the dicts kept) when the learner does not use one
+        (``init="random"``, the C extension off, the wait after the last move out not over, a
+        subclass replacing the learning code) or the store declines the dicts (a feature key
+        other than str or int, a value other than a float)."""
+        kernels = _speedups
+        if kernels is None or self._init.random or self._n_seen < self._store_retry_at:
+            return None
+        store = kernels.ClassStore()
+        if overrides(type(self), Perceptron, self._STORE_REFERENCE) or not store.load(
+            {_ROW: self._dict_w}, {_ROW: 0.0}, {_ROW: self._dict_u}, {_ROW: 0.0}
+        ):
+            self._store_moved_out()
+            return None
+        self._dict_w = self._dict_u = None
+        self._store = store
+        return store
+
+    def _release_store(self) -> None:
+        """Move the model from its store back into its dicts (the store dropped)."""
+        store = self._store
+        self._store = None
+        w, _, u, _ = store.dicts()
+        self._dict_w, self._dict_u = w[_ROW], u[_ROW]
+        self._store_moved_out()
+
+    def _store_moved_out(self) -> None:
+        self._store_retry_at = self._n_seen + self._store_wait
+        self._store_wait = min(2 * self._store_wait, _STORE_MAX_WAIT)
+
+    def _model_dicts(self) -> tuple[dict[Any, float], dict[Any, float]]:
+        """``(w, u)`` to read, not to change: the dicts, or dicts built from the store (which
+        keeps the model)."""
+        store = self._store
+        if store is not None:
+            w, _, u, _ = store.dicts()
+            return w[_ROW], u[_ROW]
+        return self._w, self._u
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        store = state.pop("_store", None)
+        if store is not None:  # a copy or a pickle holds dicts
+            w, _, u, _ = store.dicts()
+            state["_dict_w"], state["_dict_u"] = w[_ROW], u[_ROW]
+        return state
+
+    def _dot_norm(self, x: dict, snapshot: bool) -> Any:
+        """``_speedups.dot_norm`` of the weights and ``x``: from the model's store (taken when
+        it can be) when it handles ``x``, else (the model back in its dicts) from the module's
+        function; None when that declines too (or the C extension is off)."""
+        kernels = _speedups
+        if kernels is None:
+            return None
+        store = self._store
+        if store is None:
+            store = self._take_store()
+        if store is not None:
+            got = store.row_dot_norm(x, snapshot)
+            if got is not None:
+                return got
+            self._release_store()
+        return kernels.dot_norm(self._w, x, snapshot)
+
+    def _avg_dot_norm(self, x: dict, snapshot: bool) -> Any:
+        """``_speedups.avg_dot_norm`` of the weights, accumulators and ``x``, as
+        :meth:`_dot_norm`."""
+        kernels = _speedups
+        if kernels is None:
+            return None
+        store = self._store
+        if store is None:
+            store = self._take_store()
+        if store is not None:
+            got = store.row_avg_dot_norm(x, snapshot)
+            if got is not None:
+                return got
+            self._release_store()
+        return kernels.avg_dot_norm(self._w, self._u, x, snapshot)
 
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them
@@ -258,6 +402,13 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
     _DENSE_REFERENCE = (
         "_learn", "_score", "_average_score", "predict_one", "predict_learn_one",
         "_predict_learn_first", "_predict_open",
+    )  # fmt: skip
+
+    #: The methods whose code the store's path reproduces (a subclass replacing any of them
+    #: keeps its model in dicts).
+    _STORE_REFERENCE = (
+        *_DENSE_REFERENCE, "_renormalise", "_avg_coef", "_avg_div", "_averaging",
+        "_plain_score",
     )  # fmt: skip
 
     @property
@@ -355,15 +506,21 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:
-        w = self._w
         if self.averaged and self._n_seen:
             return self._average_score(x)
-        if _speedups is not None:
-            got = _speedups.dot_norm(w, x, True)
-            if got is not None:
-                self._memo = (x, got, self._n_seen)
-                return got[0] + self._b
+        got = self._dot_norm(x, True)
+        if got is not None:
+            self._memo = (x, got, self._n_seen)
+            return got[0] + self._b
         return self._plain_score(x)
+
+    def _plain_score(self, x: dict) -> float:
+        store = self._store
+        if store is not None:
+            got = store.row_dot_norm(x)
+            if got is not None:
+                return got[0] + self._b
+        return sparse_dot(self._model_dicts()[0], x) + self._b
 
     def _average_score(self, x: dict) -> float:
         """The score under the averaged weights: ``s - (u.x + ub) / t``, ``s`` the plain score
@@ -373,13 +530,12 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
         it to an exact rational average)."""
         t = self._n_seen
         d = self._avg_div(t)
-        w, u = self._w, self._u
-        if _speedups is not None:
-            got = _speedups.avg_dot_norm(w, u, x, True)
-            if got is not None:
-                # the plain dot and norm, for the learn_one that usually follows
-                self._memo = (x, got[1], t)
-                return (got[1][0] + self._b) - (got[0] + self._ub) / d
+        got = self._avg_dot_norm(x, True)
+        if got is not None:
+            # the plain dot and norm, for the learn_one that usually follows
+            self._memo = (x, got[1], t)
+            return (got[1][0] + self._b) - (got[0] + self._ub) / d
+        w, u = self._model_dicts()
         dot = udot = 0.0
         for k, v in x.items():
             wk = w.get(k)
@@ -395,12 +551,18 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
             t = self._n_seen
             labels = self._labels
             if not (self.averaged and t):
-                got = _speedups.dot_norm(self._w, x, True)
+                store = self._store
+                got = None if store is None else store.row_dot_norm(x, True)
+                if got is None:
+                    got = self._dot_norm(x, True)
                 if got is not None:
                     self._memo = (x, got, t)
                     return labels.positive if got[0] + self._b > 0 else labels.negative
             else:
-                got = _speedups.avg_dot_norm(self._w, self._u, x, True)
+                store = self._store
+                got = None if store is None else store.row_avg_dot_norm(x, True)
+                if got is None:
+                    got = self._avg_dot_norm(x, True)
                 if got is not None:
                     self._memo = (x, got[1], t)
                     d = self._avg_div(t)
@@ -413,7 +575,8 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
     def average_weights(self) -> dict[Any, float]:
         """The averaged weights predictions use when ``averaged=True``."""
         d = self._avg_div(self._n_seen or 1)
-        return {k: wk - self._u.get(k, 0.0) / d for k, wk in self._w.items()}
+        w, u = self._model_dicts()
+        return {k: wk - u.get(k, 0.0) / d for k, wk in w.items()}
 
     @property
     def average_bias(self) -> float:
@@ -421,10 +584,27 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
         return self._b - self._ub / self._avg_div(self._n_seen or 1)
 
     # -- state ---------------------------------------------------------------------------------
+    @property
+    def weights(self) -> dict[Any, float]:
+        """Feature -> weight (a copy)."""
+        return dict(self._model_dicts()[0])
+
+    @property
+    def weight_norm(self) -> float:
+        """||w||, the bias excluded."""
+        return norm(self._model_dicts()[0].values())
+
+    def _linear_payload(self) -> dict[str, Any]:
+        return {
+            "labels": self._labels.get_state(),
+            "weights": pairs(self._model_dicts()[0]),
+            "bias": self._b,
+        }
+
     def _state_payload(self) -> dict[str, Any]:
         return {
             **self._linear_payload(),
-            "avg_weights_acc": pairs(self._u),
+            "avg_weights_acc": pairs(self._model_dicts()[1]),
             "avg_bias_acc": self._ub,
             "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
@@ -432,6 +612,7 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
 
     def _load_payload(self, state: dict[str, Any]) -> None:
         self._memo = None
+        self._store = None  # the state replaces the whole model
         self._load_linear_payload(state)
         self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
         self._ub = float(state["avg_bias_acc"])

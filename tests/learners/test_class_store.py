@@ -1,7 +1,8 @@
-"""``_speedups.ClassStore``: the averaged multi-class model in native arrays.
+"""``_speedups.ClassStore``: the perceptrons' models in native arrays.
 
-While the averaged ``MulticlassPerceptron`` learns through the dict API its model lives in a
-store (no dicts meanwhile, nothing kept in step). The store must give exactly what the
+While a ``MulticlassPerceptron`` (plain or averaged) learns through the dict API its model
+lives in a store (no dicts meanwhile, nothing kept in step); a binary ``Perceptron`` keeps its
+weights and accumulators in a store of one class. The store must give exactly what the
 module's kernels give on the equivalent dicts (themselves held to the pure-Python loops in
 test_speedups.py), update exactly as the pure-Python ``_update`` (key order included), give
 its model back as those very dicts, and decline (None, nothing changed) what it does not
@@ -24,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stream_perceptron.learners.multiclass as multiclass_module
-from stream_perceptron import MulticlassPerceptron
+import stream_perceptron.learners.perceptron as perceptron_module
+from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import ValueTooLargeError
 
 try:
@@ -241,7 +243,7 @@ def test_the_learner_in_its_store_is_the_pure_python_one(
     got = run(fast, data, api)
     # the model stayed in one store: never moved back into dicts, never scored from dicts
     assert counting.calls.get("ClassStore") == 1
-    assert fast._store is not None and "_w" not in fast.__dict__
+    assert fast._store is not None and fast._dict_w is None
     for kernel in ("avg_class_argmax", "avg_class_scores", "class_argmax", "class_scores"):
         assert kernel not in counting.calls  # the module's kernels on dicts
     monkeypatch.setattr(multiclass_module, "_speedups", None)
@@ -340,3 +342,94 @@ def test_a_state_saved_before_the_store_resumes_exactly(name, api, pure, monkeyp
     assert run(model, data, api) == saved["predictions"]
     assert (model._store is None) == pure
     assert bits(model.get_state()) == bits(saved["after"])
+
+
+def binary_stream(n: int) -> list[tuple[dict, Any]]:
+    """``stream`` with two labels, a float key now and then the store declines."""
+    return [(x, y == "red") for x, y in stream(n)]
+
+
+@pytest.mark.parametrize("api", ["fused", "split", "proba"])
+@pytest.mark.parametrize("bias", ["learned", "r2", "none"])
+@pytest.mark.parametrize(
+    ("averaged", "lr", "half_life"),
+    [(True, 0.5, None), (True, 1, None), (True, 0.5, 3.0), (False, 0.5, None), (False, 1, None)],
+)
+def test_the_binary_learner_in_its_store_is_the_pure_python_one(
+    api, bias, averaged, lr, half_life, monkeypatch
+):
+    """The binary perceptron keeps its weights and accumulators in a store of one class
+    (the biases stay attributes): every prediction and the whole state are the pure-Python
+    learner's, to the bit, and the module's kernels on dicts are never called."""
+    data = binary_stream(300)
+
+    def make() -> Perceptron:
+        return Perceptron(bias=bias, lr=lr, averaged=averaged, average_half_life=half_life)
+
+    counting = Counting(_speedups)
+    monkeypatch.setattr(perceptron_module, "_speedups", counting)
+    fast = make()
+    got = run(fast, data, api)
+    assert counting.calls.get("ClassStore") == 1
+    assert fast._store is not None and fast._dict_w is None and fast._dict_u is None
+    for kernel in ("dot_norm", "avg_dot_norm", "axpy_finite"):
+        assert kernel not in counting.calls  # the module's kernels on dicts
+    monkeypatch.setattr(perceptron_module, "_speedups", None)
+    pure = make()
+    want = run(pure, data, api)
+    assert got == want
+    monkeypatch.setattr(perceptron_module, "_speedups", _speedups)
+    # what only reads the model leaves it in its store
+    assert bits(fast.get_state()) == bits(pure.get_state())
+    assert bits((fast.weights, fast.bias, fast.average_weights, fast.average_bias)) == bits(
+        (pure.weights, pure.bias, pure.average_weights, pure.average_bias)
+    )
+    assert bits(fast.geometric_margins(data[:20])) == bits(pure.geometric_margins(data[:20]))
+    assert fast._store is not None
+    for copied in (pickle.loads(pickle.dumps(fast)), copy.deepcopy(fast)):
+        assert copied._store is None and bits(copied._w) == bits(pure._w)
+        assert [copied.predict_one(x) for x, _ in data[:50]] == [
+            pure.predict_one(x) for x, _ in data[:50]
+        ]
+    # reading a model dict moves the model back into dicts, exactly
+    for name in ("_w", "_u", "_b", "_ub", "_max_norm", "_n_seen", "_n_mistakes"):
+        assert bits(getattr(fast, name)) == bits(getattr(pure, name))
+    assert fast._store is None
+
+
+def test_the_binary_learner_moves_out_of_its_store_and_back_exactly(monkeypatch):
+    """Examples the store declines (numpy values, a float key) move the model into dicts for
+    the pure-Python code; later it goes back into a store; a refused update changes nothing;
+    a subclass replacing the learning code keeps dicts."""
+    data = binary_stream(400)
+    odd = {50, 51, 120, 121, 122, 300}
+    data = [
+        ({k: np.float64(v) for k, v in x.items()} if i in odd and i % 2 else
+         {**x, 2.5: 1.0} if i in odd else x, y)
+        for i, (x, y) in enumerate(data)
+    ]  # fmt: skip
+    counting = Counting(_speedups)
+    monkeypatch.setattr(perceptron_module, "_speedups", counting)
+    fast = Perceptron(averaged=True)
+    got = run(fast, data, "split")
+    assert counting.calls["ClassStore"] > 1  # moved back into a store after each
+    monkeypatch.setattr(perceptron_module, "_speedups", None)
+    pure = Perceptron(averaged=True)
+    assert got == run(pure, data, "split")
+    assert bits(fast.get_state()) == bits(pure.get_state())
+    monkeypatch.setattr(perceptron_module, "_speedups", _speedups)
+    model = Perceptron(averaged=True, lr=1e200, bias="none")
+    run(model, binary_stream(50), "fused")
+    before = bits(model.get_state())
+    x = {"f1": 1e120}
+    with pytest.raises(ValueTooLargeError, match="a weight"):  # lr * v overflows
+        model.learn_one(x, model.predict_one(x) is False)
+    assert model._store is not None and bits(model.get_state()) == before
+
+    class Custom(Perceptron):
+        def _learn(self, *args: Any) -> float:
+            return super()._learn(*args)
+
+    custom = Custom()
+    run(custom, data[:60], "fused")
+    assert custom._store is None and custom._dict_w
