@@ -15,7 +15,7 @@ perceptron, Python 3.11: ``predict_one`` 543 ns -> 694 ns an example, ``learn_on
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 __all__ = ["StoredModelDict", "dict_key"]
 
@@ -25,7 +25,10 @@ def dict_key(name: str) -> str:
     return f"_dict{name}"
 
 
-class StoredModelDict:
+_T = TypeVar("_T")
+
+
+class StoredModelDict(Generic[_T]):
     """A model dict the learner's store may hold instead (see the module)."""
 
     key = ""
@@ -33,6 +36,10 @@ class StoredModelDict:
     def __set_name__(self, owner: type, name: str) -> None:
         self.key = dict_key(name)
 
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> StoredModelDict[_T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
@@ -40,7 +47,7 @@ class StoredModelDict:
             obj._release_store()
         return getattr(obj, self.key)
 
-    def __set__(self, obj: Any, value: Any) -> None:
+    def __set__(self, obj: Any, value: _T) -> None:
         if obj._store is not None:
             obj._release_store()
         setattr(obj, self.key, value)

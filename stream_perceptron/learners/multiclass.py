@@ -106,10 +106,10 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     #: (:meth:`_release_store`); what only reads the model (``weights``, ``get_state``, the
     #: margins) builds dicts from the store and leaves it. Never two copies to keep in step.
     _store: Any = None
-    _w = StoredModelDict()
-    _b = StoredModelDict()
-    _u = StoredModelDict()
-    _ub = StoredModelDict()
+    _w: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
+    _b: StoredModelDict[dict[Any, float]] = StoredModelDict()
+    _u: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
+    _ub: StoredModelDict[dict[Any, float]] = StoredModelDict()
     _dict_w: dict[Any, dict[Any, float]] | None
     _dict_b: dict[Any, float] | None
     _dict_u: dict[Any, dict[Any, float]] | None
@@ -129,10 +129,10 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         average_half_life: float | None = None,
     ) -> None:
         self._set_hyperparameters(lr, bias, init, seed, averaged, average_half_life)
-        self._w: dict[Any, dict[Any, float]] = {}
-        self._b: dict[Any, float] = {}
-        self._u: dict[Any, dict[Any, float]] = {}
-        self._ub: dict[Any, float] = {}
+        self._w = {}
+        self._b = {}
+        self._u = {}
+        self._ub = {}
         self._init_counters()
         # Whether a class is a boolean: only then can an int label clash with one (True == 1).
         self._bool_classes = False

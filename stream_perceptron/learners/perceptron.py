@@ -115,8 +115,8 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
     #: example's key objects are the last one's) instead of one dict lookup per feature and
     #: dict (two when averaged).
     _store: Any = None
-    _w = StoredModelDict()
-    _u = StoredModelDict()
+    _w: StoredModelDict[dict[Any, float]] = StoredModelDict()
+    _u: StoredModelDict[dict[Any, float]] = StoredModelDict()
     _dict_w: dict[Any, float] | None
     _dict_u: dict[Any, float] | None
     #: The example count from which the model may move into a store again, and the wait
@@ -135,11 +135,11 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
     ) -> None:
         self._set_hyperparameters(lr, bias, init, seed, averaged, average_half_life)
         self._labels = BinaryLabels()
-        self._w: dict[Any, float] = {}
+        self._w = {}
         self._b = 0.0
         # Lazy averaging: u holds sum over updates of c(t) * delta; average = w - u / D(t)
         # (see LinearHyperparameters: c(t) = t - 1 and D(t) = t for the plain average).
-        self._u: dict[Any, float] = {}
+        self._u = {}
         self._ub = 0.0
         self._init_counters()
 
