@@ -790,9 +790,14 @@ static inline void renormalise_binary(KernelState *st, long long t, double *u, d
     st->avg_ref = t;
 }
 
-static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
-                   const unsigned char *present, double *u, double lr, int bias_mode,
-                   int averaged, int8_t *preds, KernelState *st)
+/* X's rows are float64, or float32 (f32: each value converted to the double it is exactly,
+ * the values a float64 copy of X would hold, without making the copy: at 20 features a row,
+ * the copy took longer than the learning). Always inlined into the two variants below, where
+ * f32 is a constant. */
+static inline __attribute__((always_inline)) void
+kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
+          const unsigned char *present, double *u, double lr, int bias_mode, int averaged,
+          int8_t *preds, KernelState *st)
 {
     double b = st->b, ub = st->ub, max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
@@ -802,7 +807,9 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         if (!present[j])
             all_present = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const double *x = X + i * d;
+        const double *xd = (const double *)X + i * d;
+        const float *xf = (const float *)X + i * d;
+#define x_(j) (f32 ? (double)xf[j] : xd[j])
         int y = signs[i];
         double dot = 0.0, udot = 0.0, sq = 0.0, nonfinite = 0.0;
         int with_average = averaged && n_seen > 0;
@@ -811,7 +818,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
                         : (double)n_seen;
         if (all_present && !with_average) {
             for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x[j];
+                double v = x_(j);
                 dot += w[j] * v;
                 sq += v * v;
                 nonfinite += v - v;
@@ -819,7 +826,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         }
         else if (all_present) {
             for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x[j];
+                double v = x_(j);
                 dot += w[j] * v;
                 udot += u[j] * v;
                 sq += v * v;
@@ -828,7 +835,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
         }
         else {
             for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x[j];
+                double v = x_(j);
                 if (present[j]) {
                     dot += w[j] * v;
                     if (with_average)
@@ -880,7 +887,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
                 ub += coef * db;
             double check = (b - b) + (ub - ub); /* 0.0 when finite, NaN otherwise */
             for (Py_ssize_t j = 0; j < d; j++) {
-                double wj = w[j] + step * x[j];
+                double wj = w[j] + step * x_(j);
                 w[j] = wj;
                 check += wj - wj;
             }
@@ -889,7 +896,7 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
             if (averaging) {
                 double c = coef * step;
                 for (Py_ssize_t j = 0; j < d; j++) {
-                    double uj = u[j] + c * x[j];
+                    double uj = u[j] + c * x_(j);
                     u[j] = uj;
                     check += uj - uj;
                 }
@@ -912,14 +919,30 @@ static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *si
     st->w_updated = w_updated;
     st->u_updated = u_updated;
     st->finite = 1;
+#undef x_
+}
+
+static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
+                   const unsigned char *present, double *u, double lr, int bias_mode,
+                   int averaged, int8_t *preds, KernelState *st)
+{
+    kernel_of(X, 0, n, d, signs, w, present, u, lr, bias_mode, averaged, preds, st);
+}
+
+static void kernel_f32(const float *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
+                       double *w, const unsigned char *present, double *u, double lr,
+                       int bias_mode, int averaged, int8_t *preds, KernelState *st)
+{
+    kernel_of(X, 1, n, d, signs, w, present, u, lr, bias_mode, averaged, preds, st);
 }
 
 PyDoc_STRVAR(kernel_doc,
 "kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
-"       max_norm, preds, n, d, half_life, beta, avg_ref, factors)\n"
+"       max_norm, preds, n, d, half_life, beta, avg_ref, factors, f32=False)\n"
 "    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused,\n"
 "        avg_ref, n_factors)\n\n"
-"Perceptron's learning, row by row (native/binary.py): X float64 (n, d), signs int8 (n;\n"
+"Perceptron's learning, row by row (native/binary.py): X float64 (n, d), or float32 with f32\n"
+"true (each value taken as the double it is exactly), signs int8 (n;\n"
 "0 unlabelled), w and u float64 (d), present bool (d),\n"
 "preds int8 (n). w, u and preds are written in place. refused: the first row whose update\n"
 "would make R, the bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
@@ -934,9 +957,10 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
     int bias_mode, averaged;
     long long n_seen, n_mistakes, avg_ref;
     Py_ssize_t n, d;
-    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnnddLO", &o_X, &o_signs, &o_w, &o_present, &o_u,
+    int f32 = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnnddLO|p", &o_X, &o_signs, &o_w, &o_present, &o_u,
                           &lr, &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
-                          &o_preds, &n, &d, &half_life, &beta, &avg_ref, &o_factors))
+                          &o_preds, &n, &d, &half_life, &beta, &avg_ref, &o_factors, &f32))
         return NULL;
     if (n < 0 || d < 0) {
         PyErr_SetString(PyExc_ValueError, "bad n or d");
@@ -947,7 +971,7 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
         return NULL;
     }
     const BufferSpec specs[7] = {
-        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
+        {o_X, 0, n * d * (Py_ssize_t)(f32 ? sizeof(float) : sizeof(double)), "X"},
         {o_signs, 0, n, "signs"},
         {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
         {o_present, 0, d, "present"},
@@ -961,8 +985,12 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
     KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
                       half_life, beta, avg_ref, v[6].buf, 0};
     Py_BEGIN_ALLOW_THREADS
-    kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
-           v[5].buf, &st);
+    if (f32)
+        kernel_f32(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode,
+                   averaged, v[5].buf, &st);
+    else
+        kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
+               v[5].buf, &st);
     Py_END_ALLOW_THREADS
     release_buffers(v, 7);
     if (!st.finite || st.refused >= 0)

@@ -77,7 +77,10 @@ def learn_dense(
     if c is None:
         raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
     features = list(features)
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    # float32 rows are read as they are (each value the double it is exactly): the float64
+    # copy cost more than the learning (1M x 20: 22 ms against 19 ms)
+    f32 = isinstance(X, np.ndarray) and X.dtype == np.float32
+    X = np.ascontiguousarray(X, dtype=np.float32 if f32 else np.float64)
     if X.ndim != 2 or X.shape[1] != len(features):
         raise ValueError(f"X has shape {X.shape}, expected (n, {len(features)})")
     if len(set(features)) != len(features):
@@ -109,7 +112,7 @@ def learn_dense(
         bool(model.averaged), float(model._b), float(model._ub), int(model._n_seen),
         int(model._n_mistakes), float(model._max_norm), preds, n, X.shape[1],
         0.0 if half_life is None else float(half_life), float(model._beta),
-        int(model._avg_ref), factors,
+        int(model._avg_ref), factors, f32,
     )  # fmt: skip
     if not finite:  # checked by the kernel, on the way: the model is left as it was
         raise ValueError("X has non-finite values")
@@ -176,6 +179,8 @@ def learn_array(X: np.ndarray, y: np.ndarray, **params: Any) -> Perceptron:
 
     model = Perceptron(**params)
     model._labels.encode(-1)  # the caller's encoding: -1/+1
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
+    if X.dtype != np.float32:  # float32 is read as it is (see learn_dense)
+        X = X.astype(np.float64, copy=False)
     model.learn_dense(list(range(X.shape[1])), X, np.asarray(y, dtype=np.int8))
     return model

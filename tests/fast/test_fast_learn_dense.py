@@ -317,6 +317,25 @@ def test_int64_signs_and_non_contiguous_x():
     assert_same_model(got, want)
 
 
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_float32_rows_are_read_as_the_doubles_they_are(mode):
+    """float32 X is read in place (no float64 copy): the same predictions and model, bit for
+    bit, as the pure-Python loop over the rows converted to float64; a non-finite float32
+    value is refused as a float64 one is."""
+    features, X, y = gaussian(n=2000, d=8)
+    X32 = X.astype(np.float32)
+    want = Perceptron(**mode)
+    expected = reference(want, features, X32.astype(np.float64), y)
+    got = Perceptron(**mode)
+    assert run_fast(got, features, X32, y) == expected
+    assert_same_model(got, want)
+    before = got.get_state()
+    X32[5, 1] = np.inf
+    with pytest.raises(ValueError, match="non-finite"):
+        got.learn_dense(features, X32, np.array(y))
+    assert got.get_state() == before
+
+
 def test_encode_labels_follows_the_encoding_as_it_settles():
     model = Perceptron()
     labels = [None, b"1", b"", 1, b"0", None, b"-1", b"cat", b"1"]
