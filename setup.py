@@ -15,7 +15,10 @@ setup(
             "stream_perceptron._speedups",
             ["stream_perceptron/_speedups.c"],
             optional=True,
-            extra_compile_args=["-O2", "-ffp-contract=off"],
+            # -O3: the store's folds over the classes run several classes at a time (each
+            # class's sum is still its own left fold; no -ffast-math, no FMA): the averaged
+            # multi-class scoring 438 -> 387 ns an example at 10 classes x 20 features
+            extra_compile_args=["-O3", "-ffp-contract=off"],
         ),
         # The dense fast path: block scanners and exact kernels (glue in native/; without it
         # the engine runs record by record).

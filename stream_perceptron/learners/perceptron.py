@@ -155,6 +155,17 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
         sign = labels.encode(y)
         if self.averaged:
             t = self._n_seen
+            store = self._store
+            if t and store is not None and _speedups is not None:
+                # the model in its store: straight to it (the store exists only where the
+                # learning code is this class's, so nothing here is replaced by a subclass)
+                got = store.row_avg_dot_norm(x, False)
+                if got is not None:
+                    d = t if self.average_half_life is None else self._avg_div(t)
+                    plain = got[1]
+                    score = (plain[0] + self._b) - (got[0] + self._ub) / d
+                    self._learn(x, sign, plain)
+                    return labels.positive if score > 0 else labels.negative
             if t and _speedups is not None and not self._init.random:
                 # predict_one's averaged score and _learn's plain dot and norm, in one pass
                 got = self._avg_dot_norm(x, False)
@@ -560,9 +571,15 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
                     return labels.positive if got[0] + self._b > 0 else labels.negative
             else:
                 store = self._store
-                got = None if store is None else store.row_avg_dot_norm(x, True)
-                if got is None:
-                    got = self._avg_dot_norm(x, True)
+                if store is not None:  # as predict_learn_one: straight to the store
+                    got = store.row_avg_dot_norm(x, True)
+                    if got is not None:
+                        plain = got[1]
+                        self._memo = (x, plain, t)
+                        d = t if self.average_half_life is None else self._avg_div(t)
+                        score = (plain[0] + self._b) - (got[0] + self._ub) / d
+                        return labels.positive if score > 0 else labels.negative
+                got = self._avg_dot_norm(x, True)
                 if got is not None:
                     self._memo = (x, got[1], t)
                     d = self._avg_div(t)
