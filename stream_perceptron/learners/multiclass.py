@@ -24,7 +24,7 @@ from stream_perceptron.learners._base import (
     too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
-from stream_perceptron.learners._stored import StoredModelDict
+from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.native import multiclass as _multiclass
 
 _INF = math.inf
@@ -40,16 +40,12 @@ _argmax = argmax  # the name the tests and the kernels' docs use
 #: while the learner learns through the dict API (see ``MulticlassPerceptron._store``).
 _MODEL_DICTS = ("_w", "_b", "_u", "_ub")
 
-#: The most examples the learner waits, after its model left its store, before it moves it
-#: into one again (the wait doubles at every move out, up to this).
-_STORE_MAX_WAIT = 1 << 16
-
 #: What :meth:`MulticlassPerceptron._learn_stored` gives when the store does not handle the
 #: example (nothing learned: the model is back in its dicts, for the pure-Python code).
 _DECLINED = object()
 
 
-class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
+class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLinearModel):
     """Multi-class perceptron (not one-vs-rest): ``argmax_k w_k.x + b_k``, updated on mistakes.
 
     Learning ``(x, y)`` first predicts ``y_hat`` with the classes known so far; when
@@ -98,14 +94,13 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
 
     """
 
-    #: The model in native arrays, or None (the dicts ``_w``, ``_b``, ``_u``, ``_ub`` hold
-    #: it). With the C helpers built and ``init="zeros"``, the dict API moves
+    #: The model: the dicts ``_w``, ``_b``, ``_u``, ``_ub``, or native arrays (``_store``,
+    #: see NativeModelStore). With the C helpers built and ``init="zeros"``, the dict API moves
     #: the model into a :class:`~stream_perceptron._speedups.ClassStore`, which then *is* the
     #: model: the four dicts are None meanwhile, and reading one (the pure-Python
     #: code, ``learn_dense``, a test) moves the model back into dicts
     #: (:meth:`_release_store`); what only reads the model (``weights``, ``get_state``, the
     #: margins) builds dicts from the store and leaves it. Never two copies to keep in step.
-    _store: Any = None
     _w: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
     _b: StoredModelDict[dict[Any, float]] = StoredModelDict()
     _u: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
@@ -114,10 +109,6 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
     _dict_b: dict[Any, float] | None
     _dict_u: dict[Any, dict[Any, float]] | None
     _dict_ub: dict[Any, float] | None
-    #: The example count from which the model may move into a store again, and the wait
-    #: after the next move out (doubling, see ``_STORE_MAX_WAIT``).
-    _store_retry_at = 0
-    _store_wait = 1
 
     def __init__(
         self,
@@ -178,14 +169,9 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         kernels = _speedups
         if kernels is None:
             return None
-        store = self._store
-        if store is None:
-            store = self._take_store()
-        if store is not None:
-            got = store.avg_class_argmax(d, x, snapshot)
-            if got is not None:
-                return got
-            self._release_store()
+        got = self._from_store("avg_class_argmax", d, x, snapshot)
+        if got is not None:
+            return got
         return kernels.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, snapshot)
 
     def _plain_argmax(self, x: dict, snapshot: bool) -> Any:
@@ -195,46 +181,26 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         kernels = _speedups
         if kernels is None:
             return None
-        store = self._store
-        if store is None:
-            store = self._take_store()
-        if store is not None:
-            got = store.class_argmax(x, snapshot)
-            if got is not None:
-                return got
-            self._release_store()
-        return kernels.class_argmax(self._w, self._b, x, snapshot)
+        got = self._from_store("class_argmax", x, snapshot)
+        return got if got is not None else kernels.class_argmax(self._w, self._b, x, snapshot)
 
     # -- the model in a native store -----------------------------------------------------------
     def _take_store(self) -> Any:
         """Move the model from its dicts into a new ``ClassStore`` and return it; None (the
-        dicts kept) when the learner does not use one (``init="random"``, the C extension off,
-        the wait after the last move out not over, a subclass replacing the learning code) or
-        the store declines the dicts (a feature key other than str or int, a value other than
-        a float)."""
-        kernels = _speedups
-        if kernels is None or self._init.random or self._n_seen < self._store_retry_at:
-            return None
-        store = kernels.ClassStore()
-        if overrides(type(self), MulticlassPerceptron, self._STORE_REFERENCE) or not store.load(
-            self._dict_w, self._dict_b, self._dict_u, self._dict_ub
-        ):
-            self._store_moved_out()
-            return None
-        self._dict_w = self._dict_b = self._dict_u = self._dict_ub = None
-        self._store = store
+        dicts kept) when it cannot (see
+        :meth:`~stream_perceptron.learners._stored.NativeModelStore._new_store`)."""
+        store = self._new_store(
+            _speedups, MulticlassPerceptron,
+            (self._dict_w, self._dict_b, self._dict_u, self._dict_ub),
+        )  # fmt: skip
+        if store is not None:
+            self._dict_w = self._dict_b = self._dict_u = self._dict_ub = None
+            self._store = store
         return store
 
-    def _release_store(self) -> None:
-        """Move the model from its store back into its dicts (the store dropped)."""
-        store = self._store
-        self._store = None
-        self._dict_w, self._dict_b, self._dict_u, self._dict_ub = store.dicts()
-        self._store_moved_out()
-
-    def _store_moved_out(self) -> None:
-        self._store_retry_at = self._n_seen + self._store_wait
-        self._store_wait = min(2 * self._store_wait, _STORE_MAX_WAIT)
+    def _store_dicts(self, store: Any) -> dict[str, Any]:
+        w, b, u, ub = store.dicts()
+        return {"_dict_w": w, "_dict_b": b, "_dict_u": u, "_dict_ub": ub}
 
     def _model_dicts(self) -> tuple[dict, dict, dict, dict]:
         """``(w, b, u, ub)`` to read, not to change: the dicts, or dicts built from the store
@@ -253,14 +219,6 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         """Classes in the order first seen."""
         store = self._store
         return list(self._w if store is None else store.classes)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        store = state.pop("_store", None)
-        if store is not None:  # a copy or a pickle holds dicts
-            w, b, u, ub = store.dicts()
-            state.update(_dict_w=w, _dict_b=b, _dict_u=u, _dict_ub=ub)
-        return state
 
     def _add_class(self, c: Any) -> None:
         if isinstance(c, BOOL_TYPES):
@@ -581,7 +539,10 @@ class MulticlassPerceptron(LinearHyperparameters, MulticlassLinearModel):
         if _speedups is not None:
             t = self._n_seen
             if not (self.averaged and t):
-                got = self._plain_argmax(x, True)
+                store = self._store
+                got = None if store is None else store.class_argmax(x, True)
+                if got is None:
+                    got = self._plain_argmax(x, True)
                 if got is not None:
                     self._memo = (x, got, t)
                     return got[0]

@@ -23,7 +23,7 @@ from stream_perceptron.learners._base import (
     too_large,
 )
 from stream_perceptron.learners._init_weights import new_features
-from stream_perceptron.learners._stored import StoredModelDict
+from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.native import binary as _binary
 from stream_perceptron.native.labels import encode_labels
@@ -43,12 +43,8 @@ _MODEL_DICTS = ("_w", "_u")
 #: biases stay attributes of the learner).
 _ROW = 0
 
-#: The most examples the learner waits, after its model left its store, before it moves it
-#: into one again (the wait doubles at every move out, up to this).
-_STORE_MAX_WAIT = 1 << 16
 
-
-class Perceptron(LinearHyperparameters, BinaryLinearModel):
+class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -105,8 +101,9 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
 
     """
 
-    #: The weights and averaging accumulators in native arrays, or None (the dicts ``_w`` and
-    #: ``_u`` hold them). With the C helpers built and ``init="zeros"``, the dict API moves
+    #: The weights and averaging accumulators: the dicts ``_w`` and ``_u``, or native arrays
+    #: (``_store``, see NativeModelStore). With the C helpers built and ``init="zeros"``, the
+    #: dict API moves
     #: them into a :class:`~stream_perceptron._speedups.ClassStore` of one class, which then
     #: *is* the model: the two dicts are None meanwhile, and reading one (the
     #: pure-Python code, ``learn_dense``, a test) moves them back (:meth:`_release_store`);
@@ -114,15 +111,10 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
     #: the store and leaves it. Scoring is one index lookup per feature (none when the
     #: example's key objects are the last one's) instead of one dict lookup per feature and
     #: dict (two when averaged).
-    _store: Any = None
     _w: StoredModelDict[dict[Any, float]] = StoredModelDict()
     _u: StoredModelDict[dict[Any, float]] = StoredModelDict()
     _dict_w: dict[Any, float] | None
     _dict_u: dict[Any, float] | None
-    #: The example count from which the model may move into a store again, and the wait
-    #: after the next move out (doubling, see ``_STORE_MAX_WAIT``).
-    _store_retry_at = 0
-    _store_wait = 1
 
     def __init__(
         self,
@@ -328,34 +320,18 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
     # -- the model in a native store -----------------------------------------------------------
     def _take_store(self) -> Any:
         """Move the weights and accumulators from their dicts into a new ``ClassStore`` of one
-        class and return it; None (the dicts kept) when the learner does not use one
-        (``init="random"``, the C extension off, the wait after the last move out not over, a
-        subclass replacing the learning code) or the store declines the dicts (a feature key
-        other than str or int, a value other than a float)."""
-        kernels = _speedups
-        if kernels is None or self._init.random or self._n_seen < self._store_retry_at:
-            return None
-        store = kernels.ClassStore()
-        if overrides(type(self), Perceptron, self._STORE_REFERENCE) or not store.load(
-            {_ROW: self._dict_w}, {_ROW: 0.0}, {_ROW: self._dict_u}, {_ROW: 0.0}
-        ):
-            self._store_moved_out()
-            return None
-        self._dict_w = self._dict_u = None
-        self._store = store
+        class and return it; None (the dicts kept) when it cannot (see
+        :meth:`~stream_perceptron.learners._stored.NativeModelStore._new_store`)."""
+        dicts = ({_ROW: self._dict_w}, {_ROW: 0.0}, {_ROW: self._dict_u}, {_ROW: 0.0})
+        store = self._new_store(_speedups, Perceptron, dicts)
+        if store is not None:
+            self._dict_w = self._dict_u = None
+            self._store = store
         return store
 
-    def _release_store(self) -> None:
-        """Move the model from its store back into its dicts (the store dropped)."""
-        store = self._store
-        self._store = None
+    def _store_dicts(self, store: Any) -> dict[str, Any]:
         w, _, u, _ = store.dicts()
-        self._dict_w, self._dict_u = w[_ROW], u[_ROW]
-        self._store_moved_out()
-
-    def _store_moved_out(self) -> None:
-        self._store_retry_at = self._n_seen + self._store_wait
-        self._store_wait = min(2 * self._store_wait, _STORE_MAX_WAIT)
+        return {"_dict_w": w[_ROW], "_dict_u": u[_ROW]}
 
     def _model_dicts(self) -> tuple[dict[Any, float], dict[Any, float]]:
         """``(w, u)`` to read, not to change: the dicts, or dicts built from the store (which
@@ -366,30 +342,15 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
             return w[_ROW], u[_ROW]
         return self._w, self._u
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        store = state.pop("_store", None)
-        if store is not None:  # a copy or a pickle holds dicts
-            w, _, u, _ = store.dicts()
-            state["_dict_w"], state["_dict_u"] = w[_ROW], u[_ROW]
-        return state
-
     def _dot_norm(self, x: dict, snapshot: bool) -> Any:
-        """``_speedups.dot_norm`` of the weights and ``x``: from the model's store (taken when
-        it can be) when it handles ``x``, else (the model back in its dicts) from the module's
-        function; None when that declines too (or the C extension is off)."""
+        """``_speedups.dot_norm`` of the weights and ``x``: from the model's store when it
+        handles ``x``, else (the model back in its dicts) from the module's function; None
+        when that declines too (or the C extension is off)."""
         kernels = _speedups
         if kernels is None:
             return None
-        store = self._store
-        if store is None:
-            store = self._take_store()
-        if store is not None:
-            got = store.row_dot_norm(x, snapshot)
-            if got is not None:
-                return got
-            self._release_store()
-        return kernels.dot_norm(self._w, x, snapshot)
+        got = self._from_store("row_dot_norm", x, snapshot)
+        return got if got is not None else kernels.dot_norm(self._w, x, snapshot)
 
     def _avg_dot_norm(self, x: dict, snapshot: bool) -> Any:
         """``_speedups.avg_dot_norm`` of the weights, accumulators and ``x``, as
@@ -397,15 +358,8 @@ class Perceptron(LinearHyperparameters, BinaryLinearModel):
         kernels = _speedups
         if kernels is None:
             return None
-        store = self._store
-        if store is None:
-            store = self._take_store()
-        if store is not None:
-            got = store.row_avg_dot_norm(x, snapshot)
-            if got is not None:
-                return got
-            self._release_store()
-        return kernels.avg_dot_norm(self._w, self._u, x, snapshot)
+        got = self._from_store("row_avg_dot_norm", x, snapshot)
+        return got if got is not None else kernels.avg_dot_norm(self._w, self._u, x, snapshot)
 
     # -- dense blocks --------------------------------------------------------------------------
     #: The methods whose code the dense kernel reproduces: a subclass replacing any of them

@@ -190,6 +190,11 @@ def stream(n: int) -> list[tuple[dict, Any]]:
     return out
 
 
+def binary_stream(n: int) -> list[tuple[dict, Any]]:
+    """``stream`` with two labels."""
+    return [(x, y == "red") for x, y in stream(n)]
+
+
 class Counting:
     """The kernels module, counting what is called on it."""
 
@@ -219,44 +224,57 @@ def run(model: MulticlassPerceptron, data: list, api: str) -> list:
     return out
 
 
+#: Per learner kind: its class, its module (whose kernels a test swaps), the stream, its
+#: model dicts, and the module's kernels on dicts that a model in its store never calls.
+KINDS = {
+    "multiclass": (MulticlassPerceptron, multiclass_module, stream, ("_w", "_b", "_u", "_ub"),
+                   ("avg_class_argmax", "avg_class_scores", "class_argmax", "class_scores")),
+    "binary": (Perceptron, perceptron_module, binary_stream, ("_w", "_u"),
+               ("dot_norm", "avg_dot_norm", "axpy_finite")),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("api", ["fused", "split", "proba"])
 @pytest.mark.parametrize("bias", ["learned", "r2", "none"])
 @pytest.mark.parametrize(
     ("averaged", "lr", "half_life"),
     [(True, 0.5, None), (True, 1, None), (True, 0.5, 3.0), (False, 0.5, None), (False, 1, None)],
 )
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_learner_in_its_store_is_the_pure_python_one(
-    api, bias, averaged, lr, half_life, monkeypatch
+    kind, api, bias, averaged, lr, half_life, monkeypatch
 ):
-    """Averaged or plain: the model stays in one store, and every prediction, score and the
-    whole state are the pure-Python learner's, to the bit."""
-    data = stream(300)
+    """Multi-class or binary (a store of one class, the biases attributes), averaged or
+    plain: the model stays in one store, and every prediction, score and the whole state are
+    the pure-Python learner's, to the bit."""
+    cls, module, make_stream, model_dicts, dict_kernels = KINDS[kind]
+    data = make_stream(300)
 
-    def make() -> MulticlassPerceptron:
-        return MulticlassPerceptron(
-            bias=bias, lr=lr, averaged=averaged, average_half_life=half_life
-        )
+    def make() -> Any:
+        return cls(bias=bias, lr=lr, averaged=averaged, average_half_life=half_life)
 
     counting = Counting(_speedups)
-    monkeypatch.setattr(multiclass_module, "_speedups", counting)
+    monkeypatch.setattr(module, "_speedups", counting)
     fast = make()
     got = run(fast, data, api)
     # the model stayed in one store: never moved back into dicts, never scored from dicts
     assert counting.calls.get("ClassStore") == 1
-    assert fast._store is not None and fast._dict_w is None
-    for kernel in ("avg_class_argmax", "avg_class_scores", "class_argmax", "class_scores"):
+    assert fast._store is not None
+    assert all(getattr(fast, f"_dict{name}") is None for name in model_dicts)
+    for kernel in dict_kernels:
         assert kernel not in counting.calls  # the module's kernels on dicts
-    monkeypatch.setattr(multiclass_module, "_speedups", None)
+    monkeypatch.setattr(module, "_speedups", None)
     pure = make()
     want = run(pure, data, api)
     assert got == want
-    monkeypatch.setattr(multiclass_module, "_speedups", _speedups)
+    monkeypatch.setattr(module, "_speedups", _speedups)
     # what only reads the model leaves it in its store
     assert bits(fast.get_state()) == bits(pure.get_state())
     assert bits((fast.weights, fast.bias, fast.average_weights, fast.average_bias)) == bits(
         (pure.weights, pure.bias, pure.average_weights, pure.average_bias)
     )
-    assert fast.classes == pure.classes
+    if kind == "multiclass":
+        assert fast.classes == pure.classes
     assert bits(fast.geometric_margins(data[:20])) == bits(pure.geometric_margins(data[:20]))
     assert fast._store is not None
     # pickles and deep copies hold dicts, and predict the same
@@ -272,8 +290,12 @@ def test_the_learner_in_its_store_is_the_pure_python_one(
     assert fast._store is None
 
 
-def test_an_example_the_store_declines_moves_the_model_out_and_back_later_exactly(monkeypatch):
-    data = stream(400)
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_example_the_store_declines_moves_the_model_out_and_back_later_exactly(
+    kind, monkeypatch
+):
+    cls, module, make_stream, _, _ = KINDS[kind]
+    data = make_stream(400)
     odd = {50, 51, 120, 121, 122, 300}  # numpy values, a float key: the pure-Python code
     data = [
         ({k: np.float64(v) for k, v in x.items()} if i in odd and i % 2 else
@@ -281,12 +303,12 @@ def test_an_example_the_store_declines_moves_the_model_out_and_back_later_exactl
         for i, (x, y) in enumerate(data)
     ]  # fmt: skip
     counting = Counting(_speedups)
-    monkeypatch.setattr(multiclass_module, "_speedups", counting)
-    fast = MulticlassPerceptron(averaged=True)
+    monkeypatch.setattr(module, "_speedups", counting)
+    fast = cls(averaged=True)
     got = run(fast, data, "split")
     assert counting.calls["ClassStore"] > 1  # moved back into a store after each
-    monkeypatch.setattr(multiclass_module, "_speedups", None)
-    pure = MulticlassPerceptron(averaged=True)
+    monkeypatch.setattr(module, "_speedups", None)
+    pure = cls(averaged=True)
     assert got == run(pure, data, "split")
     assert bits(fast.get_state()) == bits(pure.get_state())
 
@@ -344,80 +366,9 @@ def test_a_state_saved_before_the_store_resumes_exactly(name, api, pure, monkeyp
     assert bits(model.get_state()) == bits(saved["after"])
 
 
-def binary_stream(n: int) -> list[tuple[dict, Any]]:
-    """``stream`` with two labels, a float key now and then the store declines."""
-    return [(x, y == "red") for x, y in stream(n)]
-
-
-@pytest.mark.parametrize("api", ["fused", "split", "proba"])
-@pytest.mark.parametrize("bias", ["learned", "r2", "none"])
-@pytest.mark.parametrize(
-    ("averaged", "lr", "half_life"),
-    [(True, 0.5, None), (True, 1, None), (True, 0.5, 3.0), (False, 0.5, None), (False, 1, None)],
-)
-def test_the_binary_learner_in_its_store_is_the_pure_python_one(
-    api, bias, averaged, lr, half_life, monkeypatch
-):
-    """The binary perceptron keeps its weights and accumulators in a store of one class
-    (the biases stay attributes): every prediction and the whole state are the pure-Python
-    learner's, to the bit, and the module's kernels on dicts are never called."""
-    data = binary_stream(300)
-
-    def make() -> Perceptron:
-        return Perceptron(bias=bias, lr=lr, averaged=averaged, average_half_life=half_life)
-
-    counting = Counting(_speedups)
-    monkeypatch.setattr(perceptron_module, "_speedups", counting)
-    fast = make()
-    got = run(fast, data, api)
-    assert counting.calls.get("ClassStore") == 1
-    assert fast._store is not None and fast._dict_w is None and fast._dict_u is None
-    for kernel in ("dot_norm", "avg_dot_norm", "axpy_finite"):
-        assert kernel not in counting.calls  # the module's kernels on dicts
-    monkeypatch.setattr(perceptron_module, "_speedups", None)
-    pure = make()
-    want = run(pure, data, api)
-    assert got == want
-    monkeypatch.setattr(perceptron_module, "_speedups", _speedups)
-    # what only reads the model leaves it in its store
-    assert bits(fast.get_state()) == bits(pure.get_state())
-    assert bits((fast.weights, fast.bias, fast.average_weights, fast.average_bias)) == bits(
-        (pure.weights, pure.bias, pure.average_weights, pure.average_bias)
-    )
-    assert bits(fast.geometric_margins(data[:20])) == bits(pure.geometric_margins(data[:20]))
-    assert fast._store is not None
-    for copied in (pickle.loads(pickle.dumps(fast)), copy.deepcopy(fast)):
-        assert copied._store is None and bits(copied._w) == bits(pure._w)
-        assert [copied.predict_one(x) for x, _ in data[:50]] == [
-            pure.predict_one(x) for x, _ in data[:50]
-        ]
-    # reading a model dict moves the model back into dicts, exactly
-    for name in ("_w", "_u", "_b", "_ub", "_max_norm", "_n_seen", "_n_mistakes"):
-        assert bits(getattr(fast, name)) == bits(getattr(pure, name))
-    assert fast._store is None
-
-
-def test_the_binary_learner_moves_out_of_its_store_and_back_exactly(monkeypatch):
-    """Examples the store declines (numpy values, a float key) move the model into dicts for
-    the pure-Python code; later it goes back into a store; a refused update changes nothing;
-    a subclass replacing the learning code keeps dicts."""
-    data = binary_stream(400)
-    odd = {50, 51, 120, 121, 122, 300}
-    data = [
-        ({k: np.float64(v) for k, v in x.items()} if i in odd and i % 2 else
-         {**x, 2.5: 1.0} if i in odd else x, y)
-        for i, (x, y) in enumerate(data)
-    ]  # fmt: skip
-    counting = Counting(_speedups)
-    monkeypatch.setattr(perceptron_module, "_speedups", counting)
-    fast = Perceptron(averaged=True)
-    got = run(fast, data, "split")
-    assert counting.calls["ClassStore"] > 1  # moved back into a store after each
-    monkeypatch.setattr(perceptron_module, "_speedups", None)
-    pure = Perceptron(averaged=True)
-    assert got == run(pure, data, "split")
-    assert bits(fast.get_state()) == bits(pure.get_state())
-    monkeypatch.setattr(perceptron_module, "_speedups", _speedups)
+def test_a_refused_binary_update_leaves_the_store_and_a_subclass_keeps_dicts():
+    """An update that would make a weight non-finite changes nothing in the store; a subclass
+    replacing the learning code keeps its model in dicts."""
     model = Perceptron(averaged=True, lr=1e200, bias="none")
     run(model, binary_stream(50), "fused")
     before = bits(model.get_state())
@@ -431,5 +382,5 @@ def test_the_binary_learner_moves_out_of_its_store_and_back_exactly(monkeypatch)
             return super()._learn(*args)
 
     custom = Custom()
-    run(custom, data[:60], "fused")
+    run(custom, binary_stream(60), "fused")
     assert custom._store is None and custom._dict_w
