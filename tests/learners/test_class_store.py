@@ -384,3 +384,34 @@ def test_a_refused_binary_update_leaves_the_store_and_a_subclass_keeps_dicts():
     custom = Custom()
     run(custom, binary_stream(60), "fused")
     assert custom._store is None and custom._dict_w
+
+
+DICT_STATES = Path(__file__).parent / "data" / "dict_model_states_166dba3.json"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["binary_plain", "binary_averaged_r2", "binary_forgetting", "multiclass_plain",
+     "multiclass_plain_r2"],
+)  # fmt: skip
+@pytest.mark.parametrize("api", ["fused", "split"])
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_state_saved_before_the_binary_and_plain_stores_resumes_exactly(
+    name, api, pure, monkeypatch
+):
+    """States saved by the code before the binary and the plain multi-class perceptrons
+    learned in native stores (the fixture's ``made_by``), after 200 examples and after 400:
+    loaded now, learning the last 200 makes the same predictions and the same state, to the
+    bit, in the store and in pure Python."""
+    fixture = json.loads(DICT_STATES.read_text())
+    saved = fixture["models"][name]
+    binary = name.startswith("binary")
+    cls, module = (Perceptron, perceptron_module) if binary else (
+        MulticlassPerceptron, multiclass_module)  # fmt: skip
+    data = [(x, y == "red" if binary else y) for x, y in fixture["stream"][200:]]
+    if pure:
+        monkeypatch.setattr(module, "_speedups", None)
+    model = cls.from_state(saved["before"])
+    assert run(model, data, api) == saved["predictions"]
+    assert (model._store is None) == pure
+    assert bits(model.get_state()) == bits(saved["after"])
