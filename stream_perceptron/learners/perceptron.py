@@ -103,10 +103,9 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
 
     #: The weights and averaging accumulators: the dicts ``_w`` and ``_u``, or native arrays
     #: (``_store``, see NativeModelStore). With the C helpers built and ``init="zeros"``, the
-    #: dict API moves
-    #: them into a :class:`~stream_perceptron._speedups.ClassStore` of one class, which then
-    #: *is* the model: the two dicts are None meanwhile, and reading one (the
-    #: pure-Python code, ``learn_dense``, a test) moves them back (:meth:`_release_store`);
+    #: dict API moves them into a :class:`~stream_perceptron._speedups.ClassStore` of one
+    #: class, which then *is* the model: the two dicts are None meanwhile, and reading one
+    #: (the pure-Python code, ``learn_dense``, a test) moves them back (``_release_store``);
     #: what only reads the model (``weights``, ``get_state``, the margins) builds dicts from
     #: the store and leaves it. Scoring is one index lookup per feature (none when the
     #: example's key objects are the last one's) instead of one dict lookup per feature and
@@ -565,17 +564,13 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
         """||w||, the bias excluded."""
         return norm(self._model_dicts()[0].values())
 
-    def _linear_payload(self) -> dict[str, Any]:
+    def _state_payload(self) -> dict[str, Any]:
+        w, u = self._model_dicts()  # built once from the store, when it holds the model
         return {
             "labels": self._labels.get_state(),
-            "weights": pairs(self._model_dicts()[0]),
+            "weights": pairs(w),
             "bias": self._b,
-        }
-
-    def _state_payload(self) -> dict[str, Any]:
-        return {
-            **self._linear_payload(),
-            "avg_weights_acc": pairs(self._model_dicts()[1]),
+            "avg_weights_acc": pairs(u),
             "avg_bias_acc": self._ub,
             "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
