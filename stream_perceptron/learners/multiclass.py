@@ -36,10 +36,6 @@ __all__ = ["MulticlassPerceptron"]
 
 _argmax = argmax  # the name the tests and the kernels' docs use
 
-#: The model's dicts, which a :class:`~stream_perceptron._speedups.ClassStore` holds instead
-#: while the learner learns through the dict API (see ``MulticlassPerceptron._store``).
-_MODEL_DICTS = ("_w", "_b", "_u", "_ub")
-
 #: What :meth:`MulticlassPerceptron._learn_stored` gives when the store does not handle the
 #: example (nothing learned: the model is back in its dicts, for the pure-Python code).
 _DECLINED = object()
@@ -547,9 +543,13 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
                     self._memo = (x, got, t)
                     return got[0]
             else:
-                d = t if self.average_half_life is None else self._avg_div(t)
                 store = self._store
-                got = None if store is None else store.avg_class_argmax(d, x, True)
+                if store is not None:  # no subclass replaces _avg_div then
+                    d = t if self.average_half_life is None else self._avg_div(t)
+                    got = store.avg_class_argmax(d, x, True)
+                else:
+                    d = self._avg_div(t)
+                    got = None
                 if got is None:
                     got = self._avg_argmax(d, x, True)
                 if got is not None:

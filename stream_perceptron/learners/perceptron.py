@@ -35,10 +35,6 @@ _speedups = native.speedups
 
 __all__ = ["Perceptron"]
 
-#: The model's dicts, which a :class:`~stream_perceptron._speedups.ClassStore` of one class
-#: holds instead while the learner learns through the dict API (see ``Perceptron._store``).
-_MODEL_DICTS = ("_w", "_u")
-
 #: The label of the store's one class (its weights are ``_w``, its accumulators ``_u``; the
 #: biases stay attributes of the learner).
 _ROW = 0
