@@ -1,4 +1,5 @@
-"""The model dicts of a learner that may hold its model in a native store instead.
+"""A learner's model in native arrays or in dicts: the store's share of the learner
+(:class:`NativeModelStore`) and its model dicts (:class:`StoredModelDict`).
 
 A learner with a ``_store`` (a :class:`~stream_perceptron._speedups.ClassStore`, or None) keeps
 each of its model dicts in the attribute :func:`dict_key` names while the dicts hold the model;
