@@ -16,6 +16,7 @@ perceptron, Python 3.11: ``predict_one`` 543 ns -> 694 ns an example, ``learn_on
 
 from __future__ import annotations
 
+import math
 from typing import Any, Generic, TypeVar, overload
 
 from stream_perceptron.learners._base import overrides
@@ -75,7 +76,7 @@ class NativeModelStore:
     _store: Any = None
     #: The example count from which the model may move into a store again, and the wait
     #: after the next move out (doubling, see ``STORE_MAX_WAIT``).
-    _store_retry_at = 0
+    _store_retry_at: float = 0
     _store_wait = 1
     _STORE_REFERENCE: tuple[str, ...] = ()
     _n_seen: int
@@ -97,9 +98,20 @@ class NativeModelStore:
             return None
         store = kernels.ClassStore()
         if overrides(type(self), reference, self._STORE_REFERENCE) or not store.load(*dicts):
-            self._store_moved_out()
+            # what the dicts hold that no store takes (a key of another type, more cells than
+            # a store has) stays while the model grows, and so does a subclass: no store is
+            # tried again until the model is replaced (a binary model past a store's 4M
+            # cells is refused in 0.16 s; retried every 65,536 examples, that was minutes
+            # over a long stream)
+            self._store_retry_at = math.inf
             return None
         return store
+
+    def _store_reset(self) -> None:
+        """A new model (a state loaded): it may go into a store at once."""
+        self._store = None
+        self._store_retry_at = 0
+        self._store_wait = 1
 
     def _release_store(self) -> None:
         """Move the model from its store back into its dicts (the store dropped)."""

@@ -574,7 +574,7 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
 
     def _load_payload(self, state: dict[str, Any]) -> None:
         self._memo = None
-        self._store = None  # the state replaces the whole model
+        self._store_reset()  # the state replaces the whole model
         self._load_linear_payload(state)
         self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
         self._ub = float(state["avg_bias_acc"])

@@ -415,3 +415,33 @@ def test_a_state_saved_before_the_binary_and_plain_stores_resumes_exactly(
     assert run(model, data, api) == saved["predictions"]
     assert (model._store is None) == pure
     assert bits(model.get_state()) == bits(saved["after"])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_model_no_store_takes_is_not_offered_to_one_again(kind, monkeypatch):
+    """Once the model's dicts hold a key no store takes (here a float), every later load would
+    be refused too (keys never leave a model): no store is built again, however long the
+    stream (a refused load of a model past the store's 4M cells costs 0.16 s); a model loaded
+    from a state may go into a store at once."""
+    cls, module, make_stream, _, _ = KINDS[kind]
+    counting = Counting(_speedups)
+    monkeypatch.setattr(module, "_speedups", counting)
+    model = cls()
+    data = make_stream(2000)
+    run(model, data[:100], "fused")
+    assert model._store is not None
+    x, y = data[100]
+    model.learn_one({**x, 2.5: 1.0}, y if model.predict_one(x) != y else not_label(kind, y))
+    run(model, data[101:200], "fused")  # the wait after the move out is over: a load refused
+    built = counting.calls["ClassStore"]
+    run(model, data[200:], "fused")
+    assert counting.calls["ClassStore"] == built and model._store is None
+    restored = cls.from_state(model.get_state())
+    assert restored._store is None and restored._store_retry_at == 0
+
+
+def not_label(kind: str, y: Any) -> Any:
+    """A label other than ``y``: the example is a mistake, so its keys enter the model."""
+    if kind == "binary":
+        return not y
+    return "red" if y != "red" else "blue"
