@@ -1869,6 +1869,88 @@ store_load(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(status == 1);
 }
 
+PyDoc_STRVAR(store_pairs_doc,
+"pairs(label, accumulators=False, /)\n"
+"--\n"
+"\n"
+"Class ``label``'s weights (or averaging accumulators) as the list of ``[key, value]`` pairs\n"
+"``learners._base.pairs`` makes of the dict the pure-Python code would hold: keys in the order\n"
+"the dict got them (each a str or an int, which JSON keeps as it is). What a state saves,\n"
+"without building the dict first. KeyError for a class the store does not have.");
+
+static PyObject *
+store_pairs(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("pairs", nargs, 1, 2) < 0) {
+        return NULL;
+    }
+    int acc = 0;
+    if (nargs > 1 && (acc = PyObject_IsTrue(args[1])) < 0) {
+        return NULL;
+    }
+    Py_ssize_t c = store_row(self, args[0]);
+    if (c == -2) {
+        return NULL;
+    }
+    if (c < 0) {
+        PyErr_SetObject(PyExc_KeyError, args[0]);
+        return NULL;
+    }
+    const SlotList *l = acc ? &self->uo[c] : &self->wo[c];
+    const double *cells = acc ? self->U : self->W;
+    PyObject *out = PyList_New(l->n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < l->n; j++) {
+        Py_ssize_t s = l->v[j];
+        PyObject *value = PyFloat_FromDouble(cells[s * self->ccap + c]);
+        PyObject *pair = value == NULL ? NULL : PyList_New(2);
+        if (pair == NULL) {
+            Py_XDECREF(value);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(pair, 0, Py_NewRef(PyList_GET_ITEM(self->keys, s)));
+        PyList_SET_ITEM(pair, 1, value);
+        PyList_SET_ITEM(out, j, pair);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(store_biases_doc,
+"biases()\n"
+"--\n"
+"\n"
+"``(b, ub)``: the dicts class -> bias and class -> averaging bias, classes in the order first\n"
+"seen (what :meth:`dicts` gives for them, without the weight dicts).");
+
+static PyObject *
+store_biases(ClassStore *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *b = PyDict_New(), *ub = PyDict_New();
+    if (b == NULL || ub == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t c = 0; c < self->nc; c++) {
+        PyObject *label = PyList_GET_ITEM(self->labels, c);
+        double bv[2] = {self->B[c], self->UB[c]};
+        for (int k = 0; k < 2; k++) {
+            PyObject *value = PyFloat_FromDouble(bv[k]);
+            if (value == NULL || PyDict_SetItem(k == 0 ? b : ub, label, value) < 0) {
+                Py_XDECREF(value);
+                goto error;
+            }
+            Py_DECREF(value);
+        }
+    }
+    return Py_BuildValue("(NN)", b, ub);
+error:
+    Py_XDECREF(b);
+    Py_XDECREF(ub);
+    return NULL;
+}
+
 PyDoc_STRVAR(store_dicts_doc,
 "dicts()\n"
 "--\n"
@@ -2028,6 +2110,8 @@ static PyMethodDef store_methods[] = {
     {"update", (PyCFunction)(void (*)(void))store_update, METH_FASTCALL, store_update_doc},
     {"rescale", (PyCFunction)store_rescale, METH_O, store_rescale_doc},
     {"load", (PyCFunction)(void (*)(void))store_load, METH_FASTCALL, store_load_doc},
+    {"pairs", (PyCFunction)(void (*)(void))store_pairs, METH_FASTCALL, store_pairs_doc},
+    {"biases", (PyCFunction)store_biases, METH_NOARGS, store_biases_doc},
     {"dicts", (PyCFunction)store_dicts, METH_NOARGS, store_dicts_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_perceptron import native
@@ -589,18 +589,28 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
 
     # -- state ---------------------------------------------------------------------------------
     def _state_payload(self) -> dict[str, Any]:
-        w, b, u, ub = self._model_dicts()
+        store = self._store
+        weights: Callable[[Any], list[list[Any]]]
+        accumulators: Callable[[Any], list[list[Any]]]
+        if store is not None:  # the pairs straight from the arrays (no dicts built first)
+            b, ub = store.biases()
+            weights, accumulators = store.pairs, lambda c: store.pairs(c, True)
+        else:
+            w, b, u, ub = self._w, self._b, self._u, self._ub
+            weights, accumulators = lambda c: pairs(w[c]), lambda c: pairs(u[c])
+
+        classes = [
+            {
+                "label": to_json_key(c),
+                "weights": weights(c),
+                "bias": b[c],
+                "avg_weights_acc": accumulators(c),
+                "avg_bias_acc": ub[c],
+            }
+            for c in b
+        ]
         return {
-            "classes": [
-                {
-                    "label": to_json_key(c),
-                    "weights": pairs(w[c]),
-                    "bias": b[c],
-                    "avg_weights_acc": pairs(u[c]),
-                    "avg_bias_acc": ub[c],
-                }
-                for c in w
-            ],
+            "classes": classes,
             "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),
         }

@@ -561,12 +561,16 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
         return norm(self._model_dicts()[0].values())
 
     def _state_payload(self) -> dict[str, Any]:
-        w, u = self._model_dicts()  # built once from the store, when it holds the model
+        store = self._store
+        if store is not None:  # the pairs straight from the arrays (no dicts built first)
+            weights, accumulators = store.pairs(_ROW), store.pairs(_ROW, True)
+        else:
+            weights, accumulators = pairs(self._w), pairs(self._u)
         return {
             "labels": self._labels.get_state(),
-            "weights": pairs(w),
+            "weights": weights,
             "bias": self._b,
-            "avg_weights_acc": pairs(u),
+            "avg_weights_acc": accumulators,
             "avg_bias_acc": self._ub,
             "avg_ref": self._avg_ref,
             "rng": self._init.get_state(),

@@ -28,6 +28,7 @@ import stream_perceptron.learners.multiclass as multiclass_module
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.learners._base import pairs
 
 try:
     from stream_perceptron import _speedups
@@ -68,6 +69,14 @@ def test_the_store_gives_back_the_dicts_it_took_key_order_included():
     store = loaded(*dicts)
     assert bits(store.dicts()) == bits(dicts)
     assert list(store.classes) == [None, "red", "blue", 7]
+    # what a state saves, straight from the arrays: the pairs and biases of those dicts
+    w, b, u, ub = dicts
+    for c in w:
+        assert bits(store.pairs(c)) == bits(pairs(w[c]))
+        assert bits(store.pairs(c, True)) == bits(pairs(u[c]))
+    assert bits(store.biases()) == bits((b, ub))
+    with pytest.raises(KeyError):
+        store.pairs("nobody")
     empty = _speedups.ClassStore()
     assert empty.load({}, {}, {}, {}) is True and empty.dicts() == ({}, {}, {}, {})
 
