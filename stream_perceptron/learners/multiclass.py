@@ -207,8 +207,13 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
         return self._w, self._b, self._u, self._ub
 
     def _weight_dicts(self) -> tuple[dict, dict]:
-        w, b, _, _ = self._model_dicts()
-        return w, b
+        """``(w, b)`` to read (the metrics' weights and norms): from the store without the
+        accumulators' dicts."""
+        store = self._store
+        if store is not None:
+            b, _ = store.biases()
+            return {c: dict(store.pairs(c)) for c in b}, b
+        return self._w, self._b
 
     @property
     def classes(self) -> list[Any]:

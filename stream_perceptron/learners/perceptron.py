@@ -328,6 +328,12 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
         w, _, u, _ = store.dicts()
         return {"_dict_w": w[_ROW], "_dict_u": u[_ROW]}
 
+    def _weight_dict(self) -> dict[Any, float]:
+        """The weights to read (the metrics' weights and norm): from the store without the
+        accumulators' dict."""
+        store = self._store
+        return dict(store.pairs(_ROW)) if store is not None else self._w
+
     def _model_dicts(self) -> tuple[dict[Any, float], dict[Any, float]]:
         """``(w, u)`` to read, not to change: the dicts, or dicts built from the store (which
         keeps the model)."""
@@ -480,7 +486,7 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
             got = store.row_dot_norm(x)
             if got is not None:
                 return got[0] + self._b
-        return sparse_dot(self._model_dicts()[0], x) + self._b
+        return sparse_dot(self._weight_dict(), x) + self._b
 
     def _average_score(self, x: dict) -> float:
         """The score under the averaged weights: ``s - (u.x + ub) / t``, ``s`` the plain score
@@ -553,12 +559,12 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
     @property
     def weights(self) -> dict[Any, float]:
         """Feature -> weight (a copy)."""
-        return dict(self._model_dicts()[0])
+        return dict(self._weight_dict())
 
     @property
     def weight_norm(self) -> float:
         """||w||, the bias excluded."""
-        return norm(self._model_dicts()[0].values())
+        return norm(self._weight_dict().values())
 
     def _state_payload(self) -> dict[str, Any]:
         store = self._store
