@@ -1237,14 +1237,15 @@ store_fold(ClassStore *self, Items *it, int averaged)
     }
 }
 
-/* The prologue of the scoring methods: nargs checked, the divisor (averaged) into *t, the
- * snapshot flag, x loaded and its slots found, the dots folded. 1: done (release the items);
- * 0: not handled (nothing held); -1: error. */
+/* The prologue of the scoring methods: nargs checked, the divisor into *t (when t is given:
+ * the first argument), the snapshot flag, x loaded and its slots found, the dots (averaged:
+ * the accumulators' too) folded. 1: done (release the items); 0: not handled (nothing held);
+ * -1: error. */
 static int
 store_begin(ClassStore *self, const char *name, PyObject *const *args, Py_ssize_t nargs,
             int averaged, Py_ssize_t high, double *t, Items *it, int *want_snapshot)
 {
-    Py_ssize_t low = averaged ? 2 : 1;
+    Py_ssize_t low = t != NULL ? 2 : 1;
     if (check_nargs(name, nargs, low, high) < 0) {
         return -1;
     }
@@ -1252,7 +1253,7 @@ store_begin(ClassStore *self, const char *name, PyObject *const *args, Py_ssize_
     if (nargs > low && (*want_snapshot = PyObject_IsTrue(args[low])) < 0) {
         return -1;
     }
-    if (averaged && !count_value(args[0], t)) {
+    if (t != NULL && !count_value(args[0], t)) {
         return 0;
     }
     int status = items_load(it, args[low - 1]);
@@ -1360,15 +1361,12 @@ store_row_dot_norm(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Items it;
     int want_snapshot;
-    if (self->nc < 1) {
-        if (check_nargs("row_dot_norm", nargs, 1, 2) < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
     int status = store_begin(self, "row_dot_norm", args, nargs, 0, 2, NULL, &it, &want_snapshot);
     if (status <= 0) {
         return unhandled(status);
+    }
+    if (self->nc < 1) {
+        return release_unhandled(&it, 0);
     }
     return pack_norm(&it, want_snapshot, PyFloat_FromDouble(self->dot[0]), items_norm(&it));
 }
@@ -1386,26 +1384,15 @@ store_row_avg_dot_norm(ClassStore *self, PyObject *const *args, Py_ssize_t nargs
 {
     Items it;
     int want_snapshot;
-    if (check_nargs("row_avg_dot_norm", nargs, 1, 2) < 0) {
-        return NULL;
-    }
-    if (self->nc < 1) {
-        Py_RETURN_NONE;
-    }
-    /* store_begin's prologue without the divisor (no averaged score is made here) */
-    want_snapshot = 0;
-    if (nargs > 1 && (want_snapshot = PyObject_IsTrue(args[1])) < 0) {
-        return NULL;
-    }
-    int status = items_load(&it, args[0]);
+    /* the accumulators folded, without a divisor: no averaged score is made here */
+    int status =
+        store_begin(self, "row_avg_dot_norm", args, nargs, 1, 2, NULL, &it, &want_snapshot);
     if (status <= 0) {
         return unhandled(status);
     }
-    status = store_slots(self, &it);
-    if (status <= 0) {
-        return release_unhandled(&it, status);
+    if (self->nc < 1) {
+        return release_unhandled(&it, 0);
     }
-    store_fold(self, &it, 1);
     double udot = self->udot[0];
     PyObject *inner =
         pack_norm(&it, want_snapshot, PyFloat_FromDouble(self->dot[0]), items_norm(&it));
@@ -1961,8 +1948,8 @@ PyDoc_STRVAR(store_dicts_doc,
 static PyObject *
 store_dicts(ClassStore *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *w = PyDict_New(), *b = PyDict_New(), *u = PyDict_New(), *ub = PyDict_New();
-    if (w == NULL || b == NULL || u == NULL || ub == NULL) {
+    PyObject *w = PyDict_New(), *u = PyDict_New();
+    if (w == NULL || u == NULL) {
         goto error;
     }
     for (Py_ssize_t c = 0; c < self->nc; c++) {
@@ -1990,22 +1977,18 @@ store_dicts(ClassStore *self, PyObject *Py_UNUSED(ignored))
                 Py_DECREF(value);
             }
         }
-        double bv[2] = {self->B[c], self->UB[c]};
-        for (int k = 0; k < 2; k++) {
-            PyObject *value = PyFloat_FromDouble(bv[k]);
-            if (value == NULL || PyDict_SetItem(k == 0 ? b : ub, label, value) < 0) {
-                Py_XDECREF(value);
-                goto error;
-            }
-            Py_DECREF(value);
-        }
     }
-    return Py_BuildValue("(NNNN)", w, b, u, ub);
+    PyObject *biases = store_biases(self, NULL);
+    if (biases == NULL) {
+        goto error;
+    }
+    PyObject *result = Py_BuildValue("(NONO)", w, PyTuple_GET_ITEM(biases, 0),
+                                     u, PyTuple_GET_ITEM(biases, 1));
+    Py_DECREF(biases);
+    return result;
 error:
     Py_XDECREF(w);
-    Py_XDECREF(b);
     Py_XDECREF(u);
-    Py_XDECREF(ub);
     return NULL;
 }
 

@@ -559,7 +559,8 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
     @property
     def weights(self) -> dict[Any, float]:
         """Feature -> weight (a copy)."""
-        return dict(self._weight_dict())
+        store = self._store
+        return dict(store.pairs(_ROW)) if store is not None else dict(self._w)
 
     @property
     def weight_norm(self) -> float:
