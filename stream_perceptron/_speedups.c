@@ -17,6 +17,7 @@
 #include <Python.h>
 
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <string.h>
 
@@ -962,6 +963,7 @@ typedef struct {
     PyObject **lk;       /* scap: the keys last found at each position of x (references) */
     Py_ssize_t *ls;      /* scap: their slots (a key's slot never changes) */
     int u_alone;         /* an accumulator whose class has no weight for its key (loaded) */
+    unsigned long long version; /* bumped by every change of the weights (BinaryCore's memo) */
 } ClassStore;
 
 #define IN_W 1
@@ -1553,36 +1555,35 @@ PyDoc_STRVAR(store_update_doc,
 "value checked before any is stored: True when done; ``\"a bias\"`` or ``\"a weight\"`` when\n"
 "that would not be finite (nothing changed); None when not handled (nothing changed).");
 
-static PyObject *
-store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+/* What store_update_items did. */
+#define UPDATE_ERROR -1
+#define UPDATE_UNHANDLED 0
+#define UPDATE_DONE 1
+#define UPDATE_BIAS 2   /* a bias would not be finite: nothing changed */
+#define UPDATE_WEIGHT 3 /* a weight would not be finite: nothing changed */
+
+/* store_update on the items of x already loaded (and kept: the caller releases them). */
+static int
+store_update_items(ClassStore *self, Items *it, PyObject *y, PyObject *y_hat, Num lr, Num db,
+                   int averaging, Num c)
 {
-    if (check_nargs("update", nargs, 6, 6) < 0) {
-        return NULL;
-    }
-    PyObject *x = args[0], *y = args[1], *y_hat = args[2];
-    int averaging = args[5] != Py_None;
-    Num lr, db, c = {0.0, 0, 1};
-    if (!num_value(args[3], &lr) || !num_value(args[4], &db) ||
-        (averaging && !num_value(args[5], &c))) {
-        Py_RETURN_NONE;
-    }
     Py_ssize_t ry = store_row(self, y), rh = -1;
     if (ry == -2) {
-        return NULL;
+        return UPDATE_ERROR;
     }
     if (y_hat != Py_None) {
         rh = store_row(self, y_hat);
         if (rh == -2) {
-            return NULL;
+            return UPDATE_ERROR;
         }
         if (rh < 0 || rh == ry) {
-            Py_RETURN_NONE;
+            return UPDATE_UNHANDLED;
         }
     }
     /* the biases, as _update computes them */
     Num cdb, neg_db = num_neg(db), cneg_db;
     if (!num_mul(c, db, &cdb) || !num_mul(c, neg_db, &cneg_db)) {
-        Py_RETURN_NONE;
+        return UPDATE_UNHANDLED;
     }
     double by = (ry < 0 ? 0.0 : self->B[ry]) + db.v;
     double uby = ry < 0 ? 0.0 : self->UB[ry];
@@ -1597,7 +1598,7 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     /* the weight steps: lr, -lr, c * lr, c * -lr, as in _update's targets */
     Num neg_lr = num_neg(lr), clr, cneg_lr;
     if (!num_mul(c, lr, &clr) || !num_mul(c, neg_lr, &cneg_lr)) {
-        Py_RETURN_NONE;
+        return UPDATE_UNHANDLED;
     }
     Step steps[4];
     Py_ssize_t rows[4];
@@ -1613,33 +1614,27 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
             continue;
         }
         if (!num_step(nums[k], &steps[m])) {
-            Py_RETURN_NONE;
+            return UPDATE_UNHANDLED;
         }
         rows[m] = rws[k];
         bitsof[m] = k < 2 ? IN_W : IN_U;
         m++;
     }
-    Items it;
-    int status = items_load(&it, x);
+    int status = store_slots(self, it);
     if (status <= 0) {
-        return unhandled(status);
-    }
-    status = store_slots(self, &it);
-    if (status <= 0) {
-        return release_unhandled(&it, status);
+        return status;
     }
     if (!(-INFINITY < by && by < INFINITY && -INFINITY < uby && uby < INFINITY &&
           -INFINITY < bh && bh < INFINITY && -INFINITY < ubh && ubh < INFINITY)) {
-        items_release(&it);
-        return PyUnicode_FromString("a bias");
+        return UPDATE_BIAS;
     }
-    Py_ssize_t n = it.n;
+    Py_ssize_t n = it->n;
     if (m * n > self->vcap) {
         Py_ssize_t cap = m * n;
         double *vals = PyMem_Realloc(self->vals, (size_t)cap * sizeof(double));
         if (vals == NULL) {
-            items_release(&it);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            return UPDATE_ERROR;
         }
         self->vals = vals;
         self->vcap = cap;
@@ -1650,7 +1645,7 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t r = rows[p];
         const double *cells = bitsof[p] == IN_W ? self->W : self->U;
         for (Py_ssize_t i = 0; i < n; i++) {
-            Item *item = &it.items[i];
+            Item *item = &it->items[i];
             Py_ssize_t s = self->slots[i];
             double base = 0.0;
             if (r >= 0 && s >= 0 && (self->P[s * ccap + r] & bitsof[p])) {
@@ -1665,8 +1660,7 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
             }
             double updated = base + prod;
             if (!isfinite(updated)) {
-                items_release(&it);
-                return PyUnicode_FromString("a weight");
+                return UPDATE_WEIGHT;
             }
             self->vals[p * n + i] = updated;
         }
@@ -1678,12 +1672,13 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     }
     status = store_reserve(self, self->nf + fresh, self->nc + (ry < 0));
     if (status <= 0) {
-        return release_unhandled(&it, status);
+        return status;
     }
+    self->version++;
     if (ry < 0) {
         status = store_add_class(self, y);
         if (status <= 0) {
-            return release_unhandled(&it, status);
+            return status;
         }
         ry = self->nc - 1;
         for (int p = 0; p < m; p++) {
@@ -1694,9 +1689,9 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         if (self->slots[i] < 0) {
-            Py_ssize_t s = store_add_slot(self, it.items[i].key);
+            Py_ssize_t s = store_add_slot(self, it->items[i].key);
             if (s < 0) {
-                return release_unhandled(&it, s == -2 ? 0 : -1);
+                return s == -2 ? UPDATE_UNHANDLED : UPDATE_ERROR;
             }
             self->slots[i] = s;
         }
@@ -1713,8 +1708,7 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
             if (!(*pc & bitsof[p])) {
                 *pc |= bitsof[p];
                 if (slot_list_append(order, s) < 0) {
-                    items_release(&it);
-                    return NULL;
+                    return UPDATE_ERROR;
                 }
             }
         }
@@ -1725,8 +1719,38 @@ store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
         self->B[rh] = bh;
         self->UB[rh] = ubh;
     }
+    return UPDATE_DONE;
+}
+
+static PyObject *
+store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (check_nargs("update", nargs, 6, 6) < 0) {
+        return NULL;
+    }
+    int averaging = args[5] != Py_None;
+    Num lr, db, c = {0.0, 0, 1};
+    if (!num_value(args[3], &lr) || !num_value(args[4], &db) ||
+        (averaging && !num_value(args[5], &c))) {
+        Py_RETURN_NONE;
+    }
+    Items it;
+    int status = items_load(&it, args[0]);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    status = store_update_items(self, &it, args[1], args[2], lr, db, averaging, c);
     items_release(&it);
-    Py_RETURN_TRUE;
+    switch (status) {
+    case UPDATE_DONE:
+        Py_RETURN_TRUE;
+    case UPDATE_BIAS:
+        return PyUnicode_FromString("a bias");
+    case UPDATE_WEIGHT:
+        return PyUnicode_FromString("a weight");
+    default:
+        return unhandled(status);
+    }
 }
 
 PyDoc_STRVAR(store_rescale_doc,
@@ -1744,6 +1768,7 @@ store_rescale(ClassStore *self, PyObject *arg)
         return NULL;
     }
     double f = PyFloat_AS_DOUBLE(arg);
+    self->version++;
     for (Py_ssize_t c = 0; c < self->nc; c++) {
         SlotList *l = &self->uo[c];
         for (Py_ssize_t j = 0; j < l->n; j++) {
@@ -1806,6 +1831,7 @@ store_load(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "load() takes an empty store");
         return NULL;
     }
+    self->version++;
     if (!PyDict_CheckExact(w) || !PyDict_CheckExact(b) || !PyDict_CheckExact(u) ||
         !PyDict_CheckExact(ub)) {
         Py_RETURN_FALSE;
@@ -2133,6 +2159,705 @@ static PyTypeObject ClassStoreType = {
     .tp_getset = store_getset,
 };
 
+/* -- BinaryCore: the binary perceptron's dict API in C ------------------------------------------
+ *
+ * The base of learners.perceptron.Perceptron. Its fields are the learner's scalars (the bias,
+ * the averaging bias, the counters, R), its store, its label encoding and the hyperparameters
+ * the learning step reads: the Python code reads and sets them as attributes (object members,
+ * which CPython's attribute loads specialise like any slot), and predict_one, learn_one and
+ * predict_learn_one read them here without a lookup. There is one copy of each: the learner
+ * has no other.
+ *
+ * The three methods handle the usual case in C: the model in its store (so init="zeros" and
+ * the learning code this class's), the plain perceptron, the plain or the forgetting average
+ * (but the example after which the accumulators are rescaled),
+ * a settled label encoding, x an exact dict the store takes, the scalars exact floats and ints.
+ * Anything else, and every case that would raise (a value too large, a label outside the
+ * encoding), calls the learner's pure-Python method (_predict_one_py, _learn_one_py,
+ * _predict_learn_one_py) having changed nothing, so the Python code stays the reference and
+ * decides what it alone handles. The arithmetic is that code's, operation for operation
+ * (tests/learners/test_binary_core.py holds the two to the same bits).
+ *
+ * predict_one keeps what it folded (x, its items, the plain dot, the store's version and
+ * n_seen) for the learn_one that usually follows on the same dict: used only for that very
+ * dict, holding the same key and value objects, with the store unchanged since.
+ */
+
+/* PyMemberDef's object type: Py_T_OBJECT_EX is public from Python 3.12, where structmember.h's
+ * T_OBJECT_EX (the same value) is deprecated; a version guard for a public API. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define MEMBER_OBJECT Py_T_OBJECT_EX
+#else
+#include <structmember.h>
+#define MEMBER_OBJECT T_OBJECT_EX
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *b, *ub, *n_seen, *n_mistakes, *max_norm, *store, *labels;
+    PyObject *lr, *bias_mode, *averaged, *half_life, *avg_ref, *beta;
+    PyObject *memo_x;     /* the dict predict_one last folded, or NULL */
+    PyObject *memo_store; /* the store it was folded with (held: its address is not reused) */
+    Items memo;           /* x's items (references held); also the learning step's items */
+    unsigned long long memo_version;
+    long long memo_t;
+    double memo_dot;
+    unsigned long long fast_steps, memo_hits; /* examples learned here; memos used (tests) */
+} BinaryCore;
+
+static PyObject *str_positive, *str_negative, *str_settled, *str_codes;
+static PyObject *str_predict_one_py, *str_learn_one_py, *str_predict_learn_one_py;
+static PyObject *binary_row; /* the label of the store's one class: 0 */
+
+static void
+core_memo_clear(BinaryCore *self)
+{
+    items_release(&self->memo);
+    Py_CLEAR(self->memo_x);
+    Py_CLEAR(self->memo_store);
+}
+
+/* What the fast path reads, checked. */
+typedef struct {
+    ClassStore *store;
+    long long n_seen;
+    double b, ub, max_norm;
+    int averaged;
+    int forgetting;        /* averaged with a half-life: */
+    double half_life, beta; /* as numbers */
+    long long avg_ref;
+} CoreState;
+
+/* The forgetting average's rescaling of the accumulators, every RENORMALISE_HALF_LIVES
+ * half-lives (learners/_base.py; _dense.c has the same constant). */
+#define RENORMALISE_HALF_LIVES 256.0
+
+/* An exact int of at most 2**53 in magnitude, or an exact float, as a double; 0: neither. */
+static int
+plain_number(PyObject *obj, double *v)
+{
+    long long iv;
+    int is_int;
+    return obj != NULL && number_value(obj, v, &iv, &is_int);
+}
+
+/* 1: the fast path applies (st filled); 0: the Python method decides. */
+static int
+core_state(BinaryCore *self, CoreState *st)
+{
+    PyObject *store = self->store;
+    if (store == NULL || !Py_IS_TYPE(store, &ClassStoreType) ||
+        ((ClassStore *)store)->nc < 1) {
+        return 0;
+    }
+    st->store = (ClassStore *)store;
+    if (self->n_seen == NULL || !PyLong_CheckExact(self->n_seen)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(self->n_seen, &overflow);
+    if (overflow || n < 0 || n >= EXACT_INT_LIMIT) {
+        return 0;
+    }
+    st->n_seen = n;
+    if (self->b == NULL || !PyFloat_CheckExact(self->b) || self->max_norm == NULL ||
+        !PyFloat_CheckExact(self->max_norm)) {
+        return 0;
+    }
+    st->b = PyFloat_AS_DOUBLE(self->b);
+    st->max_norm = PyFloat_AS_DOUBLE(self->max_norm);
+    st->ub = 0.0;
+    st->forgetting = 0;
+    if (self->averaged == Py_True) {
+        if (self->ub == NULL || !PyFloat_CheckExact(self->ub)) {
+            return 0;
+        }
+        if (self->half_life != Py_None) {
+            /* the half-life a number, beta a float, 0 <= avg_ref <= n_seen an int */
+            if (!plain_number(self->half_life, &st->half_life) || !(st->half_life > 0) ||
+                self->beta == NULL || !PyFloat_CheckExact(self->beta) ||
+                self->avg_ref == NULL || !PyLong_CheckExact(self->avg_ref)) {
+                return 0;
+            }
+            st->beta = PyFloat_AS_DOUBLE(self->beta);
+            long long ref = PyLong_AsLongLongAndOverflow(self->avg_ref, &overflow);
+            if (overflow || ref < 0 || ref > n) {
+                return 0;
+            }
+            st->avg_ref = ref;
+            st->forgetting = 1;
+        }
+        st->averaged = 1;
+        st->ub = PyFloat_AS_DOUBLE(self->ub);
+    }
+    else if (self->averaged == Py_False) {
+        st->averaged = 0;
+    }
+    else {
+        return 0;
+    }
+    return 1;
+}
+
+/* D(t), the divisor of the accumulators in the average after t >= 1 examples, as
+ * LinearHyperparameters._avg_div: t, or beta ** (avg_ref - t - 1) (math.pow: the C pow). 0: not
+ * a finite non-zero number (Python raises, or divides by zero: its methods decide). */
+static int
+core_divisor(CoreState *st, long long t, double *d)
+{
+    if (!st->forgetting) {
+        *d = (double)t;
+        return 1;
+    }
+    *d = pow(st->beta, (double)(st->avg_ref - t - 1));
+    return isfinite(*d) && *d != 0.0;
+}
+
+/* The sign of label y under a settled encoding: 1 or -1; 0: the Python method decides (an
+ * encoding not settled, a label outside it); -2: error (from y's hash or eq, as
+ * ``dict.get`` raises it). */
+static int
+core_sign(BinaryCore *self, PyObject *y)
+{
+    if (self->labels == NULL) {
+        return 0;
+    }
+    PyObject *settled = PyObject_GetAttr(self->labels, str_settled);
+    if (settled == NULL) {
+        return -2;
+    }
+    int is_settled = settled == Py_True;
+    Py_DECREF(settled);
+    if (!is_settled) {
+        return 0;
+    }
+    PyObject *codes = PyObject_GetAttr(self->labels, str_codes);
+    if (codes == NULL) {
+        return -2;
+    }
+    int sign = 0;
+    if (PyDict_CheckExact(codes)) {
+        PyObject *code = PyDict_GetItemWithError(codes, y);
+        if (code == NULL) {
+            sign = PyErr_Occurred() ? -2 : 0;
+        }
+        else if (PyLong_CheckExact(code)) {
+            long v = PyLong_AsLong(code);
+            sign = v == 1 ? 1 : v == -1 ? -1 : 0;
+            if (v == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                sign = 0;
+            }
+        }
+    }
+    Py_DECREF(codes);
+    return sign;
+}
+
+/* The label of a score, as ``labels.positive if score > 0 else labels.negative``. */
+static PyObject *
+core_decode(BinaryCore *self, double score)
+{
+    if (self->labels == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_labels");
+        return NULL;
+    }
+    return PyObject_GetAttr(self->labels, score > 0 ? str_positive : str_negative);
+}
+
+/* Whether the memo holds x's fold under the store as it is. */
+static int
+core_memo_matches(BinaryCore *self, PyObject *x, ClassStore *store, long long n_seen)
+{
+    if (self->memo_x != x || self->memo_store != (PyObject *)store ||
+        self->memo_version != store->version || self->memo_t != n_seen ||
+        !PyDict_CheckExact(x) || PyDict_GET_SIZE(x) != self->memo.n) {
+        return 0;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(x, &pos, &key, &value)) {
+        if (i >= self->memo.n || self->memo.items[i].key != key ||
+            self->memo.items[i].value != value) {
+            return 0;
+        }
+        i++;
+    }
+    return i == self->memo.n;
+}
+
+/* x's items into the memo, their slots found and the dots folded (averaged: the accumulators'
+ * too). 1: done; 0: not handled (the memo empty); -1: error. */
+static int
+core_fold(BinaryCore *self, ClassStore *store, PyObject *x, int averaged)
+{
+    core_memo_clear(self);
+    int status = items_load(&self->memo, x);
+    if (status <= 0) {
+        return status;
+    }
+    status = store_slots(store, &self->memo);
+    if (status <= 0) {
+        core_memo_clear(self);
+        return status;
+    }
+    store_fold(store, &self->memo, averaged);
+    return 1;
+}
+
+/* The bias mode: 0 "learned", 1 "r2", 2 "none"; -1 anything else. */
+static int
+core_bias_mode(BinaryCore *self)
+{
+    PyObject *mode = self->bias_mode;
+    if (mode == NULL || !PyUnicode_CheckExact(mode)) {
+        return -1;
+    }
+    if (PyUnicode_CompareWithASCIIString(mode, "learned") == 0) {
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(mode, "r2") == 0) {
+        return 1;
+    }
+    if (PyUnicode_CompareWithASCIIString(mode, "none") == 0) {
+        return 2;
+    }
+    return -1;
+}
+
+/*
+ * Perceptron._learn(x, sign) on the store: the score before learning into *score. With
+ * known_dot, x's items are in the memo with their slots found and this dot folded; without,
+ * the memo's fold is used when it is x's, else x is folded. 1: learned; 0: not handled
+ * (nothing changed); -1: error. The memo is empty afterwards.
+ */
+static int
+core_learn(BinaryCore *self, CoreState *st, PyObject *x, int sign, const double *known_dot,
+           double *score)
+{
+    ClassStore *store = st->store;
+    double dot;
+    if (known_dot != NULL) {
+        dot = *known_dot;
+    }
+    else if (core_memo_matches(self, x, store, st->n_seen)) {
+        dot = self->memo_dot;
+        self->memo_hits++;
+    }
+    else {
+        int status = core_fold(self, store, x, 0);
+        if (status <= 0) {
+            return status;
+        }
+        dot = store->dot[0];
+    }
+    Items *it = &self->memo;
+    int result = 0;
+    PyObject *new_b = NULL, *new_ub = NULL, *new_mistakes = NULL, *new_norm = NULL;
+    PyObject *new_seen = NULL;
+    double r = items_norm(it);
+    if (!(r < INFINITY)) { /* r >= 0, or NaN: Python raises */
+        goto done;
+    }
+    double max_norm = r > st->max_norm ? r : st->max_norm;
+    double s = dot + st->b;
+    long long t = st->n_seen + 1;
+    if (st->forgetting &&
+        (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life) {
+        goto done; /* the accumulators rescaled after this example: Python's _renormalise */
+    }
+    *score = s;
+    new_norm = PyFloat_FromDouble(max_norm);
+    new_seen = PyLong_FromLongLong(t);
+    if (new_norm == NULL || new_seen == NULL) {
+        result = -1;
+        goto done;
+    }
+    if ((double)sign * s <= 0) {
+        Num lr, step, db;
+        Num y = {(double)sign, sign, 1};
+        if (!num_value(self->lr, &lr) || !num_mul(lr, y, &step)) {
+            goto done;
+        }
+        switch (core_bias_mode(self)) {
+        case 0:
+            db = step;
+            break;
+        case 1:
+            db.v = ((double)sign * max_norm) * max_norm;
+            db.iv = 0;
+            db.is_int = 0;
+            break;
+        case 2:
+            db.v = 0.0;
+            db.iv = 0;
+            db.is_int = 0;
+            break;
+        default:
+            goto done;
+        }
+        /* LinearHyperparameters._averaging and _avg_coef */
+        int averaging = st->averaged && (t > 1 || st->forgetting);
+        Num c = {(double)(t - 1), t - 1, 1};
+        if (st->forgetting) {
+            c.v = pow(st->beta, (double)(st->avg_ref - t));
+            c.iv = 0;
+            c.is_int = 0;
+            if (!isfinite(c.v)) {
+                goto done; /* math.pow raises OverflowError */
+            }
+        }
+        double b = st->b + db.v;
+        double ub = st->ub;
+        if (averaging) {
+            Num cdb;
+            if (!num_mul(c, db, &cdb)) {
+                goto done;
+            }
+            ub = st->ub + cdb.v;
+        }
+        if (!(-INFINITY < b && b < INFINITY && -INFINITY < ub && ub < INFINITY)) {
+            goto done;
+        }
+        if (self->n_mistakes == NULL || !PyLong_CheckExact(self->n_mistakes)) {
+            goto done;
+        }
+        int overflow = 0;
+        long long mistakes = PyLong_AsLongLongAndOverflow(self->n_mistakes, &overflow);
+        if (overflow || mistakes < 0 || mistakes >= LLONG_MAX) {
+            goto done;
+        }
+        new_b = PyFloat_FromDouble(b);
+        new_ub = averaging ? PyFloat_FromDouble(ub) : Py_NewRef(self->ub ? self->ub : Py_None);
+        new_mistakes = PyLong_FromLongLong(mistakes + 1);
+        if (new_b == NULL || new_ub == NULL || new_mistakes == NULL) {
+            result = -1;
+            goto done;
+        }
+        Num zero = {0.0, 0, 1};
+        int status =
+            store_update_items(store, it, binary_row, Py_None, step, zero, averaging, c);
+        if (status != UPDATE_DONE) {
+            result = status == UPDATE_ERROR ? -1 : 0;
+            goto done;
+        }
+        Py_SETREF(self->b, new_b);
+        new_b = NULL;
+        if (averaging) {
+            Py_XSETREF(self->ub, new_ub);
+            new_ub = NULL;
+        }
+        Py_XSETREF(self->n_mistakes, new_mistakes);
+        new_mistakes = NULL;
+    }
+    Py_XSETREF(self->max_norm, new_norm);
+    new_norm = NULL;
+    Py_XSETREF(self->n_seen, new_seen);
+    new_seen = NULL;
+    self->fast_steps++;
+    result = 1;
+done:
+    Py_XDECREF(new_b);
+    Py_XDECREF(new_ub);
+    Py_XDECREF(new_mistakes);
+    Py_XDECREF(new_norm);
+    Py_XDECREF(new_seen);
+    core_memo_clear(self);
+    return result;
+}
+
+/* The learner's Python method `name` with the arguments given (the reference). */
+static PyObject *
+core_fallback(BinaryCore *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t total = 1 + nargs + nkw;
+    PyObject *small[8];
+    PyObject **stack = small;
+    if (total > 8) {
+        stack = PyMem_New(PyObject *, total);
+        if (stack == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    stack[0] = (PyObject *)self;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
+        stack[i + 1] = args[i];
+    }
+    PyObject *result = PyObject_VectorcallMethod(name, stack, (size_t)(nargs + 1), kwnames);
+    if (stack != small) {
+        PyMem_Free(stack);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(core_predict_one_doc,
+"predict_one(x, **kwargs)\n"
+"--\n"
+"\n"
+"The label predicted for x (see the learner's documentation).");
+
+static PyObject *
+core_predict_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    CoreState st;
+    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) ||
+        !core_state(self, &st)) {
+        return core_fallback(self, str_predict_one_py, args, nargs, kwnames);
+    }
+    PyObject *x = args[0];
+    int averaged = st.averaged && st.n_seen;
+    int status = core_fold(self, st.store, x, averaged);
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        return core_fallback(self, str_predict_one_py, args, nargs, kwnames);
+    }
+    double dot = st.store->dot[0];
+    double score = dot + st.b;
+    if (averaged) {
+        double d;
+        if (!core_divisor(&st, st.n_seen, &d)) {
+            core_memo_clear(self);
+            return core_fallback(self, str_predict_one_py, args, nargs, kwnames);
+        }
+        score = score - (st.store->udot[0] + st.ub) / d;
+    }
+    self->memo_x = Py_NewRef(x);
+    self->memo_store = Py_NewRef((PyObject *)st.store);
+    self->memo_version = st.store->version;
+    self->memo_t = st.n_seen;
+    self->memo_dot = dot;
+    return core_decode(self, score);
+}
+
+PyDoc_STRVAR(core_learn_one_doc,
+"learn_one(x, y)\n"
+"--\n"
+"\n"
+"Learn from the example (x, y) (see the learner's documentation).");
+
+static PyObject *
+core_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+    }
+    CoreState st;
+    if (!core_state(self, &st)) {
+        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+    }
+    int sign = core_sign(self, args[1]);
+    if (sign == -2) {
+        return NULL;
+    }
+    /* read again: y's hash or eq may have run Python code */
+    if (sign == 0 || !core_state(self, &st)) {
+        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+    }
+    double score;
+    int status = core_learn(self, &st, args[0], sign, NULL, &score);
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(core_predict_learn_one_doc,
+"predict_learn_one(x, y)\n"
+"--\n"
+"\n"
+"Predict x as predict_one would, then learn (x, y); return the prediction.");
+
+static PyObject *
+core_predict_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames)
+{
+    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+    }
+    CoreState st;
+    if (!core_state(self, &st)) {
+        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+    }
+    int sign = core_sign(self, args[1]);
+    if (sign == -2) {
+        return NULL;
+    }
+    if (sign == 0 || !core_state(self, &st) || (st.averaged && st.n_seen == 0)) {
+        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+    }
+    double score, prediction;
+    int status;
+    if (st.averaged) {
+        double d;
+        status = core_divisor(&st, st.n_seen, &d);
+        if (status > 0) {
+            status = core_fold(self, st.store, args[0], 1);
+        }
+        if (status > 0) {
+            double dot = st.store->dot[0];
+            prediction = (dot + st.b) - (st.store->udot[0] + st.ub) / d;
+            status = core_learn(self, &st, args[0], sign, &dot, &score);
+        }
+    }
+    else {
+        status = core_learn(self, &st, args[0], sign, NULL, &score);
+        prediction = score;
+    }
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+    }
+    return core_decode(self, prediction);
+}
+
+static PyMethodDef core_methods[] = {
+    {"predict_one", (PyCFunction)(void (*)(void))core_predict_one,
+     METH_FASTCALL | METH_KEYWORDS, core_predict_one_doc},
+    {"learn_one", (PyCFunction)(void (*)(void))core_learn_one, METH_FASTCALL | METH_KEYWORDS,
+     core_learn_one_doc},
+    {"predict_learn_one", (PyCFunction)(void (*)(void))core_predict_learn_one,
+     METH_FASTCALL | METH_KEYWORDS, core_predict_learn_one_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef core_members[] = {
+    {"_b", MEMBER_OBJECT, offsetof(BinaryCore, b), 0, "The bias b."},
+    {"_ub", MEMBER_OBJECT, offsetof(BinaryCore, ub), 0, "The bias's averaging accumulator."},
+    {"_n_seen", MEMBER_OBJECT, offsetof(BinaryCore, n_seen), 0, "Examples learned from."},
+    {"_n_mistakes", MEMBER_OBJECT, offsetof(BinaryCore, n_mistakes), 0, "Mistakes made."},
+    {"_max_norm", MEMBER_OBJECT, offsetof(BinaryCore, max_norm), 0, "R."},
+    {"_store", MEMBER_OBJECT, offsetof(BinaryCore, store), 0, "The ClassStore, or None."},
+    {"_labels", MEMBER_OBJECT, offsetof(BinaryCore, labels), 0, "The label encoding."},
+    {"lr", MEMBER_OBJECT, offsetof(BinaryCore, lr), 0, "The learning rate."},
+    {"_bias_mode", MEMBER_OBJECT, offsetof(BinaryCore, bias_mode), 0, "The bias mode."},
+    {"averaged", MEMBER_OBJECT, offsetof(BinaryCore, averaged), 0, "Averaged or not."},
+    {"average_half_life", MEMBER_OBJECT, offsetof(BinaryCore, half_life), 0,
+     "The forgetting average's half-life, or None."},
+    {"_avg_ref", MEMBER_OBJECT, offsetof(BinaryCore, avg_ref), 0,
+     "The forgetting average's reference example."},
+    {"_beta", MEMBER_OBJECT, offsetof(BinaryCore, beta), 0,
+     "The forgetting average's factor an example."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *
+core_get_fast_steps(BinaryCore *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->fast_steps);
+}
+
+static PyObject *
+core_get_memo_hits(BinaryCore *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->memo_hits);
+}
+
+static PyGetSetDef core_getset[] = {
+    {"_fast_steps", (getter)core_get_fast_steps, NULL,
+     "Examples this object learned in C (not by the Python methods): for the tests.", NULL},
+    {"_memo_hits", (getter)core_get_memo_hits, NULL,
+     "Learning steps that used predict_one's fold of the same dict: for the tests.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *
+core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    BinaryCore *self = (BinaryCore *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->memo.items = self->memo.stack;
+    self->memo.n = 0;
+    self->store = Py_NewRef(Py_None);
+    return (PyObject *)self;
+}
+
+static int
+core_traverse(BinaryCore *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->b);
+    Py_VISIT(self->ub);
+    Py_VISIT(self->n_seen);
+    Py_VISIT(self->n_mistakes);
+    Py_VISIT(self->max_norm);
+    Py_VISIT(self->store);
+    Py_VISIT(self->labels);
+    Py_VISIT(self->lr);
+    Py_VISIT(self->bias_mode);
+    Py_VISIT(self->averaged);
+    Py_VISIT(self->half_life);
+    Py_VISIT(self->avg_ref);
+    Py_VISIT(self->beta);
+    Py_VISIT(self->memo_x);
+    Py_VISIT(self->memo_store);
+    for (Py_ssize_t i = 0; i < self->memo.n; i++) {
+        Py_VISIT(self->memo.items[i].key);
+        Py_VISIT(self->memo.items[i].value);
+    }
+    return 0;
+}
+
+static int
+core_clear(BinaryCore *self)
+{
+    core_memo_clear(self);
+    Py_CLEAR(self->b);
+    Py_CLEAR(self->ub);
+    Py_CLEAR(self->n_seen);
+    Py_CLEAR(self->n_mistakes);
+    Py_CLEAR(self->max_norm);
+    Py_CLEAR(self->store);
+    Py_CLEAR(self->labels);
+    Py_CLEAR(self->lr);
+    Py_CLEAR(self->bias_mode);
+    Py_CLEAR(self->averaged);
+    Py_CLEAR(self->half_life);
+    Py_CLEAR(self->avg_ref);
+    Py_CLEAR(self->beta);
+    return 0;
+}
+
+static void
+core_dealloc(BinaryCore *self)
+{
+    PyObject_GC_UnTrack(self);
+    core_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(core_doc,
+"BinaryCore()\n"
+"--\n"
+"\n"
+"The base of the binary Perceptron: its scalars as fields, and predict_one, learn_one and\n"
+"predict_learn_one in C for the usual case, the learner's Python methods for the rest (see\n"
+"the comment in _speedups.c).");
+
+static PyTypeObject BinaryCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stream_perceptron._speedups.BinaryCore",
+    .tp_basicsize = sizeof(BinaryCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = core_doc,
+    .tp_new = core_new,
+    .tp_dealloc = (destructor)core_dealloc,
+    .tp_traverse = (traverseproc)core_traverse,
+    .tp_clear = (inquiry)core_clear,
+    .tp_methods = core_methods,
+    .tp_members = core_members,
+    .tp_getset = core_getset,
+};
+
 static PyMethodDef speedups_methods[] = {
     {"dot_norm", (PyCFunction)(void (*)(void))dot_norm, METH_FASTCALL, dot_norm_doc},
     {"class_argmax", (PyCFunction)(void (*)(void))class_argmax, METH_FASTCALL,
@@ -2161,10 +2886,25 @@ PyDoc_STRVAR(module_doc,
 static int
 speedups_exec(PyObject *module)
 {
-    if (PyType_Ready(&ClassStoreType) < 0) {
+    if (PyType_Ready(&ClassStoreType) < 0 || PyType_Ready(&BinaryCoreType) < 0) {
         return -1;
     }
-    return PyModule_AddObjectRef(module, "ClassStore", (PyObject *)&ClassStoreType);
+    PyObject **strings[] = {&str_positive, &str_negative, &str_settled, &str_codes,
+                            &str_predict_one_py, &str_learn_one_py, &str_predict_learn_one_py};
+    const char *names[] = {"positive", "negative", "settled", "_codes",
+                           "_predict_one_py", "_learn_one_py", "_predict_learn_one_py"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (*strings[i] == NULL && (*strings[i] = PyUnicode_InternFromString(names[i])) == NULL) {
+            return -1;
+        }
+    }
+    if (binary_row == NULL && (binary_row = PyLong_FromLong(0)) == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "ClassStore", (PyObject *)&ClassStoreType) < 0) {
+        return -1;
+    }
+    return PyModule_AddObjectRef(module, "BinaryCore", (PyObject *)&BinaryCoreType);
 }
 
 static PyModuleDef_Slot speedups_slots[] = {

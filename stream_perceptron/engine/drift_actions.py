@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.learners._binary_core import take_over
 from stream_perceptron.learners.preprocessed import base_learner
 
 __all__ = ["ACTIONS", "forget_average", "reset_learner"]
@@ -29,8 +30,7 @@ def reset_learner(learner: StreamClassifier) -> None:
     (0, {}, True)
     """
     fresh = learner.clone()
-    learner.__dict__.clear()
-    learner.__dict__.update(fresh.__dict__)
+    take_over(learner, fresh)
     logger.info("drift: the model was reset")
 
 
@@ -61,6 +61,5 @@ def forget_average(learner: StreamClassifier) -> None:
         holder["avg_weights_acc"] = []
         holder["avg_bias_acc"] = 0.0
     fresh = StreamClassifier.from_state(state)
-    model.__dict__.clear()
-    model.__dict__.update(fresh.__dict__)
+    take_over(model, fresh)
     logger.info("drift: the average was restarted")

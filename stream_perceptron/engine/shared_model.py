@@ -46,6 +46,7 @@ from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.model_view import ModelView, model_of, pull_model
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.learners import Preprocessed, StreamClassifier
+from stream_perceptron.learners._binary_core import take_over
 from stream_perceptron.learners.preprocessed import base_learner
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState, divergence
 from stream_perceptron.sharing.increments import (
@@ -124,8 +125,7 @@ def adopt(learner: StreamClassifier, state: dict[str, Any]) -> None:
     replaced)."""
     target = base_learner(learner)
     fresh = type(target).from_state(state)
-    target.__dict__.clear()
-    target.__dict__.update(fresh.__dict__)
+    take_over(target, fresh)
 
 
 class SharedModelMismatch(EngineError):

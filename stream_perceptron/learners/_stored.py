@@ -140,7 +140,8 @@ class NativeModelStore:
 
     def __getstate__(self) -> dict[str, Any]:
         state: dict[str, Any] = super().__getstate__()  # type: ignore[assignment]
-        store = state.pop("_store", None)
+        state.pop("_store", None)
+        store = self._store
         if store is not None:  # a copy or a pickle holds dicts
             state.update(self._store_dicts(store))
         return state

@@ -22,6 +22,7 @@ from stream_perceptron.learners._base import (
     sparse_dot,
     too_large,
 )
+from stream_perceptron.learners._binary_core import CORE_FIELDS, Core, core_state
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.learners.labels import BinaryLabels
@@ -40,7 +41,7 @@ __all__ = ["Perceptron"]
 _ROW = 0
 
 
-class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
+class Perceptron(Core, NativeModelStore, LinearHyperparameters, BinaryLinearModel):
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -131,7 +132,11 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
         self._init_counters()
 
     # -- learning ------------------------------------------------------------------------------
-    def predict_learn_one(self, x: dict, y: Any) -> Any:
+    # predict_one, learn_one and predict_learn_one are BinaryCore's (see _binary_core.py): the
+    # usual case in C, the rest in these Python methods, the reference the C code follows.
+    _learn_one_py = BinaryLinearModel.learn_one
+
+    def _predict_learn_one_py(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction.
 
         One pass over ``x`` instead of two when the model is not averaged.
@@ -328,6 +333,19 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
         w, _, u, _ = store.dicts()
         return {"_dict_w": w[_ROW], "_dict_u": u[_ROW]}
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.update(core_state(self))  # BinaryCore's fields, not in __dict__
+        state.pop("_store", None)  # a copy or a pickle holds dicts (added above)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        for name in CORE_FIELDS:
+            if name in state:
+                setattr(self, name, state.pop(name))
+        self.__dict__.update(state)
+
     def _weight_dict(self) -> dict[Any, float]:
         """The weights to read (the metrics' weights and norm): from the store without the
         accumulators' dict."""
@@ -367,7 +385,8 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
     #: learns differently, so it is not dense-capable.
     _DENSE_REFERENCE = (
         "_learn", "_score", "_average_score", "predict_one", "predict_learn_one",
-        "_predict_learn_first", "_predict_open",
+        "_predict_learn_first", "_predict_open", "learn_one", "_predict_one_py",
+        "_learn_one_py", "_predict_learn_one_py",
     )  # fmt: skip
 
     #: The methods whose code the store's path reproduces (a subclass replacing any of them
@@ -512,7 +531,7 @@ class Perceptron(NativeModelStore, LinearHyperparameters, BinaryLinearModel):
                     udot += uk * v
         return (dot + self._b) - (udot + self._ub) / d
 
-    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+    def _predict_one_py(self, x: dict, **kwargs: Any) -> Any:
         if _speedups is not None:  # _score's and _average_score's fast paths, inlined
             t = self._n_seen
             labels = self._labels

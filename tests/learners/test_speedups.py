@@ -537,18 +537,28 @@ def learn_both(model: Any, pure: Any, x: dict, y: Any) -> None:
     assert state_of(model) == state_of(pure)
 
 
+def py_predict(model: Any, x: dict) -> Any:
+    """``predict_one`` by the learner's Python code (the binary perceptron's ``predict_one``
+    is ``BinaryCore``'s, whose memo is its own: tests/learners/test_binary_core.py)."""
+    return getattr(model, "_predict_one_py", model.predict_one)(x)
+
+
+def py_learn(model: Any, x: dict, y: Any) -> None:
+    getattr(model, "_learn_one_py", model.learn_one)(x, y)
+
+
 @needs_kernels
 def test_memo_is_used_for_the_same_unchanged_dict():
     with kernels(_speedups):
         model = trained_binary()
         x = {"a": -1.0, "b": 0.5}
-        model.predict_one(x)
+        py_predict(model, x)
         assert _speedups.recall(model._memo, x, model.n_seen) is not None
         assert _speedups.recall(model._memo, dict(x), model.n_seen) is None  # another dict
         assert _speedups.recall(model._memo, x, model.n_seen + 1) is None  # model changed
         counting = Counting(_speedups)
     with kernels(counting):
-        model.learn_one(x, True)
+        py_learn(model, x, True)
     assert counting.handled.get("recall") == 1 and "dot_norm" not in counting.handled
     assert model._memo is None  # x is not kept
 
@@ -582,15 +592,15 @@ def test_a_stale_memo_would_give_another_model():
     model, stale = trained_binary(), trained_binary()
     x = {"a": -1.0, "b": 0.5}
     with kernels(_speedups):
-        model.predict_one(x)  # score 1.5: no mistake for y = True
+        py_predict(model, x)  # score 1.5: no mistake for y = True
         dot, r, _ = model._memo[1]
         x["a"] = 1.0  # now score -2.5: a mistake for y = True
-        model.learn_one(x, True)
+        py_learn(model, x, True)
         assert model.n_mistakes == 3
         # the memo of the first prediction, with a snapshot of x as it is now
         snapshot = tuple(item for kv in x.items() for item in kv)
         stale._memo = (x, (dot, r, snapshot), stale.n_seen)
-        stale.learn_one(x, True)
+        py_learn(stale, x, True)
         assert stale.n_mistakes == 2
 
 
@@ -613,7 +623,7 @@ def test_memo_survives_a_clear_and_refill_with_the_same_objects():
     model = trained_binary()
     x = {"a": -1.0, "b": 0.5}
     with kernels(_speedups):
-        model.predict_one(x)
+        py_predict(model, x)
     items = list(x.items())
     x.clear()
     x.update(items)
@@ -674,7 +684,8 @@ def test_memo_is_never_saved(make):
     with kernels(_speedups):
         model.learn_one({"a": 1.0}, label)
         x = {"secret-feature-name": 1.0}
-        model.predict_one(x)
+        model.predict_one(x)  # the binary perceptron: BinaryCore's memo, then the Python one
+        py_predict(model, x)
     assert model._memo is not None
     assert b"secret-feature-name" not in pickle.dumps(model)
     assert pickle.loads(pickle.dumps(model))._memo is None
