@@ -811,7 +811,7 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
         const float *xf = (const float *)X + i * d;
 #define x_(j) (f32 ? (double)xf[j] : xd[j])
         int y = signs[i];
-        double dot = 0.0, udot = 0.0, sq = 0.0, nonfinite = 0.0;
+        double dot = 0.0, udot = 0.0, sq = 0.0;
         int with_average = averaged && n_seen > 0;
         double tp = forgetting && with_average
                         ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
@@ -821,7 +821,6 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
                 double v = x_(j);
                 dot += w[j] * v;
                 sq += v * v;
-                nonfinite += v - v;
             }
         }
         else if (all_present) {
@@ -830,7 +829,6 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
                 dot += w[j] * v;
                 udot += u[j] * v;
                 sq += v * v;
-                nonfinite += v - v;
             }
         }
         else {
@@ -842,12 +840,20 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
                         udot += u[j] * v;
                 }
                 sq += v * v;
-                nonfinite += v - v;
             }
         }
-        if (nonfinite != 0.0) { /* NaN: X breaks the precondition; the caller drops it all */
-            st->finite = 0;
-            return;
+        if (!(sq < INFINITY)) {
+            /* a value not finite makes sq inf or NaN (sq finite: every value is): then look
+             * (sq may also have overflowed on finite values: refused below, as in Python) */
+            double nonfinite = 0.0;
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double v = x_(j);
+                nonfinite += v - v;
+            }
+            if (nonfinite != 0.0) { /* NaN: X breaks the precondition; the caller drops it */
+                st->finite = 0;
+                return;
+            }
         }
         double score = dot + b;
         if (with_average)
