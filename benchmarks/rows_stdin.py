@@ -35,6 +35,17 @@ def _engine_notes(runs: list[Run]) -> str:
     )
 
 
+def _spread(ours: list[Run], vw: list[Run]) -> str:
+    """Every round's wall times, and the ratio's range over the rounds (ours and VW ran one
+    after the other in each)."""
+    ratios = sorted(v.wall / o.wall for o, v in zip(ours, vw, strict=True))
+    return (
+        f"wall times over {len(ours)} alternated rounds: ours "
+        f"{', '.join(f'{r.wall:.3f}' for r in ours)} s; VW {', '.join(f'{r.wall:.3f}' for r in vw)}"
+        f" s; ratio per round {ratios[0]:.2f}x-{ratios[-1]:.2f}x"
+    )
+
+
 def _cli_run(fmt: str, path: Path, summary: Path, *extra: str) -> Callable[[], Run]:
     cmd = [*cli_command(), "run", "--format", fmt, "--summary-json", str(summary), *extra]
     return lambda: run_command(cmd, input_path=path, summary_path=summary)
@@ -51,7 +62,9 @@ def row_stdin(ctx: Context) -> list[Result]:
     if vw is not None:
         vw_input = data_file(ctx, "vw", n)
         runs["vw"] = lambda: run_command(vw, input_path=vw_input)
-    got = interleaved(ctx.repeats, runs)
+    interleaved(1, runs)  # a round not timed: the bytecode caches written, the files read
+    # ours and VW alternated, at least 5 rounds (issue 25: VW's own time varies 2x here)
+    got = interleaved(max(ctx.repeats, 5), runs)
     rates = {name: n / median([r.wall for r in done]) for name, done in got.items()}
     if vw is None:
         anchor = Measure("Vowpal Wabbit", missing=VW_MISSING)
@@ -60,11 +73,13 @@ def row_stdin(ctx: Context) -> list[Result]:
         anchor = Measure(f"VW ({runner} --loss_function hinge, stdin)", rates["vw"], "lines/s")
     vw_rate = rates.get("vw")
     results = []
-    for row, fmt, goal in (("4a", "csv", ">= 1.0x VW"), ("4b", "jsonl", ">= 250k lines/s")):
+    for row, fmt, goal in (("4a", "csv", ">= 3x VW"), ("4b", "jsonl", ">= 250k lines/s")):
         rate = rates[fmt]
         ratio = rate / vw_rate if vw_rate else None
-        met = (ratio >= 1.0 if ratio is not None else None) if fmt == "csv" else rate >= 250_000
+        met = (ratio >= 3.0 if ratio is not None else None) if fmt == "csv" else rate >= 250_000
         notes = [n for n in (_engine_notes(got[fmt]),) if n] + check_summary(got[fmt][-1], n)
+        if "vw" in got:
+            notes.append(_spread(got[fmt], got["vw"]))
         results.append(
             Result(
                 row,
