@@ -4,11 +4,11 @@ With the C helpers built, :class:`~stream_perceptron.learners.perceptron.Percept
 from :class:`stream_perceptron._speedups.BinaryCore`: its scalars (``_b``, ``_ub``,
 ``_n_seen``, ``_n_mistakes``, ``_max_norm``, ``_avg_ref``), its ``_store``, its ``_labels``
 and the hyperparameters the learning step reads (``lr``, ``_bias_mode``, ``averaged``,
-``average_half_life``, ``_beta``) are fields of that C object, which the Python code reads and sets as
-attributes, and ``predict_one``, ``learn_one`` and ``predict_learn_one`` run in C for the usual
-case, calling the learner's pure-Python methods (``_predict_one_py``, ``_learn_one_py``,
-``_predict_learn_one_py``) for everything else. Without the C helpers, :class:`PythonCore`
-stands in: the same three methods, straight to the Python ones.
+``average_half_life``, ``_beta``) are fields of that C object, which the Python code reads
+and sets as attributes, and ``predict_one``, ``learn_one`` and ``predict_learn_one`` run in C
+for the usual case, calling the learner's pure-Python methods (``_predict_one_py``,
+``_learn_one_py``, ``_predict_learn_one_py``) for everything else. Without the C helpers,
+:class:`PythonCore` stands in: the same three methods, straight to the Python ones.
 
 The fields are not in the instance ``__dict__``: a copy, a pickle (``__getstate__`` /
 ``__setstate__``) and an in-place replacement of the model (:func:`take_over`) carry them.
