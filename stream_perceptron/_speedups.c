@@ -1191,7 +1191,9 @@ static void
 store_fold(ClassStore *self, Items *it, int averaged)
 {
     Py_ssize_t nc = self->nc, ccap = self->ccap;
-    double *dot = self->dot, *udot = self->udot;
+    /* restrict: the arrays never overlap, so the class loops below are vectorised (each
+     * class's sum still its own left fold) */
+    double *restrict dot = self->dot, *restrict udot = self->udot;
     for (Py_ssize_t c = 0; c < nc; c++) {
         dot[c] = 0.0;
         udot[c] = 0.0;
@@ -1207,7 +1209,7 @@ store_fold(ClassStore *self, Items *it, int averaged)
                 continue;
             }
             double v = it->items[i].v;
-            const double *wr = self->W + s * ccap, *ur = self->U + s * ccap;
+            const double *restrict wr = self->W + s * ccap, *restrict ur = self->U + s * ccap;
             for (Py_ssize_t c = 0; c < nc; c++) {
                 dot[c] += wr[c] * v;
             }
@@ -2159,27 +2161,28 @@ static PyTypeObject ClassStoreType = {
     .tp_getset = store_getset,
 };
 
-/* -- BinaryCore: the binary perceptron's dict API in C ------------------------------------------
+/* -- BinaryCore and MulticlassCore: the perceptrons' dict API in C ------------------------------
  *
- * The base of learners.perceptron.Perceptron. Its fields are the learner's scalars (the bias,
- * the averaging bias, the counters, R), its store, its label encoding and the hyperparameters
- * the learning step reads: the Python code reads and sets them as attributes (object members,
- * which CPython's attribute loads specialise like any slot), and predict_one, learn_one and
- * predict_learn_one read them here without a lookup. There is one copy of each: the learner
- * has no other.
+ * The bases of learners.perceptron.Perceptron and learners.multiclass.MulticlassPerceptron.
+ * Their fields are the learner's counters, R, its store, the hyperparameters the learning step
+ * reads and (binary) the biases and the label encoding, (multi-class) whether a class is a
+ * bool: the Python code reads and sets them as attributes (object members, which CPython's
+ * attribute loads specialise like any slot), and predict_one, learn_one and predict_learn_one
+ * read them here without a lookup. There is one copy of each: the learner has no other.
  *
  * The three methods handle the usual case in C: the model in its store (so init="zeros" and
  * the learning code this class's), the plain perceptron, the plain or the forgetting average
- * (but the example after which the accumulators are rescaled),
- * a settled label encoding, x an exact dict the store takes, the scalars exact floats and ints.
- * Anything else, and every case that would raise (a value too large, a label outside the
- * encoding), calls the learner's pure-Python method (_predict_one_py, _learn_one_py,
+ * (but the example after which the accumulators are rescaled), a settled label encoding (binary)
+ * or a str or int label (multi-class), x an exact dict the store takes, the scalars exact floats
+ * and ints. Anything else, and every case that would raise (a value too large, a label outside
+ * the encoding), calls the learner's pure-Python method (_predict_one_py, _learn_one_py,
  * _predict_learn_one_py) having changed nothing, so the Python code stays the reference and
  * decides what it alone handles. The arithmetic is that code's, operation for operation
- * (tests/learners/test_binary_core.py holds the two to the same bits).
+ * (tests/learners/test_binary_core.py and test_multiclass_core.py hold the two to the same
+ * bits).
  *
- * predict_one keeps what it folded (x, its items, the plain dot, the store's version and
- * n_seen) for the learn_one that usually follows on the same dict: used only for that very
+ * predict_one keeps what it folded (x, its items, the plain dot or argmax, the store's version
+ * and n_seen) for the learn_one that usually follows on the same dict: used only for that very
  * dict, holding the same key and value objects, with the store unchanged since.
  */
 
@@ -2192,38 +2195,104 @@ static PyTypeObject ClassStoreType = {
 #define MEMBER_OBJECT T_OBJECT_EX
 #endif
 
+/* What predict_one folded, for the learn_one that follows. */
+typedef struct {
+    PyObject *x;     /* the dict, or NULL */
+    PyObject *store; /* the store it was folded with (held: its address is not reused) */
+    Items items;     /* x's items (references held); also the learning step's items */
+    unsigned long long version;
+    long long t;
+    double dot;       /* binary: the plain dot */
+    Py_ssize_t best;  /* multi-class: the plain argmax's row (-1: none) */
+} Memo;
+
+/* The fields both cores share, first in each. */
 typedef struct {
     PyObject_HEAD
-    PyObject *b, *ub, *n_seen, *n_mistakes, *max_norm, *store, *labels;
+    PyObject *n_seen, *n_mistakes, *max_norm, *store;
     PyObject *lr, *bias_mode, *averaged, *half_life, *avg_ref, *beta;
-    PyObject *memo_x;     /* the dict predict_one last folded, or NULL */
-    PyObject *memo_store; /* the store it was folded with (held: its address is not reused) */
-    Items memo;           /* x's items (references held); also the learning step's items */
-    unsigned long long memo_version;
-    long long memo_t;
-    double memo_dot;
+    Memo memo;
     unsigned long long fast_steps, memo_hits; /* examples learned here; memos used (tests) */
+} CoreHead;
+
+typedef struct {
+    CoreHead h;
+    PyObject *b, *ub, *labels;
 } BinaryCore;
+
+typedef struct {
+    CoreHead h;
+    PyObject *bool_classes;
+} MulticlassCore;
 
 static PyObject *str_positive, *str_negative, *str_settled, *str_codes;
 static PyObject *str_predict_one_py, *str_learn_one_py, *str_predict_learn_one_py;
-static PyObject *binary_row; /* the label of the store's one class: 0 */
+static PyObject *binary_row; /* the label of the binary store's one class: 0 */
 
 static void
-core_memo_clear(BinaryCore *self)
+memo_clear(Memo *memo)
 {
-    items_release(&self->memo);
-    Py_CLEAR(self->memo_x);
-    Py_CLEAR(self->memo_store);
+    items_release(&memo->items);
+    Py_CLEAR(memo->x);
+    Py_CLEAR(memo->store);
+}
+
+/* Keep x's fold (its items already in the memo). */
+static void
+memo_keep(Memo *memo, PyObject *x, ClassStore *store, long long t)
+{
+    memo->x = Py_NewRef(x);
+    memo->store = Py_NewRef((PyObject *)store);
+    memo->version = store->version;
+    memo->t = t;
+}
+
+/* Whether the memo holds x's fold under the store as it is. */
+static int
+memo_matches(Memo *memo, PyObject *x, ClassStore *store, long long t)
+{
+    if (memo->x != x || memo->store != (PyObject *)store || memo->version != store->version ||
+        memo->t != t || !PyDict_CheckExact(x) || PyDict_GET_SIZE(x) != memo->items.n) {
+        return 0;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(x, &pos, &key, &value)) {
+        if (i >= memo->items.n || memo->items.items[i].key != key ||
+            memo->items.items[i].value != value) {
+            return 0;
+        }
+        i++;
+    }
+    return i == memo->items.n;
+}
+
+/* x's items into the memo, their slots found and the dots folded (averaged: the accumulators'
+ * too). 1: done; 0: not handled (the memo empty); -1: error. */
+static int
+memo_fold(Memo *memo, ClassStore *store, PyObject *x, int averaged)
+{
+    memo_clear(memo);
+    int status = items_load(&memo->items, x);
+    if (status <= 0) {
+        return status;
+    }
+    status = store_slots(store, &memo->items);
+    if (status <= 0) {
+        memo_clear(memo);
+        return status;
+    }
+    store_fold(store, &memo->items, averaged);
+    return 1;
 }
 
 /* What the fast path reads, checked. */
 typedef struct {
     ClassStore *store;
     long long n_seen;
-    double b, ub, max_norm;
+    double max_norm;
     int averaged;
-    int forgetting;        /* averaged with a half-life: */
+    int forgetting;         /* averaged with a half-life: */
     double half_life, beta; /* as numbers */
     long long avg_ref;
 } CoreState;
@@ -2241,54 +2310,49 @@ plain_number(PyObject *obj, double *v)
     return obj != NULL && number_value(obj, v, &iv, &is_int);
 }
 
-/* 1: the fast path applies (st filled); 0: the Python method decides. */
+/* An exact int in 0..limit as a long long; 0: not one. */
 static int
-core_state(BinaryCore *self, CoreState *st)
+count_field(PyObject *obj, long long limit, long long *v)
 {
-    PyObject *store = self->store;
-    if (store == NULL || !Py_IS_TYPE(store, &ClassStoreType) ||
-        ((ClassStore *)store)->nc < 1) {
-        return 0;
-    }
-    st->store = (ClassStore *)store;
-    if (self->n_seen == NULL || !PyLong_CheckExact(self->n_seen)) {
+    if (obj == NULL || !PyLong_CheckExact(obj)) {
         return 0;
     }
     int overflow = 0;
-    long long n = PyLong_AsLongLongAndOverflow(self->n_seen, &overflow);
-    if (overflow || n < 0 || n >= EXACT_INT_LIMIT) {
+    long long n = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || n < 0 || n > limit) {
         return 0;
     }
-    st->n_seen = n;
-    if (self->b == NULL || !PyFloat_CheckExact(self->b) || self->max_norm == NULL ||
-        !PyFloat_CheckExact(self->max_norm)) {
+    *v = n;
+    return 1;
+}
+
+/* 1: the fast path applies (st filled); 0: the Python method decides. */
+static int
+core_state(CoreHead *self, CoreState *st)
+{
+    PyObject *store = self->store;
+    if (store == NULL || !Py_IS_TYPE(store, &ClassStoreType)) {
         return 0;
     }
-    st->b = PyFloat_AS_DOUBLE(self->b);
+    st->store = (ClassStore *)store;
+    if (!count_field(self->n_seen, EXACT_INT_LIMIT - 1, &st->n_seen) ||
+        self->max_norm == NULL || !PyFloat_CheckExact(self->max_norm)) {
+        return 0;
+    }
     st->max_norm = PyFloat_AS_DOUBLE(self->max_norm);
-    st->ub = 0.0;
     st->forgetting = 0;
     if (self->averaged == Py_True) {
-        if (self->ub == NULL || !PyFloat_CheckExact(self->ub)) {
-            return 0;
-        }
         if (self->half_life != Py_None) {
             /* the half-life a number, beta a float, 0 <= avg_ref <= n_seen an int */
             if (!plain_number(self->half_life, &st->half_life) || !(st->half_life > 0) ||
                 self->beta == NULL || !PyFloat_CheckExact(self->beta) ||
-                self->avg_ref == NULL || !PyLong_CheckExact(self->avg_ref)) {
+                !count_field(self->avg_ref, st->n_seen, &st->avg_ref)) {
                 return 0;
             }
             st->beta = PyFloat_AS_DOUBLE(self->beta);
-            long long ref = PyLong_AsLongLongAndOverflow(self->avg_ref, &overflow);
-            if (overflow || ref < 0 || ref > n) {
-                return 0;
-            }
-            st->avg_ref = ref;
             st->forgetting = 1;
         }
         st->averaged = 1;
-        st->ub = PyFloat_AS_DOUBLE(self->ub);
     }
     else if (self->averaged == Py_False) {
         st->averaged = 0;
@@ -2313,11 +2377,125 @@ core_divisor(CoreState *st, long long t, double *d)
     return isfinite(*d) && *d != 0.0;
 }
 
+/* What learning example t takes from LinearHyperparameters: 0 when the accumulators are
+ * rescaled after it (Python's _renormalise: the Python method learns it) or c(t) overflows;
+ * else *averaging (_averaging) and *c (_avg_coef: t - 1, or beta ** (avg_ref - t)). */
+static int
+core_step(CoreState *st, long long t, int *averaging, Num *c)
+{
+    if (st->forgetting &&
+        (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life) {
+        return 0;
+    }
+    *averaging = st->averaged && (t > 1 || st->forgetting);
+    c->v = (double)(t - 1);
+    c->iv = t - 1;
+    c->is_int = 1;
+    if (st->forgetting) {
+        c->v = pow(st->beta, (double)(st->avg_ref - t));
+        c->iv = 0;
+        c->is_int = 0;
+        if (!isfinite(c->v)) {
+            return 0; /* math.pow raises OverflowError */
+        }
+    }
+    return 1;
+}
+
+/* The bias mode: 0 "learned", 1 "r2", 2 "none"; -1 anything else. */
+static int
+core_bias_mode(CoreHead *self)
+{
+    PyObject *mode = self->bias_mode;
+    if (mode == NULL || !PyUnicode_CheckExact(mode)) {
+        return -1;
+    }
+    if (PyUnicode_CompareWithASCIIString(mode, "learned") == 0) {
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(mode, "r2") == 0) {
+        return 1;
+    }
+    if (PyUnicode_CompareWithASCIIString(mode, "none") == 0) {
+        return 2;
+    }
+    return -1;
+}
+
+/* The counters after example t, made before anything changes: *seen = t, *norm = max_norm
+ * and, with mistake, *mistakes = n_mistakes + 1. 1: made; 0: not handled; -1: error. */
+static int
+core_counters(CoreHead *self, long long t, double max_norm, int mistake, PyObject **seen,
+              PyObject **norm, PyObject **mistakes)
+{
+    long long n = 0;
+    if (mistake && !count_field(self->n_mistakes, LLONG_MAX - 1, &n)) {
+        return 0;
+    }
+    *seen = PyLong_FromLongLong(t);
+    *norm = PyFloat_FromDouble(max_norm);
+    *mistakes = mistake ? PyLong_FromLongLong(n + 1) : NULL;
+    if (*seen == NULL || *norm == NULL || (mistake && *mistakes == NULL)) {
+        Py_CLEAR(*seen);
+        Py_CLEAR(*norm);
+        Py_CLEAR(*mistakes);
+        return -1;
+    }
+    return 1;
+}
+
+/* The counters stored (the references taken over). */
+static void
+core_store_counters(CoreHead *self, PyObject *seen, PyObject *norm, PyObject *mistakes)
+{
+    Py_XSETREF(self->n_seen, seen);
+    Py_XSETREF(self->max_norm, norm);
+    if (mistakes != NULL) {
+        Py_XSETREF(self->n_mistakes, mistakes);
+    }
+    self->fast_steps++;
+}
+
+/* The learner's Python method `name` with the arguments given (the reference). */
+static PyObject *
+core_fallback(PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t total = 1 + nargs + nkw;
+    PyObject *small[8];
+    PyObject **stack = small;
+    if (total > 8) {
+        stack = PyMem_New(PyObject *, total);
+        if (stack == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
+        stack[i + 1] = args[i];
+    }
+    PyObject *result = PyObject_VectorcallMethod(name, stack, (size_t)(nargs + 1), kwnames);
+    if (stack != small) {
+        PyMem_Free(stack);
+    }
+    return result;
+}
+
+/* Whether a call has exactly n positional arguments and no keyword. */
+static inline int
+plain_call(Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t n)
+{
+    return nargs == n && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0);
+}
+
+/* -- the binary perceptron -- */
+
 /* The sign of label y under a settled encoding: 1 or -1; 0: the Python method decides (an
  * encoding not settled, a label outside it); -2: error (from y's hash or eq, as
  * ``dict.get`` raises it). */
 static int
-core_sign(BinaryCore *self, PyObject *y)
+binary_sign(BinaryCore *self, PyObject *y)
 {
     if (self->labels == NULL) {
         return 0;
@@ -2356,7 +2534,7 @@ core_sign(BinaryCore *self, PyObject *y)
 
 /* The label of a score, as ``labels.positive if score > 0 else labels.negative``. */
 static PyObject *
-core_decode(BinaryCore *self, double score)
+binary_decode(BinaryCore *self, double score)
 {
     if (self->labels == NULL) {
         PyErr_SetString(PyExc_AttributeError, "_labels");
@@ -2365,64 +2543,29 @@ core_decode(BinaryCore *self, double score)
     return PyObject_GetAttr(self->labels, score > 0 ? str_positive : str_negative);
 }
 
-/* Whether the memo holds x's fold under the store as it is. */
+/* The bias and (averaged) its accumulator as floats; 0: not exact floats. */
 static int
-core_memo_matches(BinaryCore *self, PyObject *x, ClassStore *store, long long n_seen)
+binary_biases(BinaryCore *self, CoreState *st, double *b, double *ub)
 {
-    if (self->memo_x != x || self->memo_store != (PyObject *)store ||
-        self->memo_version != store->version || self->memo_t != n_seen ||
-        !PyDict_CheckExact(x) || PyDict_GET_SIZE(x) != self->memo.n) {
+    if (self->b == NULL || !PyFloat_CheckExact(self->b)) {
         return 0;
     }
-    Py_ssize_t pos = 0, i = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(x, &pos, &key, &value)) {
-        if (i >= self->memo.n || self->memo.items[i].key != key ||
-            self->memo.items[i].value != value) {
+    *b = PyFloat_AS_DOUBLE(self->b);
+    *ub = 0.0;
+    if (st->averaged) {
+        if (self->ub == NULL || !PyFloat_CheckExact(self->ub)) {
             return 0;
         }
-        i++;
+        *ub = PyFloat_AS_DOUBLE(self->ub);
     }
-    return i == self->memo.n;
-}
-
-/* x's items into the memo, their slots found and the dots folded (averaged: the accumulators'
- * too). 1: done; 0: not handled (the memo empty); -1: error. */
-static int
-core_fold(BinaryCore *self, ClassStore *store, PyObject *x, int averaged)
-{
-    core_memo_clear(self);
-    int status = items_load(&self->memo, x);
-    if (status <= 0) {
-        return status;
-    }
-    status = store_slots(store, &self->memo);
-    if (status <= 0) {
-        core_memo_clear(self);
-        return status;
-    }
-    store_fold(store, &self->memo, averaged);
     return 1;
 }
 
-/* The bias mode: 0 "learned", 1 "r2", 2 "none"; -1 anything else. */
+/* 1: the fast path applies to the binary learner (st, *b, *ub filled); 0: Python decides. */
 static int
-core_bias_mode(BinaryCore *self)
+binary_state(BinaryCore *self, CoreState *st, double *b, double *ub)
 {
-    PyObject *mode = self->bias_mode;
-    if (mode == NULL || !PyUnicode_CheckExact(mode)) {
-        return -1;
-    }
-    if (PyUnicode_CompareWithASCIIString(mode, "learned") == 0) {
-        return 0;
-    }
-    if (PyUnicode_CompareWithASCIIString(mode, "r2") == 0) {
-        return 1;
-    }
-    if (PyUnicode_CompareWithASCIIString(mode, "none") == 0) {
-        return 2;
-    }
-    return -1;
+    return core_state(&self->h, st) && st->store->nc >= 1 && binary_biases(self, st, b, ub);
 }
 
 /*
@@ -2432,54 +2575,55 @@ core_bias_mode(BinaryCore *self)
  * (nothing changed); -1: error. The memo is empty afterwards.
  */
 static int
-core_learn(BinaryCore *self, CoreState *st, PyObject *x, int sign, const double *known_dot,
-           double *score)
+binary_learn(BinaryCore *self, CoreState *st, double b0, double ub0, PyObject *x, int sign,
+             const double *known_dot, double *score)
 {
+    CoreHead *h = &self->h;
     ClassStore *store = st->store;
     double dot;
     if (known_dot != NULL) {
         dot = *known_dot;
     }
-    else if (core_memo_matches(self, x, store, st->n_seen)) {
-        dot = self->memo_dot;
-        self->memo_hits++;
+    else if (memo_matches(&h->memo, x, store, st->n_seen)) {
+        dot = h->memo.dot;
+        h->memo_hits++;
     }
     else {
-        int status = core_fold(self, store, x, 0);
+        int status = memo_fold(&h->memo, store, x, 0);
         if (status <= 0) {
             return status;
         }
         dot = store->dot[0];
     }
-    Items *it = &self->memo;
+    Items *it = &h->memo.items;
     int result = 0;
-    PyObject *new_b = NULL, *new_ub = NULL, *new_mistakes = NULL, *new_norm = NULL;
-    PyObject *new_seen = NULL;
+    PyObject *new_b = NULL, *new_ub = NULL, *seen = NULL, *norm = NULL, *mistakes = NULL;
     double r = items_norm(it);
     if (!(r < INFINITY)) { /* r >= 0, or NaN: Python raises */
         goto done;
     }
     double max_norm = r > st->max_norm ? r : st->max_norm;
-    double s = dot + st->b;
+    double s = dot + b0;
     long long t = st->n_seen + 1;
-    if (st->forgetting &&
-        (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life) {
-        goto done; /* the accumulators rescaled after this example: Python's _renormalise */
-    }
-    *score = s;
-    new_norm = PyFloat_FromDouble(max_norm);
-    new_seen = PyLong_FromLongLong(t);
-    if (new_norm == NULL || new_seen == NULL) {
-        result = -1;
+    int averaging;
+    Num c;
+    if (!core_step(st, t, &averaging, &c)) {
         goto done;
     }
-    if ((double)sign * s <= 0) {
+    *score = s;
+    int mistake = (double)sign * s <= 0;
+    result = core_counters(h, t, max_norm, mistake, &seen, &norm, &mistakes);
+    if (result <= 0) {
+        goto done;
+    }
+    result = 0;
+    if (mistake) {
         Num lr, step, db;
         Num y = {(double)sign, sign, 1};
-        if (!num_value(self->lr, &lr) || !num_mul(lr, y, &step)) {
+        if (!num_value(h->lr, &lr) || !num_mul(lr, y, &step)) {
             goto done;
         }
-        switch (core_bias_mode(self)) {
+        switch (core_bias_mode(h)) {
         case 0:
             db = step;
             break;
@@ -2496,41 +2640,21 @@ core_learn(BinaryCore *self, CoreState *st, PyObject *x, int sign, const double 
         default:
             goto done;
         }
-        /* LinearHyperparameters._averaging and _avg_coef */
-        int averaging = st->averaged && (t > 1 || st->forgetting);
-        Num c = {(double)(t - 1), t - 1, 1};
-        if (st->forgetting) {
-            c.v = pow(st->beta, (double)(st->avg_ref - t));
-            c.iv = 0;
-            c.is_int = 0;
-            if (!isfinite(c.v)) {
-                goto done; /* math.pow raises OverflowError */
-            }
-        }
-        double b = st->b + db.v;
-        double ub = st->ub;
+        double b = b0 + db.v;
+        double ub = ub0;
         if (averaging) {
             Num cdb;
             if (!num_mul(c, db, &cdb)) {
                 goto done;
             }
-            ub = st->ub + cdb.v;
+            ub = ub0 + cdb.v;
         }
         if (!(-INFINITY < b && b < INFINITY && -INFINITY < ub && ub < INFINITY)) {
             goto done;
         }
-        if (self->n_mistakes == NULL || !PyLong_CheckExact(self->n_mistakes)) {
-            goto done;
-        }
-        int overflow = 0;
-        long long mistakes = PyLong_AsLongLongAndOverflow(self->n_mistakes, &overflow);
-        if (overflow || mistakes < 0 || mistakes >= LLONG_MAX) {
-            goto done;
-        }
         new_b = PyFloat_FromDouble(b);
-        new_ub = averaging ? PyFloat_FromDouble(ub) : Py_NewRef(self->ub ? self->ub : Py_None);
-        new_mistakes = PyLong_FromLongLong(mistakes + 1);
-        if (new_b == NULL || new_ub == NULL || new_mistakes == NULL) {
+        new_ub = averaging ? PyFloat_FromDouble(ub) : NULL;
+        if (new_b == NULL || (averaging && new_ub == NULL)) {
             result = -1;
             goto done;
         }
@@ -2541,54 +2665,23 @@ core_learn(BinaryCore *self, CoreState *st, PyObject *x, int sign, const double 
             result = status == UPDATE_ERROR ? -1 : 0;
             goto done;
         }
-        Py_SETREF(self->b, new_b);
+        Py_XSETREF(self->b, new_b);
         new_b = NULL;
         if (averaging) {
             Py_XSETREF(self->ub, new_ub);
             new_ub = NULL;
         }
-        Py_XSETREF(self->n_mistakes, new_mistakes);
-        new_mistakes = NULL;
     }
-    Py_XSETREF(self->max_norm, new_norm);
-    new_norm = NULL;
-    Py_XSETREF(self->n_seen, new_seen);
-    new_seen = NULL;
-    self->fast_steps++;
+    core_store_counters(h, seen, norm, mistakes);
+    seen = norm = mistakes = NULL;
     result = 1;
 done:
     Py_XDECREF(new_b);
     Py_XDECREF(new_ub);
-    Py_XDECREF(new_mistakes);
-    Py_XDECREF(new_norm);
-    Py_XDECREF(new_seen);
-    core_memo_clear(self);
-    return result;
-}
-
-/* The learner's Python method `name` with the arguments given (the reference). */
-static PyObject *
-core_fallback(BinaryCore *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
-              PyObject *kwnames)
-{
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    Py_ssize_t total = 1 + nargs + nkw;
-    PyObject *small[8];
-    PyObject **stack = small;
-    if (total > 8) {
-        stack = PyMem_New(PyObject *, total);
-        if (stack == NULL) {
-            return PyErr_NoMemory();
-        }
-    }
-    stack[0] = (PyObject *)self;
-    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
-        stack[i + 1] = args[i];
-    }
-    PyObject *result = PyObject_VectorcallMethod(name, stack, (size_t)(nargs + 1), kwnames);
-    if (stack != small) {
-        PyMem_Free(stack);
-    }
+    Py_XDECREF(seen);
+    Py_XDECREF(norm);
+    Py_XDECREF(mistakes);
+    memo_clear(&h->memo);
     return result;
 }
 
@@ -2599,38 +2692,34 @@ PyDoc_STRVAR(core_predict_one_doc,
 "The label predicted for x (see the learner's documentation).");
 
 static PyObject *
-core_predict_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+binary_predict_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     CoreState st;
-    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) ||
-        !core_state(self, &st)) {
-        return core_fallback(self, str_predict_one_py, args, nargs, kwnames);
+    double b, ub;
+    if (!plain_call(nargs, kwnames, 1) || !binary_state(self, &st, &b, &ub)) {
+        return core_fallback((PyObject *)self, str_predict_one_py, args, nargs, kwnames);
     }
     PyObject *x = args[0];
     int averaged = st.averaged && st.n_seen;
-    int status = core_fold(self, st.store, x, averaged);
+    double d = 0.0;
+    int status = averaged ? core_divisor(&st, st.n_seen, &d) : 1;
+    if (status > 0) {
+        status = memo_fold(&self->h.memo, st.store, x, averaged);
+    }
     if (status < 0) {
         return NULL;
     }
     if (status == 0) {
-        return core_fallback(self, str_predict_one_py, args, nargs, kwnames);
+        return core_fallback((PyObject *)self, str_predict_one_py, args, nargs, kwnames);
     }
     double dot = st.store->dot[0];
-    double score = dot + st.b;
+    double score = dot + b;
     if (averaged) {
-        double d;
-        if (!core_divisor(&st, st.n_seen, &d)) {
-            core_memo_clear(self);
-            return core_fallback(self, str_predict_one_py, args, nargs, kwnames);
-        }
-        score = score - (st.store->udot[0] + st.ub) / d;
+        score = score - (st.store->udot[0] + ub) / d;
     }
-    self->memo_x = Py_NewRef(x);
-    self->memo_store = Py_NewRef((PyObject *)st.store);
-    self->memo_version = st.store->version;
-    self->memo_t = st.n_seen;
-    self->memo_dot = dot;
-    return core_decode(self, score);
+    memo_keep(&self->h.memo, x, st.store, st.n_seen);
+    self->h.memo.dot = dot;
+    return binary_decode(self, score);
 }
 
 PyDoc_STRVAR(core_learn_one_doc,
@@ -2640,30 +2729,28 @@ PyDoc_STRVAR(core_learn_one_doc,
 "Learn from the example (x, y) (see the learner's documentation).");
 
 static PyObject *
-core_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+binary_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
-        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
-    }
     CoreState st;
-    if (!core_state(self, &st)) {
-        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+    double b, ub;
+    if (!plain_call(nargs, kwnames, 2) || !binary_state(self, &st, &b, &ub)) {
+        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
     }
-    int sign = core_sign(self, args[1]);
+    int sign = binary_sign(self, args[1]);
     if (sign == -2) {
         return NULL;
     }
     /* read again: y's hash or eq may have run Python code */
-    if (sign == 0 || !core_state(self, &st)) {
-        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+    if (sign == 0 || !binary_state(self, &st, &b, &ub)) {
+        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
     }
     double score;
-    int status = core_learn(self, &st, args[0], sign, NULL, &score);
+    int status = binary_learn(self, &st, b, ub, args[0], sign, NULL, &score);
     if (status < 0) {
         return NULL;
     }
     if (status == 0) {
-        return core_fallback(self, str_learn_one_py, args, nargs, kwnames);
+        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
     }
     Py_RETURN_NONE;
 }
@@ -2675,88 +2762,300 @@ PyDoc_STRVAR(core_predict_learn_one_doc,
 "Predict x as predict_one would, then learn (x, y); return the prediction.");
 
 static PyObject *
-core_predict_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs,
-                       PyObject *kwnames)
+binary_predict_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
 {
-    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
-        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
-    }
     CoreState st;
-    if (!core_state(self, &st)) {
-        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+    double b, ub;
+    if (!plain_call(nargs, kwnames, 2) || !binary_state(self, &st, &b, &ub)) {
+        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
     }
-    int sign = core_sign(self, args[1]);
+    int sign = binary_sign(self, args[1]);
     if (sign == -2) {
         return NULL;
     }
-    if (sign == 0 || !core_state(self, &st) || (st.averaged && st.n_seen == 0)) {
-        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+    if (sign == 0 || !binary_state(self, &st, &b, &ub) || (st.averaged && st.n_seen == 0)) {
+        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
     }
-    double score, prediction;
+    double score, prediction = 0.0;
     int status;
     if (st.averaged) {
         double d;
         status = core_divisor(&st, st.n_seen, &d);
         if (status > 0) {
-            status = core_fold(self, st.store, args[0], 1);
+            status = memo_fold(&self->h.memo, st.store, args[0], 1);
         }
         if (status > 0) {
             double dot = st.store->dot[0];
-            prediction = (dot + st.b) - (st.store->udot[0] + st.ub) / d;
-            status = core_learn(self, &st, args[0], sign, &dot, &score);
+            prediction = (dot + b) - (st.store->udot[0] + ub) / d;
+            status = binary_learn(self, &st, b, ub, args[0], sign, &dot, &score);
         }
     }
     else {
-        status = core_learn(self, &st, args[0], sign, NULL, &score);
+        status = binary_learn(self, &st, b, ub, args[0], sign, NULL, &score);
         prediction = score;
     }
     if (status < 0) {
         return NULL;
     }
     if (status == 0) {
-        return core_fallback(self, str_predict_learn_one_py, args, nargs, kwnames);
+        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
     }
-    return core_decode(self, prediction);
+    return binary_decode(self, prediction);
 }
 
-static PyMethodDef core_methods[] = {
-    {"predict_one", (PyCFunction)(void (*)(void))core_predict_one,
-     METH_FASTCALL | METH_KEYWORDS, core_predict_one_doc},
-    {"learn_one", (PyCFunction)(void (*)(void))core_learn_one, METH_FASTCALL | METH_KEYWORDS,
-     core_learn_one_doc},
-    {"predict_learn_one", (PyCFunction)(void (*)(void))core_predict_learn_one,
-     METH_FASTCALL | METH_KEYWORDS, core_predict_learn_one_doc},
-    {NULL, NULL, 0, NULL},
-};
+/* -- the multi-class perceptron -- */
 
-static PyMemberDef core_members[] = {
-    {"_b", MEMBER_OBJECT, offsetof(BinaryCore, b), 0, "The bias b."},
-    {"_ub", MEMBER_OBJECT, offsetof(BinaryCore, ub), 0, "The bias's averaging accumulator."},
-    {"_n_seen", MEMBER_OBJECT, offsetof(BinaryCore, n_seen), 0, "Examples learned from."},
-    {"_n_mistakes", MEMBER_OBJECT, offsetof(BinaryCore, n_mistakes), 0, "Mistakes made."},
-    {"_max_norm", MEMBER_OBJECT, offsetof(BinaryCore, max_norm), 0, "R."},
-    {"_store", MEMBER_OBJECT, offsetof(BinaryCore, store), 0, "The ClassStore, or None."},
-    {"_labels", MEMBER_OBJECT, offsetof(BinaryCore, labels), 0, "The label encoding."},
-    {"lr", MEMBER_OBJECT, offsetof(BinaryCore, lr), 0, "The learning rate."},
-    {"_bias_mode", MEMBER_OBJECT, offsetof(BinaryCore, bias_mode), 0, "The bias mode."},
-    {"averaged", MEMBER_OBJECT, offsetof(BinaryCore, averaged), 0, "Averaged or not."},
-    {"average_half_life", MEMBER_OBJECT, offsetof(BinaryCore, half_life), 0,
-     "The forgetting average's half-life, or None."},
-    {"_avg_ref", MEMBER_OBJECT, offsetof(BinaryCore, avg_ref), 0,
-     "The forgetting average's reference example."},
-    {"_beta", MEMBER_OBJECT, offsetof(BinaryCore, beta), 0,
-     "The forgetting average's factor an example."},
-    {NULL, 0, 0, 0, NULL},
-};
+/* The plain argmax (and, averaged, the averaged one) of the store's folded dots, as the store's
+ * class_argmax and avg_class_argmax choose them (the first best wins; a class None is beaten by
+ * any later class). */
+static void
+store_best(ClassStore *store, int averaged, double d, Py_ssize_t *best, Py_ssize_t *abest)
+{
+    Py_ssize_t nc = store->nc;
+    const double *restrict dot = store->dot, *restrict B = store->B, *restrict UB = store->UB;
+    double *restrict udot = store->udot;
+    if (averaged) {
+        /* the averaged scores (into the scratch udot) in a loop of their own, which the
+         * compiler vectorises: two divisions an instruction, each exact */
+        for (Py_ssize_t c = 0; c < nc; c++) {
+            udot[c] = (dot[c] + B[c]) - (udot[c] + UB[c]) / d;
+        }
+    }
+    double best_score = -INFINITY, abest_score = -INFINITY;
+    *best = *abest = -1;
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        double s = dot[c] + B[c];
+        if (store_no_best(store, *best) || s > best_score) {
+            *best = c;
+            best_score = s;
+        }
+        if (averaged && (store_no_best(store, *abest) || udot[c] > abest_score)) {
+            *abest = c;
+            abest_score = udot[c];
+        }
+    }
+}
 
 static PyObject *
-core_get_fast_steps(BinaryCore *self, void *Py_UNUSED(closure))
+store_label(ClassStore *store, Py_ssize_t row)
+{
+    return row < 0 ? Py_None : PyList_GET_ITEM(store->labels, row);
+}
+
+/* Whether y is a label the fast path takes: an exact str, or an exact int when no class is a
+ * bool (where _learn_stored checks the class kinds). */
+static int
+multiclass_label(MulticlassCore *self, PyObject *y)
+{
+    return PyUnicode_CheckExact(y) || (PyLong_CheckExact(y) && self->bool_classes == Py_False);
+}
+
+/*
+ * MulticlassPerceptron._learn_stored(store, x, y, known) in C: the plain prediction before
+ * learning into *y_hat (borrowed). With known_best, x's items are in the memo with their slots
+ * found and this argmax row folded; without, the memo's fold is used when it is x's, else x is
+ * folded. 1: learned; 0: not handled (nothing changed); -1: error. The memo is empty after.
+ */
+static int
+multiclass_learn(MulticlassCore *self, CoreState *st, PyObject *x, PyObject *y,
+                 const Py_ssize_t *known_best, PyObject **y_hat)
+{
+    CoreHead *h = &self->h;
+    ClassStore *store = st->store;
+    Py_ssize_t best, unused;
+    if (known_best != NULL) {
+        best = *known_best;
+    }
+    else if (memo_matches(&h->memo, x, store, st->n_seen)) {
+        best = h->memo.best;
+        h->memo_hits++;
+    }
+    else {
+        int status = memo_fold(&h->memo, store, x, 0);
+        if (status <= 0) {
+            return status;
+        }
+        store_best(store, 0, 1.0, &best, &unused);
+    }
+    Items *it = &h->memo.items;
+    int result = 0;
+    PyObject *seen = NULL, *norm = NULL, *mistakes = NULL;
+    double r = items_norm(it);
+    if (!(r < INFINITY)) { /* r >= 0, or NaN: Python raises */
+        goto done;
+    }
+    double max_norm = r > st->max_norm ? r : st->max_norm;
+    long long t = st->n_seen + 1;
+    int averaging;
+    Num c;
+    if (!core_step(st, t, &averaging, &c)) {
+        goto done;
+    }
+    PyObject *predicted = store_label(store, best);
+    /* y_hat == y and y_hat is not None and y in store.classes: the label classes are compared
+     * only when they are plain values (no Python code runs) */
+    int right = 0;
+    if (predicted != Py_None) {
+        if (!(PyUnicode_CheckExact(predicted) || PyLong_CheckExact(predicted) ||
+              PyFloat_CheckExact(predicted) || PyBool_Check(predicted))) {
+            goto done;
+        }
+        right = PyObject_RichCompareBool(predicted, y, Py_EQ);
+        if (right < 0) {
+            result = -1;
+            goto done;
+        }
+        if (right) {
+            Py_ssize_t row = store_row(store, y);
+            if (row == -2) {
+                result = -1;
+                goto done;
+            }
+            right = row >= 0;
+        }
+    }
+    result = core_counters(h, t, max_norm, !right, &seen, &norm, &mistakes);
+    if (result <= 0) {
+        goto done;
+    }
+    result = 0;
+    if (!right) {
+        Num lr, db;
+        if (!num_value(h->lr, &lr)) {
+            goto done;
+        }
+        switch (core_bias_mode(h)) { /* _bias_step */
+        case 0:
+            db = lr;
+            break;
+        case 1:
+            db.v = max_norm * max_norm;
+            db.iv = 0;
+            db.is_int = 0;
+            break;
+        case 2:
+            db.v = 0.0;
+            db.iv = 0;
+            db.is_int = 0;
+            break;
+        default:
+            goto done;
+        }
+        int status = store_update_items(store, it, y, predicted, lr, db, averaging, c);
+        if (status != UPDATE_DONE) {
+            result = status == UPDATE_ERROR ? -1 : 0;
+            goto done;
+        }
+    }
+    core_store_counters(h, seen, norm, mistakes);
+    seen = norm = mistakes = NULL;
+    *y_hat = predicted;
+    result = 1;
+done:
+    Py_XDECREF(seen);
+    Py_XDECREF(norm);
+    Py_XDECREF(mistakes);
+    memo_clear(&h->memo);
+    return result;
+}
+
+static PyObject *
+multiclass_predict_one(MulticlassCore *self, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames)
+{
+    CoreState st;
+    if (!plain_call(nargs, kwnames, 1) || !core_state(&self->h, &st)) {
+        return core_fallback((PyObject *)self, str_predict_one_py, args, nargs, kwnames);
+    }
+    PyObject *x = args[0];
+    int averaged = st.averaged && st.n_seen;
+    double d = 1.0;
+    int status = averaged ? core_divisor(&st, st.n_seen, &d) : 1;
+    if (status > 0) {
+        status = memo_fold(&self->h.memo, st.store, x, averaged);
+    }
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        return core_fallback((PyObject *)self, str_predict_one_py, args, nargs, kwnames);
+    }
+    Py_ssize_t best, abest;
+    store_best(st.store, averaged, d, &best, &abest);
+    memo_keep(&self->h.memo, x, st.store, st.n_seen);
+    self->h.memo.best = best;
+    return Py_NewRef(store_label(st.store, averaged ? abest : best));
+}
+
+static PyObject *
+multiclass_learn_one(MulticlassCore *self, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames)
+{
+    CoreState st;
+    if (!plain_call(nargs, kwnames, 2) || !multiclass_label(self, args[1]) ||
+        !core_state(&self->h, &st)) {
+        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
+    }
+    PyObject *y_hat;
+    int status = multiclass_learn(self, &st, args[0], args[1], NULL, &y_hat);
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+multiclass_predict_learn_one(MulticlassCore *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    CoreState st;
+    if (!plain_call(nargs, kwnames, 2) || !multiclass_label(self, args[1]) ||
+        !core_state(&self->h, &st) || (st.averaged && st.n_seen == 0)) {
+        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
+    }
+    PyObject *y_hat, *prediction = NULL;
+    int status;
+    if (st.averaged) {
+        double d;
+        status = core_divisor(&st, st.n_seen, &d);
+        if (status > 0) {
+            status = memo_fold(&self->h.memo, st.store, args[0], 1);
+        }
+        if (status > 0) {
+            Py_ssize_t best, abest;
+            store_best(st.store, 1, d, &best, &abest);
+            prediction = store_label(st.store, abest);
+            status = multiclass_learn(self, &st, args[0], args[1], &best, &y_hat);
+        }
+    }
+    else {
+        status = multiclass_learn(self, &st, args[0], args[1], NULL, &y_hat);
+        prediction = y_hat;
+    }
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == 0) {
+        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
+    }
+    /* a class's label is held by the store's list, which only grows */
+    return Py_NewRef(prediction);
+}
+
+/* -- the types -- */
+
+static PyObject *
+core_get_fast_steps(CoreHead *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromUnsignedLongLong(self->fast_steps);
 }
 
 static PyObject *
-core_get_memo_hits(BinaryCore *self, void *Py_UNUSED(closure))
+core_get_memo_hits(CoreHead *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromUnsignedLongLong(self->memo_hits);
 }
@@ -2769,73 +3068,159 @@ static PyGetSetDef core_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+#define HEAD_MEMBERS(T)                                                                         \
+    {"_n_seen", MEMBER_OBJECT, offsetof(T, h.n_seen), 0, "Examples learned from."},            \
+    {"_n_mistakes", MEMBER_OBJECT, offsetof(T, h.n_mistakes), 0, "Mistakes made."},            \
+    {"_max_norm", MEMBER_OBJECT, offsetof(T, h.max_norm), 0, "R."},                            \
+    {"_store", MEMBER_OBJECT, offsetof(T, h.store), 0, "The ClassStore, or None."},            \
+    {"lr", MEMBER_OBJECT, offsetof(T, h.lr), 0, "The learning rate."},                         \
+    {"_bias_mode", MEMBER_OBJECT, offsetof(T, h.bias_mode), 0, "The bias mode."},              \
+    {"averaged", MEMBER_OBJECT, offsetof(T, h.averaged), 0, "Averaged or not."},               \
+    {"average_half_life", MEMBER_OBJECT, offsetof(T, h.half_life), 0,                         \
+     "The forgetting average's half-life, or None."},                                          \
+    {"_avg_ref", MEMBER_OBJECT, offsetof(T, h.avg_ref), 0,                                     \
+     "The forgetting average's reference example."},                                           \
+    {"_beta", MEMBER_OBJECT, offsetof(T, h.beta), 0,                                           \
+     "The forgetting average's factor an example."}
+
+static PyMemberDef binary_members[] = {
+    HEAD_MEMBERS(BinaryCore),
+    {"_b", MEMBER_OBJECT, offsetof(BinaryCore, b), 0, "The bias b."},
+    {"_ub", MEMBER_OBJECT, offsetof(BinaryCore, ub), 0, "The bias's averaging accumulator."},
+    {"_labels", MEMBER_OBJECT, offsetof(BinaryCore, labels), 0, "The label encoding."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMemberDef multiclass_members[] = {
+    HEAD_MEMBERS(MulticlassCore),
+    {"_bool_classes", MEMBER_OBJECT, offsetof(MulticlassCore, bool_classes), 0,
+     "Whether a class is a bool (then an int label is checked against it)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef binary_methods[] = {
+    {"predict_one", (PyCFunction)(void (*)(void))binary_predict_one,
+     METH_FASTCALL | METH_KEYWORDS, core_predict_one_doc},
+    {"learn_one", (PyCFunction)(void (*)(void))binary_learn_one, METH_FASTCALL | METH_KEYWORDS,
+     core_learn_one_doc},
+    {"predict_learn_one", (PyCFunction)(void (*)(void))binary_predict_learn_one,
+     METH_FASTCALL | METH_KEYWORDS, core_predict_learn_one_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef multiclass_methods[] = {
+    {"predict_one", (PyCFunction)(void (*)(void))multiclass_predict_one,
+     METH_FASTCALL | METH_KEYWORDS, core_predict_one_doc},
+    {"learn_one", (PyCFunction)(void (*)(void))multiclass_learn_one,
+     METH_FASTCALL | METH_KEYWORDS, core_learn_one_doc},
+    {"predict_learn_one", (PyCFunction)(void (*)(void))multiclass_predict_learn_one,
+     METH_FASTCALL | METH_KEYWORDS, core_predict_learn_one_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *
 core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    BinaryCore *self = (BinaryCore *)type->tp_alloc(type, 0);
+    CoreHead *self = (CoreHead *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
     }
-    self->memo.items = self->memo.stack;
-    self->memo.n = 0;
+    self->memo.items.items = self->memo.items.stack;
+    self->memo.items.n = 0;
+    self->memo.best = -1;
     self->store = Py_NewRef(Py_None);
     return (PyObject *)self;
 }
 
 static int
-core_traverse(BinaryCore *self, visitproc visit, void *arg)
+head_traverse(CoreHead *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->b);
-    Py_VISIT(self->ub);
     Py_VISIT(self->n_seen);
     Py_VISIT(self->n_mistakes);
     Py_VISIT(self->max_norm);
     Py_VISIT(self->store);
-    Py_VISIT(self->labels);
     Py_VISIT(self->lr);
     Py_VISIT(self->bias_mode);
     Py_VISIT(self->averaged);
     Py_VISIT(self->half_life);
     Py_VISIT(self->avg_ref);
     Py_VISIT(self->beta);
-    Py_VISIT(self->memo_x);
-    Py_VISIT(self->memo_store);
-    for (Py_ssize_t i = 0; i < self->memo.n; i++) {
-        Py_VISIT(self->memo.items[i].key);
-        Py_VISIT(self->memo.items[i].value);
+    Py_VISIT(self->memo.x);
+    Py_VISIT(self->memo.store);
+    for (Py_ssize_t i = 0; i < self->memo.items.n; i++) {
+        Py_VISIT(self->memo.items.items[i].key);
+        Py_VISIT(self->memo.items.items[i].value);
     }
     return 0;
 }
 
-static int
-core_clear(BinaryCore *self)
+static void
+head_clear(CoreHead *self)
 {
-    core_memo_clear(self);
-    Py_CLEAR(self->b);
-    Py_CLEAR(self->ub);
+    memo_clear(&self->memo);
     Py_CLEAR(self->n_seen);
     Py_CLEAR(self->n_mistakes);
     Py_CLEAR(self->max_norm);
     Py_CLEAR(self->store);
-    Py_CLEAR(self->labels);
     Py_CLEAR(self->lr);
     Py_CLEAR(self->bias_mode);
     Py_CLEAR(self->averaged);
     Py_CLEAR(self->half_life);
     Py_CLEAR(self->avg_ref);
     Py_CLEAR(self->beta);
+}
+
+static int
+binary_traverse(BinaryCore *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->b);
+    Py_VISIT(self->ub);
+    Py_VISIT(self->labels);
+    return head_traverse(&self->h, visit, arg);
+}
+
+static int
+binary_clear(BinaryCore *self)
+{
+    head_clear(&self->h);
+    Py_CLEAR(self->b);
+    Py_CLEAR(self->ub);
+    Py_CLEAR(self->labels);
     return 0;
 }
 
 static void
-core_dealloc(BinaryCore *self)
+binary_dealloc(BinaryCore *self)
 {
     PyObject_GC_UnTrack(self);
-    core_clear(self);
+    binary_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyDoc_STRVAR(core_doc,
+static int
+multiclass_traverse(MulticlassCore *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->bool_classes);
+    return head_traverse(&self->h, visit, arg);
+}
+
+static int
+multiclass_clear(MulticlassCore *self)
+{
+    head_clear(&self->h);
+    Py_CLEAR(self->bool_classes);
+    return 0;
+}
+
+static void
+multiclass_dealloc(MulticlassCore *self)
+{
+    PyObject_GC_UnTrack(self);
+    multiclass_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(binary_core_doc,
 "BinaryCore()\n"
 "--\n"
 "\n"
@@ -2848,13 +3233,36 @@ static PyTypeObject BinaryCoreType = {
     .tp_name = "stream_perceptron._speedups.BinaryCore",
     .tp_basicsize = sizeof(BinaryCore),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = core_doc,
+    .tp_doc = binary_core_doc,
     .tp_new = core_new,
-    .tp_dealloc = (destructor)core_dealloc,
-    .tp_traverse = (traverseproc)core_traverse,
-    .tp_clear = (inquiry)core_clear,
-    .tp_methods = core_methods,
-    .tp_members = core_members,
+    .tp_dealloc = (destructor)binary_dealloc,
+    .tp_traverse = (traverseproc)binary_traverse,
+    .tp_clear = (inquiry)binary_clear,
+    .tp_methods = binary_methods,
+    .tp_members = binary_members,
+    .tp_getset = core_getset,
+};
+
+PyDoc_STRVAR(multiclass_core_doc,
+"MulticlassCore()\n"
+"--\n"
+"\n"
+"The base of MulticlassPerceptron: its counters and hyperparameters as fields, and\n"
+"predict_one, learn_one and predict_learn_one in C for the usual case, the learner's Python\n"
+"methods for the rest (see the comment in _speedups.c).");
+
+static PyTypeObject MulticlassCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stream_perceptron._speedups.MulticlassCore",
+    .tp_basicsize = sizeof(MulticlassCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = multiclass_core_doc,
+    .tp_new = core_new,
+    .tp_dealloc = (destructor)multiclass_dealloc,
+    .tp_traverse = (traverseproc)multiclass_traverse,
+    .tp_clear = (inquiry)multiclass_clear,
+    .tp_methods = multiclass_methods,
+    .tp_members = multiclass_members,
     .tp_getset = core_getset,
 };
 
@@ -2886,7 +3294,8 @@ PyDoc_STRVAR(module_doc,
 static int
 speedups_exec(PyObject *module)
 {
-    if (PyType_Ready(&ClassStoreType) < 0 || PyType_Ready(&BinaryCoreType) < 0) {
+    if (PyType_Ready(&ClassStoreType) < 0 || PyType_Ready(&BinaryCoreType) < 0 ||
+        PyType_Ready(&MulticlassCoreType) < 0) {
         return -1;
     }
     PyObject **strings[] = {&str_positive, &str_negative, &str_settled, &str_codes,
@@ -2904,7 +3313,10 @@ speedups_exec(PyObject *module)
     if (PyModule_AddObjectRef(module, "ClassStore", (PyObject *)&ClassStoreType) < 0) {
         return -1;
     }
-    return PyModule_AddObjectRef(module, "BinaryCore", (PyObject *)&BinaryCoreType);
+    if (PyModule_AddObjectRef(module, "BinaryCore", (PyObject *)&BinaryCoreType) < 0) {
+        return -1;
+    }
+    return PyModule_AddObjectRef(module, "MulticlassCore", (PyObject *)&MulticlassCoreType);
 }
 
 static PyModuleDef_Slot speedups_slots[] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from stream_perceptron.learners import StreamClassifier
-from stream_perceptron.learners._binary_core import take_over
+from stream_perceptron.learners._core import take_over
 from stream_perceptron.learners.preprocessed import base_learner
 
 __all__ = ["ACTIONS", "forget_average", "reset_learner"]

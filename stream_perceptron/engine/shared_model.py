@@ -46,7 +46,7 @@ from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.model_view import ModelView, model_of, pull_model
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.learners import Preprocessed, StreamClassifier
-from stream_perceptron.learners._binary_core import take_over
+from stream_perceptron.learners._core import take_over
 from stream_perceptron.learners.preprocessed import base_learner
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState, divergence
 from stream_perceptron.sharing.increments import (

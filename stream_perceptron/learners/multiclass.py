@@ -23,6 +23,7 @@ from stream_perceptron.learners._base import (
     to_json_key,
     too_large,
 )
+from stream_perceptron.learners._core import MULTICLASS_FIELDS, CoreFields, MulticlassCore
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.native import multiclass as _multiclass
@@ -41,7 +42,9 @@ _argmax = argmax  # the name the tests and the kernels' docs use
 _DECLINED = object()
 
 
-class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLinearModel):
+class MulticlassPerceptron(
+    MulticlassCore, CoreFields, NativeModelStore, LinearHyperparameters, MulticlassLinearModel
+):
     """Multi-class perceptron (not one-vs-rest): ``argmax_k w_k.x + b_k``, updated on mistakes.
 
     Learning ``(x, y)`` first predicts ``y_hat`` with the classes known so far; when
@@ -105,6 +108,7 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
     _dict_b: dict[Any, float] | None
     _dict_u: dict[Any, dict[Any, float]] | None
     _dict_ub: dict[Any, float] | None
+    _CORE_FIELDS = MULTICLASS_FIELDS
 
     def __init__(
         self,
@@ -125,7 +129,11 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
         self._bool_classes = False
 
     # -- learning ------------------------------------------------------------------------------
-    def predict_learn_one(self, x: dict, y: Any) -> Any:
+    # predict_one, learn_one and predict_learn_one are MulticlassCore's (see learners/_core.py):
+    # the usual case in C, the rest in these Python methods, the reference the C code follows.
+    _learn_one_py = MulticlassLinearModel.learn_one
+
+    def _predict_learn_one_py(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         store = self._store
         if store is not None and _speedups is not None:
@@ -436,7 +444,8 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
     #: learns differently, so it is not dense-capable.
     _DENSE_REFERENCE = (
         "_learn", "_update", "_scores", "_average_scores", "_predict_scores", "predict_one",
-        "predict_learn_one",
+        "predict_learn_one", "learn_one", "_predict_one_py", "_learn_one_py",
+        "_predict_learn_one_py", "_learn_stored",
     )  # fmt: skip
 
     #: The methods whose code the store's path reproduces (a subclass replacing any of them
@@ -536,7 +545,7 @@ class MulticlassPerceptron(NativeModelStore, LinearHyperparameters, MulticlassLi
             return self._average_scores(x)
         return self._plain_scores(x)
 
-    def predict_one(self, x: dict, **kwargs: Any) -> Any:
+    def _predict_one_py(self, x: dict, **kwargs: Any) -> Any:
         if _speedups is not None:
             t = self._n_seen
             if not (self.averaged and t):

@@ -22,7 +22,7 @@ from stream_perceptron.learners._base import (
     sparse_dot,
     too_large,
 )
-from stream_perceptron.learners._binary_core import CORE_FIELDS, Core, core_state
+from stream_perceptron.learners._core import BINARY_FIELDS, BinaryCore, CoreFields
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.learners.labels import BinaryLabels
@@ -41,7 +41,9 @@ __all__ = ["Perceptron"]
 _ROW = 0
 
 
-class Perceptron(Core, NativeModelStore, LinearHyperparameters, BinaryLinearModel):
+class Perceptron(
+    BinaryCore, CoreFields, NativeModelStore, LinearHyperparameters, BinaryLinearModel
+):
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -111,6 +113,7 @@ class Perceptron(Core, NativeModelStore, LinearHyperparameters, BinaryLinearMode
     _u: StoredModelDict[dict[Any, float]] = StoredModelDict()
     _dict_w: dict[Any, float] | None
     _dict_u: dict[Any, float] | None
+    _CORE_FIELDS = BINARY_FIELDS
 
     def __init__(
         self,
@@ -132,7 +135,7 @@ class Perceptron(Core, NativeModelStore, LinearHyperparameters, BinaryLinearMode
         self._init_counters()
 
     # -- learning ------------------------------------------------------------------------------
-    # predict_one, learn_one and predict_learn_one are BinaryCore's (see _binary_core.py): the
+    # predict_one, learn_one and predict_learn_one are BinaryCore's (see learners/_core.py): the
     # usual case in C, the rest in these Python methods, the reference the C code follows.
     _learn_one_py = BinaryLinearModel.learn_one
 
@@ -332,19 +335,6 @@ class Perceptron(Core, NativeModelStore, LinearHyperparameters, BinaryLinearMode
     def _store_dicts(self, store: Any) -> dict[str, Any]:
         w, _, u, _ = store.dicts()
         return {"_dict_w": w[_ROW], "_dict_u": u[_ROW]}
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state.update(core_state(self))  # BinaryCore's fields, not in __dict__
-        state.pop("_store", None)  # a copy or a pickle holds dicts (added above)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        for name in CORE_FIELDS:
-            if name in state:
-                setattr(self, name, state.pop(name))
-        self.__dict__.update(state)
 
     def _weight_dict(self) -> dict[Any, float]:
         """The weights to read (the metrics' weights and norm): from the store without the

@@ -12,18 +12,17 @@ pickles and in-place replacements must carry them.
 from __future__ import annotations
 
 import copy
-import pickle
 import random
-import struct
 import sys
 from typing import Any
 
 import pytest
+from core_helpers import MEMO_CHANGES, bits, check_copies_carry_the_fields, pure_run, run
 
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import Perceptron
 from stream_perceptron.errors import LabelError, ValueTooLargeError
-from stream_perceptron.learners._binary_core import CORE_FIELDS, take_over
+from stream_perceptron.learners._core import BINARY_FIELDS
 
 try:
     from stream_perceptron import _speedups
@@ -31,16 +30,6 @@ except ImportError:
     _speedups = None
 
 pytestmark = pytest.mark.skipif(_speedups is None, reason="the C extension is not built")
-
-
-def bits(v: Any) -> Any:
-    if type(v) is float:
-        return ("f", "nan" if v != v else struct.pack("<d", v).hex())
-    if isinstance(v, (list, tuple)):
-        return (type(v).__name__, [bits(u) for u in v])
-    if isinstance(v, dict):
-        return ("dict", [(bits(k), bits(u)) for k, u in v.items()])
-    return (type(v).__name__, repr(v))
 
 
 def stream(n: int, labels: tuple[Any, Any], seed: int = 3) -> list[tuple[dict, Any]]:
@@ -59,28 +48,6 @@ def stream(n: int, labels: tuple[Any, Any], seed: int = 3) -> list[tuple[dict, A
     return out
 
 
-def pure_run(make: Any, data: list, api: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The reference: the Python methods with the C helpers off (no store, so BinaryCore hands
-    every call to them)."""
-    monkeypatch.setattr(perceptron_module, "_speedups", None)
-    try:
-        model = make()
-        return model, run(model, data, api)
-    finally:
-        monkeypatch.setattr(perceptron_module, "_speedups", _speedups)
-
-
-def run(model: Any, data: list, api: str) -> list:
-    got = []
-    for x, y in data:
-        if api == "fused":
-            got.append(model.predict_learn_one(x, y))
-        else:
-            got.append(model.predict_one(x))
-            model.learn_one(x, y)
-    return [bits(p) for p in got]
-
-
 @pytest.mark.parametrize("api", ["split", "fused"])
 @pytest.mark.parametrize("bias", ["learned", "r2", "none"])
 @pytest.mark.parametrize(("averaged", "lr"), [(False, 1.0), (False, 0.5), (False, 3),
@@ -94,7 +61,7 @@ def test_the_c_methods_are_the_python_reference(api, bias, averaged, lr, labels,
 
     fast = make()
     got = run(fast, data, api)
-    pure, want = pure_run(make, data, api, monkeypatch)
+    pure, want = pure_run(perceptron_module, make, data, api, monkeypatch)
     assert got == want
     assert bits(fast.get_state()) == bits(pure.get_state())
     assert pure._fast_steps == 0
@@ -118,7 +85,7 @@ def test_a_forgetting_average_and_its_rescaling_are_the_python_reference(
 
     fast = make()
     got = run(fast, data, api)
-    pure, want = pure_run(make, data, api, monkeypatch)
+    pure, want = pure_run(perceptron_module, make, data, api, monkeypatch)
     assert got == want and bits(fast.get_state()) == bits(pure.get_state())
     rescalings = int(len(data) / (256 * half_life))
     assert fast._avg_ref > 0 or not rescalings
@@ -133,18 +100,7 @@ def trained() -> Perceptron:
     return model
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        None,
-        lambda x: x.__setitem__("f1", 5.0),
-        lambda x: x.__setitem__("f9", 100.0),  # a new feature: R grows
-        lambda x: x.pop("f0"),
-        lambda x: x.update(f0=x.pop("f0")),  # the same items, another order
-        lambda x: x.__setitem__("f1", struct.unpack("<d", struct.pack("<d", x["f1"]))[0]),
-    ],
-    ids=["unchanged", "value", "added", "removed", "reordered", "equal-new-float"],
-)
+@MEMO_CHANGES
 def test_the_memo_serves_only_the_same_unchanged_dict(change, monkeypatch):
     model = trained()
     pure = copy.deepcopy(model)
@@ -225,24 +181,15 @@ def test_keyword_arguments_and_other_dicts_go_to_python():
 
 def fields(model: Perceptron) -> dict[str, Any]:
     """BinaryCore's fields but the store (a copy holds dicts), the encoding by its state."""
-    got = {name: bits(getattr(model, name)) for name in CORE_FIELDS if name != "_store"}
+    got = {name: bits(getattr(model, name)) for name in BINARY_FIELDS if name != "_store"}
     got["_labels"] = model._labels.get_state()
     return got
 
 
 def test_copies_pickles_and_replacements_carry_the_fields():
-    model = trained()
-    data = stream(100, (False, True), seed=9)
-    for other in (copy.copy(model), copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
-        assert bits(other.get_state()) == bits(model.get_state())
-        assert fields(other) == fields(model)
-        twin = copy.deepcopy(model)
-        assert run(other, data, "split") == run(twin, data, "split")
-        assert bits(other.get_state()) == bits(twin.get_state())
-    target = Perceptron(lr=0.5, averaged=True)
-    take_over(target, model)
-    assert bits(target.get_state()) == bits(model.get_state())
-    assert target.lr == 1.0 and target.averaged is False
+    check_copies_carry_the_fields(
+        trained(), stream(100, (False, True), seed=9), fields, Perceptron(lr=0.5, averaged=True)
+    )
 
 
 def test_a_subclass_replacing_the_learning_code_is_not_run_in_c():

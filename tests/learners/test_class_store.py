@@ -15,12 +15,12 @@ import copy
 import json
 import math
 import pickle
-import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from core_helpers import bits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,16 +36,6 @@ except ImportError:
     _speedups = None
 
 pytestmark = pytest.mark.skipif(_speedups is None, reason="the C extension is not built")
-
-
-def bits(v: Any) -> Any:
-    if type(v) is float:
-        return ("f", "nan" if v != v else struct.pack("<d", v).hex())
-    if isinstance(v, (list, tuple)):
-        return (type(v).__name__, [bits(u) for u in v])
-    if isinstance(v, dict):
-        return ("dict", [(bits(k), bits(u)) for k, u in v.items()])
-    return (type(v).__name__, repr(v))
 
 
 def model_dicts() -> tuple[dict, dict, dict, dict]:

@@ -538,8 +538,9 @@ def learn_both(model: Any, pure: Any, x: dict, y: Any) -> None:
 
 
 def py_predict(model: Any, x: dict) -> Any:
-    """``predict_one`` by the learner's Python code (the binary perceptron's ``predict_one``
-    is ``BinaryCore``'s, whose memo is its own: tests/learners/test_binary_core.py)."""
+    """``predict_one`` by the learner's Python code (the perceptrons' ``predict_one`` is
+    their C core's, whose memo is its own: tests/learners/test_binary_core.py and
+    test_multiclass_core.py)."""
     return getattr(model, "_predict_one_py", model.predict_one)(x)
 
 
