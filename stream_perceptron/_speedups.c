@@ -2489,6 +2489,38 @@ plain_call(Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t n)
     return nargs == n && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0);
 }
 
+/* What a method returns when its C path did not give the result: NULL (status < 0, error
+ * set), or the learner's Python method `name` (status 0: not handled, nothing changed). */
+static PyObject *
+core_declined(PyObject *self, int status, PyObject *name, PyObject *const *args,
+              Py_ssize_t nargs, PyObject *kwnames)
+{
+    return status < 0 ? NULL : core_fallback(self, name, args, nargs, kwnames);
+}
+
+/* predict_one's pass over x: D(n_seen) into *d when averaged, then x folded (averaged: the
+ * accumulators too) into the memo. 1: done; 0: not handled; -1: error. */
+static int
+core_predict_fold(CoreHead *h, CoreState *st, PyObject *x, int averaged, double *d)
+{
+    *d = 1.0;
+    int status = averaged ? core_divisor(st, st->n_seen, d) : 1;
+    return status > 0 ? memo_fold(&h->memo, st->store, x, averaged) : status;
+}
+
+/* The fold of x a learning step uses: predict_one's when the memo holds x's (*hit = 1), else
+ * x folded anew, plain (*hit = 0). 1: x's items in the memo; 0: not handled; -1: error. */
+static int
+core_learning_fold(CoreHead *h, ClassStore *store, PyObject *x, long long n_seen, int *hit)
+{
+    *hit = memo_matches(&h->memo, x, store, n_seen);
+    if (*hit) {
+        h->memo_hits++;
+        return 1;
+    }
+    return memo_fold(&h->memo, store, x, 0);
+}
+
 /* -- the binary perceptron -- */
 
 /* The sign of label y under a settled encoding: 1 or -1; 0: the Python method decides (an
@@ -2584,16 +2616,12 @@ binary_learn(BinaryCore *self, CoreState *st, double b0, double ub0, PyObject *x
     if (known_dot != NULL) {
         dot = *known_dot;
     }
-    else if (memo_matches(&h->memo, x, store, st->n_seen)) {
-        dot = h->memo.dot;
-        h->memo_hits++;
-    }
     else {
-        int status = memo_fold(&h->memo, store, x, 0);
+        int hit, status = core_learning_fold(h, store, x, st->n_seen, &hit);
         if (status <= 0) {
             return status;
         }
-        dot = store->dot[0];
+        dot = hit ? h->memo.dot : store->dot[0];
     }
     Items *it = &h->memo.items;
     int result = 0;
@@ -2685,6 +2713,23 @@ done:
     return result;
 }
 
+/* learn_one's and predict_learn_one's checks: the state (st, *b, *ub) and y's sign (*sign),
+ * the state read again after the sign (y's hash or eq may have run Python code). 1: the fast
+ * path applies; 0: the Python method decides; -1: error. */
+static int
+binary_begin(BinaryCore *self, Py_ssize_t nargs, PyObject *kwnames, PyObject *y, CoreState *st,
+             double *b, double *ub, int *sign)
+{
+    if (!plain_call(nargs, kwnames, 2) || !binary_state(self, st, b, ub)) {
+        return 0;
+    }
+    *sign = binary_sign(self, y);
+    if (*sign == -2) {
+        return -1;
+    }
+    return *sign != 0 && binary_state(self, st, b, ub);
+}
+
 PyDoc_STRVAR(core_predict_one_doc,
 "predict_one(x, **kwargs)\n"
 "--\n"
@@ -2701,16 +2746,10 @@ binary_predict_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, Py
     }
     PyObject *x = args[0];
     int averaged = st.averaged && st.n_seen;
-    double d = 0.0;
-    int status = averaged ? core_divisor(&st, st.n_seen, &d) : 1;
-    if (status > 0) {
-        status = memo_fold(&self->h.memo, st.store, x, averaged);
-    }
-    if (status < 0) {
-        return NULL;
-    }
-    if (status == 0) {
-        return core_fallback((PyObject *)self, str_predict_one_py, args, nargs, kwnames);
+    double d;
+    int status = core_predict_fold(&self->h, &st, x, averaged, &d);
+    if (status <= 0) {
+        return core_declined((PyObject *)self, status, str_predict_one_py, args, nargs, kwnames);
     }
     double dot = st.store->dot[0];
     double score = dot + b;
@@ -2732,25 +2771,15 @@ static PyObject *
 binary_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     CoreState st;
-    double b, ub;
-    if (!plain_call(nargs, kwnames, 2) || !binary_state(self, &st, &b, &ub)) {
-        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
+    double b, ub, score;
+    int sign;
+    int status = binary_begin(self, nargs, kwnames, nargs == 2 ? args[1] : NULL, &st, &b, &ub,
+                              &sign);
+    if (status > 0) {
+        status = binary_learn(self, &st, b, ub, args[0], sign, NULL, &score);
     }
-    int sign = binary_sign(self, args[1]);
-    if (sign == -2) {
-        return NULL;
-    }
-    /* read again: y's hash or eq may have run Python code */
-    if (sign == 0 || !binary_state(self, &st, &b, &ub)) {
-        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
-    }
-    double score;
-    int status = binary_learn(self, &st, b, ub, args[0], sign, NULL, &score);
-    if (status < 0) {
-        return NULL;
-    }
-    if (status == 0) {
-        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
+    if (status <= 0) {
+        return core_declined((PyObject *)self, status, str_learn_one_py, args, nargs, kwnames);
     }
     Py_RETURN_NONE;
 }
@@ -2761,45 +2790,46 @@ PyDoc_STRVAR(core_predict_learn_one_doc,
 "\n"
 "Predict x as predict_one would, then learn (x, y); return the prediction.");
 
+/* predict_learn_one's C path: the prediction's score before learning into *prediction. 1:
+ * learned; 0: not handled (nothing changed); -1: error. */
+static int
+binary_fused(BinaryCore *self, CoreState *st, double b, double ub, PyObject *x, int sign,
+             double *prediction)
+{
+    double score;
+    if (!st->averaged) {
+        int status = binary_learn(self, st, b, ub, x, sign, NULL, &score);
+        *prediction = score;
+        return status;
+    }
+    if (st->n_seen == 0) {
+        return 0; /* the first example: Python's _predict_before_learning */
+    }
+    double d;
+    int status = core_predict_fold(&self->h, st, x, 1, &d);
+    if (status <= 0) {
+        return status;
+    }
+    double dot = st->store->dot[0];
+    *prediction = (dot + b) - (st->store->udot[0] + ub) / d;
+    return binary_learn(self, st, b, ub, x, sign, &dot, &score);
+}
+
 static PyObject *
 binary_predict_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames)
 {
     CoreState st;
-    double b, ub;
-    if (!plain_call(nargs, kwnames, 2) || !binary_state(self, &st, &b, &ub)) {
-        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
+    double b, ub, prediction = 0.0;
+    int sign;
+    int status = binary_begin(self, nargs, kwnames, nargs == 2 ? args[1] : NULL, &st, &b, &ub,
+                              &sign);
+    if (status > 0) {
+        status = binary_fused(self, &st, b, ub, args[0], sign, &prediction);
     }
-    int sign = binary_sign(self, args[1]);
-    if (sign == -2) {
-        return NULL;
-    }
-    if (sign == 0 || !binary_state(self, &st, &b, &ub) || (st.averaged && st.n_seen == 0)) {
-        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
-    }
-    double score, prediction = 0.0;
-    int status;
-    if (st.averaged) {
-        double d;
-        status = core_divisor(&st, st.n_seen, &d);
-        if (status > 0) {
-            status = memo_fold(&self->h.memo, st.store, args[0], 1);
-        }
-        if (status > 0) {
-            double dot = st.store->dot[0];
-            prediction = (dot + b) - (st.store->udot[0] + ub) / d;
-            status = binary_learn(self, &st, b, ub, args[0], sign, &dot, &score);
-        }
-    }
-    else {
-        status = binary_learn(self, &st, b, ub, args[0], sign, NULL, &score);
-        prediction = score;
-    }
-    if (status < 0) {
-        return NULL;
-    }
-    if (status == 0) {
-        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
+    if (status <= 0) {
+        return core_declined((PyObject *)self, status, str_predict_learn_one_py, args, nargs,
+                             kwnames);
     }
     return binary_decode(self, prediction);
 }
@@ -2867,16 +2897,15 @@ multiclass_learn(MulticlassCore *self, CoreState *st, PyObject *x, PyObject *y,
     if (known_best != NULL) {
         best = *known_best;
     }
-    else if (memo_matches(&h->memo, x, store, st->n_seen)) {
-        best = h->memo.best;
-        h->memo_hits++;
-    }
     else {
-        int status = memo_fold(&h->memo, store, x, 0);
+        int hit, status = core_learning_fold(h, store, x, st->n_seen, &hit);
         if (status <= 0) {
             return status;
         }
-        store_best(store, 0, 1.0, &best, &unused);
+        best = h->memo.best;
+        if (!hit) {
+            store_best(store, 0, 1.0, &best, &unused);
+        }
     }
     Items *it = &h->memo.items;
     int result = 0;
@@ -2970,16 +2999,10 @@ multiclass_predict_one(MulticlassCore *self, PyObject *const *args, Py_ssize_t n
     }
     PyObject *x = args[0];
     int averaged = st.averaged && st.n_seen;
-    double d = 1.0;
-    int status = averaged ? core_divisor(&st, st.n_seen, &d) : 1;
-    if (status > 0) {
-        status = memo_fold(&self->h.memo, st.store, x, averaged);
-    }
-    if (status < 0) {
-        return NULL;
-    }
-    if (status == 0) {
-        return core_fallback((PyObject *)self, str_predict_one_py, args, nargs, kwnames);
+    double d;
+    int status = core_predict_fold(&self->h, &st, x, averaged, &d);
+    if (status <= 0) {
+        return core_declined((PyObject *)self, status, str_predict_one_py, args, nargs, kwnames);
     }
     Py_ssize_t best, abest;
     store_best(st.store, averaged, d, &best, &abest);
@@ -2999,11 +3022,8 @@ multiclass_learn_one(MulticlassCore *self, PyObject *const *args, Py_ssize_t nar
     }
     PyObject *y_hat;
     int status = multiclass_learn(self, &st, args[0], args[1], NULL, &y_hat);
-    if (status < 0) {
-        return NULL;
-    }
-    if (status == 0) {
-        return core_fallback((PyObject *)self, str_learn_one_py, args, nargs, kwnames);
+    if (status <= 0) {
+        return core_declined((PyObject *)self, status, str_learn_one_py, args, nargs, kwnames);
     }
     Py_RETURN_NONE;
 }
@@ -3021,10 +3041,7 @@ multiclass_predict_learn_one(MulticlassCore *self, PyObject *const *args, Py_ssi
     int status;
     if (st.averaged) {
         double d;
-        status = core_divisor(&st, st.n_seen, &d);
-        if (status > 0) {
-            status = memo_fold(&self->h.memo, st.store, args[0], 1);
-        }
+        status = core_predict_fold(&self->h, &st, args[0], 1, &d);
         if (status > 0) {
             Py_ssize_t best, abest;
             store_best(st.store, 1, d, &best, &abest);
@@ -3036,11 +3053,9 @@ multiclass_predict_learn_one(MulticlassCore *self, PyObject *const *args, Py_ssi
         status = multiclass_learn(self, &st, args[0], args[1], NULL, &y_hat);
         prediction = y_hat;
     }
-    if (status < 0) {
-        return NULL;
-    }
-    if (status == 0) {
-        return core_fallback((PyObject *)self, str_predict_learn_one_py, args, nargs, kwnames);
+    if (status <= 0) {
+        return core_declined((PyObject *)self, status, str_predict_learn_one_py, args, nargs,
+                             kwnames);
     }
     /* a class's label is held by the store's list, which only grows */
     return Py_NewRef(prediction);
