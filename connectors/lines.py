@@ -308,9 +308,9 @@ class LineSource(Closing, BlockSource):
                 if parts:
                     parts.append(data)
                     data = b"".join(parts)
-                count = data.count(b"\n")
-                yield LineBlock(data, name, offset, count)
-                offset += count
+                block = LineBlock(data, name, offset)  # its consumer may count the lines
+                yield block
+                offset += block.count
             else:
                 lines = chunk[:cut].split(b"\n")
                 # Lines fully inside a chunk no longer than the limit are short.

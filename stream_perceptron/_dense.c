@@ -284,16 +284,19 @@ static inline int store_cell(double *x, int ok, double value, int64_t *slow, Py_
     return 1;
 }
 
-/* Parse n lines of ncol cells, each ending with a newline, into X (the label column apart).
- * buf ends with a newline: every inner loop stops at it without a bounds check. Status 0:
- * done; 1: a quote; 2: more cells for float() than slow holds; 3: not n lines of ncol cells.
+/* Parse the lines of ncol cells, each ending with a newline, into X (the label column apart),
+ * at most cap of them (X holds cap rows); *rows_out: how many there were. buf ends with a
+ * newline: every inner loop stops at it without a bounds check. Status 0: done; 1: a quote;
+ * 2: more cells for float() than slow holds; 3: a line of another column count, or more than
+ * cap lines.
  * The label cells are copied into labels[:n_labels], joined by newlines; slow[k] is the
  * (start, end, row, column) of a cell for float() to decide. One pass: a cell of the plain
  * form [-+]digits[.digits][(e|E)[-+]digits] with at most 19 digits is converted as it is read;
  * any other cell goes to parse_decimal. */
 static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_ssize_t ncol,
                     Py_ssize_t label_col, double *X, unsigned char *labels, int64_t *slow,
-                    Py_ssize_t slow_cap, Py_ssize_t *n_labels_out, Py_ssize_t *n_slow_out)
+                    Py_ssize_t slow_cap, Py_ssize_t *rows_out, Py_ssize_t *n_labels_out,
+                    Py_ssize_t *n_slow_out)
 {
     Py_ssize_t row = 0, col = 0, n_slow = 0, n_labels = 0, i = 0;
     Py_ssize_t d = ncol - 1;
@@ -386,9 +389,8 @@ static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_
         }
         i++;
     }
-    if (row != n)
-        status = 3;
 done:
+    *rows_out = row;
     *n_labels_out = n_labels;
     *n_slow_out = n_slow;
     return status;
@@ -626,9 +628,10 @@ static int get_scan_buffers(PyObject *o_buf, PyObject *o_X, Py_ssize_t x_bytes,
 }
 
 PyDoc_STRVAR(scan_csv_doc,
-"scan_csv(buf, n, ncol, label_col, X, labels, slow) -> (status, n_labels, n_slow)\n\n"
-"The CSV block scanner: ``buf`` (bytes ending with a newline) holds ``n`` lines of ``ncol``\n"
-"cells; X is float64 (n, ncol - 1), labels uint8 (len(buf)), slow int64 (k, 4).");
+"scan_csv(buf, cap, ncol, label_col, X, labels, slow) -> (status, rows, n_labels, n_slow)\n\n"
+"The CSV block scanner: ``buf`` (bytes ending with a newline) holds ``rows`` lines of ``ncol``\n"
+"cells, at most ``cap``; X is float64 (cap, ncol - 1), labels uint8 (len(buf)), slow int64\n"
+"(k, 4). The scan runs without the GIL.");
 
 static PyObject *py_scan_csv(PyObject *self, PyObject *args)
 {
@@ -649,14 +652,14 @@ static PyObject *py_scan_csv(PyObject *self, PyObject *args)
     if (get_scan_buffers(o_buf, o_X, n * (ncol - 1) * (Py_ssize_t)sizeof(double), o_labels,
                          o_slow, v) < 0)
         return NULL;
-    Py_ssize_t n_labels = 0, n_slow = 0;
+    Py_ssize_t rows = 0, n_labels = 0, n_slow = 0;
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = scan_csv(v[0].buf, v[0].len, n, ncol, label_col, v[1].buf, v[2].buf, v[3].buf,
-                      v[3].len / (4 * (Py_ssize_t)sizeof(int64_t)), &n_labels, &n_slow);
+                      v[3].len / (4 * (Py_ssize_t)sizeof(int64_t)), &rows, &n_labels, &n_slow);
     Py_END_ALLOW_THREADS
     release_buffers(v, 4);
-    return Py_BuildValue("inn", status, n_labels, n_slow);
+    return Py_BuildValue("innn", status, rows, n_labels, n_slow);
 }
 
 PyDoc_STRVAR(scan_jsonl_doc,
@@ -713,6 +716,108 @@ static PyObject *py_scan_jsonl(PyObject *self, PyObject *args)
     release_buffers(v, 4);
     PyMem_Free(keys);
     return Py_BuildValue("inn", status, n_labels, n_slow);
+}
+
+/* -- Label cells as ids -----------------------------------------------------------------------
+ *
+ * A block's label cells, joined by newlines, as one small id per row and the distinct cells in
+ * the order first seen: the engine then encodes each distinct cell once and the rows by array
+ * indexing, with no bytes object made per row.
+ */
+
+#define INTERN_MAX 64     /* distinct cells at most */
+#define INTERN_LEN 64     /* bytes in a cell at most */
+
+/* ids[r] for each of the rows lines of buf[:size] (joined by newlines, none at the end);
+   starts/lens: the distinct cells. Returns how many there are, -1 when there are more than
+   max_distinct, a cell is longer than INTERN_LEN or the line count is not rows. */
+static Py_ssize_t intern_lines(const unsigned char *buf, Py_ssize_t size, int32_t *ids,
+                               Py_ssize_t rows, Py_ssize_t max_distinct, Py_ssize_t *starts,
+                               Py_ssize_t *lens)
+{
+    Py_ssize_t n_distinct = 0, last = -1, row = 0, i = 0;
+    for (;;) {
+        Py_ssize_t start = i;
+        while (i < size && buf[i] != '\n')
+            i++;
+        Py_ssize_t len = i - start;
+        if (row >= rows || len > INTERN_LEN)
+            return -1;
+        Py_ssize_t id = -1;
+        if (last >= 0 && lens[last] == len && memcmp(buf + starts[last], buf + start, len) == 0)
+            id = last;
+        else {
+            for (Py_ssize_t k = 0; k < n_distinct; k++) {
+                if (lens[k] == len && memcmp(buf + starts[k], buf + start, len) == 0) {
+                    id = k;
+                    break;
+                }
+            }
+            if (id < 0) {
+                if (n_distinct >= max_distinct)
+                    return -1;
+                starts[n_distinct] = start;
+                lens[n_distinct] = len;
+                id = n_distinct++;
+            }
+            last = id;
+        }
+        ids[row++] = (int32_t)id;
+        if (i >= size)
+            break;
+        i++; /* the newline */
+    }
+    return row == rows ? n_distinct : -1;
+}
+
+PyDoc_STRVAR(intern_lines_doc,
+"intern_lines(buf, ids, max_distinct) -> list of bytes | None\n\n"
+"``buf`` holds len(ids) lines joined by newlines (none at the end); ids (int32) gets each\n"
+"line's index in the returned list of the distinct lines, in the order first seen. None when\n"
+"there are more than ``max_distinct`` (at most 64) distinct lines, a line is longer than 64\n"
+"bytes or the line count is not len(ids).");
+
+static PyObject *py_intern_lines(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf, *o_ids;
+    Py_ssize_t max_distinct;
+    if (!PyArg_ParseTuple(args, "OOn", &o_buf, &o_ids, &max_distinct))
+        return NULL;
+    if (max_distinct < 1 || max_distinct > INTERN_MAX) {
+        PyErr_SetString(PyExc_ValueError, "max_distinct must be 1..64");
+        return NULL;
+    }
+    Py_buffer v[2];
+    if (get_buffer(o_buf, &v[0], 0, 0, "buf") < 0)
+        return NULL;
+    if (get_buffer(o_ids, &v[1], 1, 0, "ids") < 0) {
+        PyBuffer_Release(&v[0]);
+        return NULL;
+    }
+    Py_ssize_t rows = v[1].len / (Py_ssize_t)sizeof(int32_t);
+    Py_ssize_t starts[INTERN_MAX], lens[INTERN_MAX], n_distinct = -1;
+    if (rows > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        n_distinct = intern_lines(v[0].buf, v[0].len, v[1].buf, rows, max_distinct, starts, lens);
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *out = NULL;
+    if (n_distinct < 0) {
+        out = Py_None;
+        Py_INCREF(out);
+    }
+    else if ((out = PyList_New(n_distinct)) != NULL) {
+        for (Py_ssize_t k = 0; k < n_distinct; k++) {
+            PyObject *cell = PyBytes_FromStringAndSize((const char *)v[0].buf + starts[k], lens[k]);
+            if (cell == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, k, cell);
+        }
+    }
+    release_buffers(v, 2);
+    return out;
 }
 
 PyDoc_STRVAR(parse_decimal_doc,
@@ -1305,6 +1410,7 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
+    {"intern_lines", py_intern_lines, METH_VARARGS, intern_lines_doc},
     {"parse_decimal", py_parse_decimal, METH_O, parse_decimal_doc},
     {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},

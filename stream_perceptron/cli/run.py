@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors import ConnectorError, FileSink, PartitionedSource, Source, open_line_source
 from stream_perceptron.checkpoint import CheckpointCoordinator
@@ -22,7 +22,6 @@ from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedEr
 from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.drift_actions import forget_average, reset_learner
-from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
 from stream_perceptron.learners import (
@@ -34,12 +33,14 @@ from stream_perceptron.learners import (
     Preprocessed,
     StreamClassifier,
 )
-from stream_perceptron.metrics import MetricsExporter
 from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
 from stream_perceptron.progress import Progress
 from stream_perceptron.sharing.signing import RecordSigner, load_key_file
 from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
+
+if TYPE_CHECKING:  # imported when used: a run without metrics starts without them
+    from stream_perceptron.metrics import MetricsExporter
 
 __all__ = ["run_command", "make_learner"]
 
@@ -528,6 +529,9 @@ def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> No
 def _start_metrics(
     args: argparse.Namespace, engine: Engine, source: Source | None
 ) -> MetricsExporter:
+    from stream_perceptron.engine.shared_model import SharedModelCoordinator
+    from stream_perceptron.metrics import MetricsExporter
+
     kafka_state = None
     if isinstance(source, PartitionedSource):
 

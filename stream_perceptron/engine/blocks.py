@@ -13,7 +13,7 @@ same :class:`~stream_perceptron.engine.outcomes.Outcomes`: ``tests/fast``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from stream_perceptron.formats.base import (
     DenseBatch,
     DenseParser,
 )
+from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.learners.perceptron import Perceptron
 from stream_perceptron.learners.preprocessed import base_learner
 
@@ -90,7 +91,9 @@ class BlockPath:
             return False
         parser = self.parser
         assert isinstance(parser, BlockParser)
-        dense = parser.parse_dense_block(block.data, block.count)
+        dense = parser.parse_dense_block(block.data, block.known_count)
+        if dense is not None:  # the scanner counted the lines
+            block.found_count(len(dense[2]))
         origin = BlockOrigin(block.source, None, range(block.start, block.end))
         return self._learn(dense, key, block.end, block.records, lambda: origin)
 
@@ -127,7 +130,12 @@ class BlockPath:
         n = len(label_cells)
         parsed = self.parser.label_cache
         encoding = learner.label_encoding
-        encoded = learner.encode_block(label_cells, parsed, atomic=outcomes.on_error == "fail")
+        atomic = outcomes.on_error == "fail"
+        if isinstance(label_cells, LabelCells):  # each distinct cell encoded once
+            ids = label_cells.ids
+            encoded = learner.encode_block(label_cells.distinct, parsed, atomic=atomic, ids=ids)
+        else:
+            encoded = learner.encode_block(label_cells, parsed, atomic=atomic)
         if encoded is None:
             # The per-record path stops at the first bad label, having seen only the labels
             # before it: give it the block, the encoding as it was.
@@ -151,7 +159,7 @@ class BlockPath:
             for i, error in errors.items():
                 outcomes.bad(batch[i], LABEL_OUTSIDE_ENCODING, str(error))
 
-        def window_rows() -> tuple[list[str], Any, list[bytes]]:
+        def window_rows() -> tuple[list[str], Any, Sequence[bytes]]:
             # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
             if errors or not labelled.all():
                 picked = np.flatnonzero(labelled)
@@ -175,8 +183,12 @@ class BlockPath:
             # A row's case follows from its label cell (a kept row is unlabelled exactly when
             # its cell parses to None), whether it predicted positive, and whether that was a
             # mistake: codes by numpy, no Python per row but the cell lookup.
-            ids = {cell: i for i, cell in enumerate(dict.fromkeys(cells))}
-            cell_ids = np.fromiter(map(ids.__getitem__, cells), dtype=np.intp, count=len(cells))
+            if isinstance(cells, LabelCells):  # distinct cells in the order first seen
+                ids = dict.fromkeys(cells.distinct)
+                cell_ids = cells.ids.astype(np.intp)
+            else:
+                ids = {cell: i for i, cell in enumerate(dict.fromkeys(cells))}
+                cell_ids = np.fromiter(map(ids.__getitem__, cells), np.intp, count=len(cells))
             codes = (cell_ids * 2 + (predicted > 0)) * 2 + mistakes
             negative, positive = classes[0]
             cases = [
@@ -201,7 +213,7 @@ class BlockPath:
             return False  # a row the model refuses: the per-record path dead-letters it
         mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
 
-        def window_rows() -> tuple[list[str], Any, list[bytes]]:
+        def window_rows() -> tuple[list[str], Any, Sequence[bytes]]:
             if len(mistakes) == len(labels):
                 return features, X, cells
             picked = [i for i, y in enumerate(labels) if y is not None]

@@ -7,7 +7,7 @@ of recent examples, prediction output and dead letters are each written once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from connectors import Record
@@ -92,7 +92,7 @@ class Outcomes:
         self,
         mistakes: list[bool],
         unlabelled: int,
-        window_rows: Callable[[], tuple[list[str], Any, list[bytes]]],
+        window_rows: Callable[[], tuple[list[str], Any, Sequence[bytes]]],
         predictions: Callable[[], PredictionBlock],
     ) -> None:
         """A block was predicted and learned: ``mistakes`` of its labelled rows in order,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
@@ -35,7 +36,7 @@ class RecentWindow:
         self._labels = labels  # parses deferred label cells (the dense parser's own cache)
         self._examples: deque[tuple[Any, Any]] = deque(maxlen=size)
         # Blocks not yet added: (names, rows, label cells); never more rows than the window.
-        self._pending: deque[tuple[list[str], Any, list[bytes]]] = deque()
+        self._pending: deque[tuple[list[str], Any, Sequence[bytes]]] = deque()
         self._pending_rows = 0
 
     def add(self, x: Any, y: Any) -> None:
@@ -44,7 +45,7 @@ class RecentWindow:
             self._flush()
         self._examples.append((x, y))
 
-    def defer(self, names: list[str], rows: Any, cells: list[bytes]) -> None:
+    def defer(self, names: list[str], rows: Any, cells: Sequence[bytes]) -> None:
         """A block's labelled rows (values and raw label cells), kept until read."""
         size = self.size
         # A copy of the last rows only: the block's whole matrix is freed at once, so the next

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from stream_perceptron.errors import RecordError
@@ -54,8 +54,9 @@ class Parser(Protocol):
 
 
 #: ``(feature names, X, label cells)``: a batch of plain lines as one float64 matrix (one row a
-#: line, the features in the names' order) and each line's raw label cell (``b""``: none).
-DenseBatch = tuple[list[str], Any, list[bytes]]
+#: line, the features in the names' order) and each line's raw label cell (``b""``: none), a
+#: list or a :class:`~stream_perceptron.formats.label_cells.LabelCells`.
+DenseBatch = tuple[list[str], Any, Sequence[bytes]]
 
 
 @runtime_checkable
@@ -78,8 +79,9 @@ class DenseParser(Parser, Protocol):
 class BlockParser(DenseParser, Protocol):
     """A dense parser that also reads a :class:`~connectors.LineBlock`'s bytes whole."""
 
-    def parse_dense_block(self, block: bytes, n: int) -> DenseBatch | None:
-        """:meth:`DenseParser.parse_dense` of ``n`` newline-ended lines given as one block."""
+    def parse_dense_block(self, block: bytes, n: int | None) -> DenseBatch | None:
+        """:meth:`DenseParser.parse_dense` of ``n`` newline-ended lines given as one block
+        (``None``: as many as it holds, counted by the parser)."""
         ...
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron.errors import RecordError
@@ -84,7 +85,7 @@ class CsvParser:
         """Label cell -> parsed label, for the dense path (see :class:`DenseParser`)."""
         return self._labels
 
-    def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
+    def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, Sequence[bytes]] | None:
         """A batch of data lines (the header already parsed) as one dense float64 matrix.
 
         When every line is plain -- no quote, the header's column count, every feature cell a
@@ -99,7 +100,7 @@ class CsvParser:
         >>> p = CsvParser("y")
         >>> p.parse(b"a,y,b")
         >>> names, X, labels = p.parse_dense([b"1.5,1,-2", b"0,,1e3"])
-        >>> names, X.tolist(), labels
+        >>> names, X.tolist(), list(labels)
         (['a', 'b'], [[1.5, -2.0], [0.0, 1000.0]], [b'1', b''])
         >>> p.parse_dense([b"1.5,1,-2", b"0,,"]) is None  # an empty (missing) feature cell
         True
@@ -113,17 +114,18 @@ class CsvParser:
         return self.parse_dense_block(block, len(values), values)
 
     def parse_dense_block(
-        self, block: bytes, n: int, values: list[bytes] | None = None
-    ) -> tuple[list[str], Any, list[bytes]] | None:
+        self, block: bytes, n: int | None, values: list[bytes] | None = None
+    ) -> tuple[list[str], Any, Sequence[bytes]] | None:
         """:meth:`parse_dense` of ``n`` lines given as one block, each line ending with a newline
-        (``values``, the same lines as a list, if the caller has it).
+        (``values``, the same lines as a list, if the caller has it; ``n`` ``None``: as many as
+        the block holds, ``len(X)``).
 
         Examples
         --------
         >>> p = CsvParser("y")
         >>> p.parse(b"a,y,b")
         >>> names, X, labels = p.parse_dense_block(b"1.5,1,-2\\n0,,1e3\\n", 2)
-        >>> X.tolist(), labels
+        >>> X.tolist(), list(labels)
         ([[1.5, -2.0], [0.0, 1000.0]], [b'1', b''])
 
         """

@@ -82,7 +82,7 @@ class JsonLinesParser:
         return self.parse_dense_block(block, len(values))
 
     def parse_dense_block(
-        self, block: bytes, n: int, values: list[bytes] | None = None
+        self, block: bytes, n: int | None, values: list[bytes] | None = None
     ) -> tuple[list[str], Any, list[bytes]] | None:
         """``n`` lines (each ending with a newline) as one dense float64 matrix, when they are
         all flat objects with the same keys in the same order, the label among them and
@@ -102,6 +102,8 @@ class JsonLinesParser:
         from stream_perceptron import native
         from stream_perceptron.native import scan
 
+        if n is None:
+            n = block.count(b"\n")
         if native.dense is None or n == 0:
             return None
         schema = self._schema

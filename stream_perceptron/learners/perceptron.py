@@ -428,10 +428,13 @@ class Perceptron(
         return _binary.learn_dense(self, features, X, signs)
 
     def encode_block(
-        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *, atomic: bool = False
-    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None:
+        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
+        atomic: bool = False, ids: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None:  # fmt: skip
         """A block's labels as the signs :meth:`learn_dense` takes, encoded as the row loop
-        would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled).
+        would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled),
+        or with ``ids`` (an integer array, a row each) ``label_of[keys[ids[i]]]``: ``keys``
+        are then the block's distinct keys, each looked up once.
 
         Returns ``(signs, classes, errors)``: ``signs`` int8 (0 for unlabelled rows and for
         rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row
@@ -452,15 +455,20 @@ class Perceptron(
         codec = self._labels
         if codec.settled:  # the usual case: one lookup per distinct key
             sign_of: dict[Hashable, int] = {}
-            for key in set(keys):
+            for key in set(keys) if ids is None else keys:
                 y = label_of[key]
                 code = codec.settled_code(y) if y is not None else None
                 if code is None:
                     break  # unlabelled rows or a label outside the encoding: the general way
                 sign_of[key] = code
             else:
-                signs = np.fromiter(map(sign_of.__getitem__, keys), dtype=np.int8, count=len(keys))
-                return signs, [(codec.negative, codec.positive)] * len(keys), {}
+                if ids is not None:
+                    signs = np.array(list(map(sign_of.__getitem__, keys)), dtype=np.int8)[ids]
+                else:
+                    signs = np.fromiter(map(sign_of.__getitem__, keys), np.int8, count=len(keys))
+                return signs, [(codec.negative, codec.positive)] * len(signs), {}
+        if ids is not None:
+            keys = list(map(keys.__getitem__, ids.tolist()))
         saved = codec.get_state() if atomic else None
         signs, classes, errors = encode_labels(self, [label_of[key] for key in keys])
         if errors and saved is not None:

@@ -219,11 +219,12 @@ class Preprocessed(StreamClassifier):
         return predictions
 
     def encode_block(
-        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *, atomic: bool = False
-    ) -> Any:
+        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
+        atomic: bool = False, ids: np.ndarray | None = None,
+    ) -> Any:  # fmt: skip
         """The binary model's :meth:`Perceptron.encode_block`."""
         assert isinstance(self.model, Perceptron)
-        return self.model.encode_block(keys, label_of, atomic=atomic)
+        return self.model.encode_block(keys, label_of, atomic=atomic, ids=ids)
 
     @property
     def label_encoding(self) -> dict[str, Any]:

@@ -12,23 +12,33 @@ bit (``tests/fast/test_fast_parse_dense.py``). Without the C extension, ``CsvPar
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from stream_perceptron import native
+from stream_perceptron.formats.label_cells import LabelCells
 
 __all__ = ["parse_csv_block", "parse_csv_numbers", "parse_jsonl_block"]
 
 # The CSV scanner parse_csv_block runs; None: float() on every cell (tests set it).
 scan_csv: Any = native.dense.scan_csv if native.dense is not None else None
+_intern_lines: Any = native.dense.intern_lines if native.dense is not None else None
 
 _SLOW_CELLS = 4096  # cells left to float() in one call, at most
+_DISTINCT_CELLS = 64  # a block with more distinct label cells gives them as a list
+#: A CSV block of at least this many bytes is scanned in two halves at once (tests change it).
+SPLIT_BYTES = 1 << 17
+_CPUS: int | None = None  # CPUs this process may run on, counted at the first block
+_HELPER: ThreadPoolExecutor | None = None
 
 
 def parse_csv_numbers(
     values: list[bytes], ncol: int, label_col: int
-) -> tuple[np.ndarray, list[bytes]] | None:
+) -> tuple[np.ndarray, Sequence[bytes]] | None:
     """The work of :meth:`CsvParser.parse_dense`, with the C scanner.
 
     ``values``: CSV lines of ``ncol`` cells, the label in column ``label_col``. Returns
@@ -48,35 +58,97 @@ def parse_csv_numbers(
 
 
 def parse_csv_block(
-    block: bytes, n: int, ncol: int, label_col: int
-) -> tuple[np.ndarray, list[bytes]] | None:
-    """:func:`parse_csv_numbers` of ``n`` lines given as one block, each line ending with a
-    newline (a line source's block, or lines joined): no list of lines is ever made."""
+    block: bytes, n: int | None, ncol: int, label_col: int
+) -> tuple[np.ndarray, Sequence[bytes]] | None:
+    """:func:`parse_csv_numbers` of the lines of one block, each ending with a newline (a line
+    source's block, or lines joined): no list of lines is ever made. ``n``: how many lines the
+    block holds, or ``None``, the scanner counts them (``len(X)``).
+
+    A block of at least :data:`SPLIT_BYTES` is scanned in two halves at once, the second on a
+    helper thread (the scanner runs without the GIL), where the process may use two CPUs. The
+    label cells come as :class:`~stream_perceptron.formats.label_cells.LabelCells` when the
+    block holds at most 64 distinct ones, else as a list.
+    """
     scan = scan_csv
-    if scan is None or not n:
+    if scan is None or not block or n == 0:
         return NotImplemented
+    size = len(block)
+    cut = block.find(b"\n", size // 2) + 1 if size >= SPLIT_BYTES and _two_cpus() else 0
+    spans = [(0, cut), (cut, size)] if 0 < cut < size else [(0, size)]
     buf = np.frombuffer(block, dtype=np.uint8)
-    X = np.empty((n, ncol - 1), dtype=np.float64)
-    label_buf = np.empty(len(block), dtype=np.uint8)
-    slow = np.empty((min(_SLOW_CELLS, n * ncol), 4), dtype=np.int64)
-    status, n_labels, n_slow = scan(buf, n, ncol, label_col, X, label_buf, slow)
-    if status == 1 or status == 3:  # a quote; a wrong column count
+    # A line holds ncol cells, so at least ncol bytes: a span of b bytes holds b // ncol lines
+    # at most. Each span scans into its own rows of X, moved together afterwards.
+    caps = [(end - start) // ncol for start, end in spans]
+    X = np.empty((sum(caps), ncol - 1), dtype=np.float64)
+    label_buf = np.empty(size, dtype=np.uint8)
+    jobs = []
+    row = 0
+    for (start, end), cap in zip(spans, caps, strict=True):
+        slow = np.empty((min(_SLOW_CELLS, cap * ncol), 4), dtype=np.int64)
+        args = (buf[start:end], cap, ncol, label_col, X[row : row + cap], label_buf[start:end])
+        jobs.append((args, slow))
+        row += cap
+    if len(jobs) == 2:
+        second = jobs[1]
+        helper = _helper().submit(lambda: scan(*second[0], second[1]))
+        scanned = [scan(*jobs[0][0], jobs[0][1]), helper.result()]
+    else:
+        scanned = [scan(*jobs[0][0], jobs[0][1])]
+    statuses = {s[0] for s in scanned}
+    if 1 in statuses or 3 in statuses:  # a quote; a wrong column count
         return None
-    if status == 2:
+    if 2 in statuses:
         return NotImplemented
-    for start, end, row, col in slow[:n_slow].tolist():
-        try:
-            X[row, col] = float(block[start:end])
-        except ValueError:
-            return None
-    if n_slow and not np.isfinite(X).all():  # the plain form is always finite
+    rows = sum(s[1] for s in scanned)
+    if n is not None and rows != n:
         return None
-    label_bytes = label_buf[:n_labels].tobytes()
+    label_parts = []
+    done = 0  # rows of the spans before
+    first_row = 0  # where the span's rows were scanned to
+    for (start, _), (_, got, n_labels, n_slow), (_, slow), cap in zip(
+        spans, scanned, jobs, caps, strict=True
+    ):
+        if first_row != done:  # the span's rows, next to the rows before them
+            X[done : done + got] = X[first_row : first_row + got]
+        for s, e, r, c in slow[:n_slow].tolist():
+            try:
+                X[done + r, c] = float(block[start + s : start + e])
+            except ValueError:
+                return None
+        label_parts.append(label_buf[start : start + n_labels].tobytes())
+        done += got
+        first_row += cap
+    X = X[:rows]
+    if any(s[3] for s in scanned) and not np.isfinite(X).all():  # the plain form is finite
+        return None
+    label_bytes = b"\n".join(label_parts)
     try:
         label_bytes.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return X, label_bytes.split(b"\n")
+    ids = np.empty(rows, dtype=np.int32)
+    distinct = _intern_lines(label_bytes, ids, _DISTINCT_CELLS)
+    if distinct is None:
+        return X, label_bytes.split(b"\n")
+    return X, LabelCells(distinct, ids)
+
+
+def _two_cpus() -> bool:
+    global _CPUS
+    if _CPUS is None:
+        try:
+            _CPUS = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # not on Linux
+            _CPUS = os.cpu_count() or 1
+    return _CPUS >= 2
+
+
+def _helper() -> ThreadPoolExecutor:
+    """The thread that scans second halves, started at the first block that has one."""
+    global _HELPER
+    if _HELPER is None:
+        _HELPER = ThreadPoolExecutor(1, thread_name_prefix="csv-scan")
+    return _HELPER
 
 
 def parse_jsonl_block(
@@ -101,8 +173,8 @@ def parse_jsonl_block(
     for start, end, row, col in slow[:n_slow].tolist():
         text = block[start:end]
         try:  # a JSON integer is a Python int first
-            X[row, col] = float(text) if b"." in text or b"e" in text or b"E" in text else float(
-                int(text)
+            X[row, col] = (
+                float(text) if b"." in text or b"e" in text or b"E" in text else float(int(text))
             )
         except (ValueError, OverflowError):
             return None

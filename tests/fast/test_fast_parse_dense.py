@@ -330,7 +330,8 @@ def test_decimal_parser_is_float_bit_for_bit(scanner, seed):
     labels = np.empty(len(joined), np.uint8)
     slow = np.empty((2 * n, 4), np.int64)
     buf = np.frombuffer(joined, np.uint8)
-    status, _, n_slow = SCANNERS[scanner](buf, n, 2, 1, X, labels, slow)
+    status, rows, _, n_slow = SCANNERS[scanner](buf, n, 2, 1, X, labels, slow)
+    assert rows == n
     assert status == 0
     left = set(slow[:n_slow, 2].tolist())
     assert len(left) < n / 3  # most cells are decided by the compiled parser
