@@ -103,19 +103,29 @@ static int eisel_lemire(uint64_t man, int64_t exp10, double *out)
     return 1;
 }
 
-/* man * 10**exp10 for the plain form: Clinger's exact case, else Eisel-Lemire. */
-static inline int decimal_value(uint64_t man, int64_t exp10, double *out)
+/* man * 10**exp10 for the plain form, with the sign bit neg: Clinger's exact case, else
+   Eisel-Lemire; *ok 0 when neither decides. The usual case stays in registers, without a
+   branch on the sign (signs are random in data: a branch would miss half the time). */
+static inline double signed_decimal(uint64_t man, int64_t exp10, int neg, int *ok)
 {
-    if (man == 0) {
-        *out = 0.0;
-        return 1;
-    }
+    double v;
+    *ok = 1;
     if (man <= TWO53 && exp10 >= -22 && exp10 <= 22) {
-        double v = (double)man;
-        *out = exp10 >= 0 ? v * pow10_exact[exp10] : v / pow10_exact[-exp10];
-        return 1;
+        v = (double)man; /* man 0 gives +0.0, as below */
+        v = exp10 >= 0 ? v * pow10_exact[exp10] : v / pow10_exact[-exp10];
     }
-    return eisel_lemire(man, exp10, out);
+    else if (man == 0)
+        v = 0.0;
+    else {
+        double out = 0.0;
+        *ok = eisel_lemire(man, exp10, &out);
+        v = out;
+    }
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof v);
+    bits ^= (uint64_t)(neg != 0) << 63; /* -v, exactly */
+    memcpy(&v, &bits, sizeof v);
+    return v;
 }
 
 /* Eight ASCII digits at p, as a number; 0 when they are not all digits (fast_float's trick). */
@@ -256,10 +266,11 @@ static int parse_decimal(const unsigned char *buf, Py_ssize_t start, Py_ssize_t 
     }
     if (i != end)
         return 0;
-    double value;
-    if (!decimal_value(man, exp10, &value))
+    int ok;
+    double value = signed_decimal(man, exp10, neg, &ok);
+    if (!ok)
         return 0;
-    *out = neg ? -value : value;
+    *out = value;
     return 1;
 }
 
@@ -319,9 +330,8 @@ static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_
         else {
             Py_ssize_t j = i;
             unsigned char c = buf[j];
-            int neg = c == '-';
-            if (neg || c == '+')
-                j++;
+            const int neg = c == '-';
+            j += neg | (c == '+'); /* no branch: signs are random, a branch would miss half */
             uint64_t man = 0;
             Py_ssize_t d0 = j;
             j = read_digits(buf, j, size, &man);
@@ -346,9 +356,7 @@ static int scan_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, Py_
             int ok = 0;
             double value = 0.0;
             if (plain && (c == ',' || c == '\n')) {
-                ok = decimal_value(man, exp10, &value);
-                if (neg)
-                    value = -value;
+                value = signed_decimal(man, exp10, neg, &ok);
                 i = j;
             }
             else {
@@ -527,11 +535,8 @@ static int scan_jsonl(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n, c
                         ok = 0;
                     else if (integer && man == 0)
                         value = 0.0; /* float(int("-0")) is +0.0 */
-                    else {
-                        ok = decimal_value(man, exp10, &value);
-                        if (neg)
-                            value = -value;
-                    }
+                    else
+                        value = signed_decimal(man, exp10, neg, &ok);
                 }
                 if (!store_cell(X + row * d + col, ok, value, slow, &n_slow, slow_cap, start, i,
                                 row, col)) {

@@ -34,7 +34,7 @@ def tune_malloc() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = _libc()
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
@@ -47,3 +47,12 @@ def tune_malloc() -> bool:
     )
     logger.debug("glibc malloc thresholds fixed: %s", done)
     return done
+
+
+def _libc() -> ctypes.CDLL:
+    """glibc by its soname; ``find_library`` (which runs ``ldconfig -p``, about 10 ms of the
+    command's start) only when that name is not there."""
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return ctypes.CDLL(ctypes.util.find_library("c"))

@@ -13,6 +13,7 @@ bit (``tests/fast/test_fast_parse_dense.py``). Without the C extension, ``CsvPar
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,8 +31,10 @@ _intern_lines: Any = native.dense.intern_lines if native.dense is not None else 
 
 _SLOW_CELLS = 4096  # cells left to float() in one call, at most
 _DISTINCT_CELLS = 64  # a block with more distinct label cells gives them as a list
-#: A CSV block of at least this many bytes is scanned in two halves at once (tests change it).
+#: A CSV block of at least this many bytes is scanned in PIECES pieces by two threads at once
+#: (tests change it).
 SPLIT_BYTES = 1 << 17
+PIECES = 4
 _CPUS: int | None = None  # CPUs this process may run on, counted at the first block
 _HELPER: ThreadPoolExecutor | None = None
 
@@ -64,21 +67,30 @@ def parse_csv_block(
     source's block, or lines joined): no list of lines is ever made. ``n``: how many lines the
     block holds, or ``None``, the scanner counts them (``len(X)``).
 
-    A block of at least :data:`SPLIT_BYTES` is scanned in two halves at once, the second on a
-    helper thread (the scanner runs without the GIL), where the process may use two CPUs. The
-    label cells come as :class:`~stream_perceptron.formats.label_cells.LabelCells` when the
-    block holds at most 64 distinct ones, else as a list.
+    A block of at least :data:`SPLIT_BYTES` is scanned in :data:`PIECES` pieces by two threads
+    at once, this one and a helper (the scanner runs without the GIL), each taking the next
+    piece when done with one, where the process may use two CPUs. The label cells come as
+    :class:`~stream_perceptron.formats.label_cells.LabelCells` when the block holds at most 64
+    distinct ones, else as a list.
     """
     scan = scan_csv
     if scan is None or not block or n == 0:
         return NotImplemented
     size = len(block)
-    cut = block.find(b"\n", size // 2) + 1 if size >= SPLIT_BYTES and _two_cpus() else 0
-    spans = [(0, cut), (cut, size)] if 0 < cut < size else [(0, size)]
+    cuts = [0]
+    if size >= SPLIT_BYTES and _two_cpus():
+        for k in range(1, PIECES):
+            cut = block.find(b"\n", max(cuts[-1], size * k // PIECES)) + 1
+            if 0 < cut < size:
+                cuts.append(cut)
+    spans = list(zip(cuts, [*cuts[1:], size]))
     buf = np.frombuffer(block, dtype=np.uint8)
-    # A line holds ncol cells, so at least ncol bytes: a span of b bytes holds b // ncol lines
-    # at most. Each span scans into its own rows of X, moved together afterwards.
-    caps = [(end - start) // ncol for start, end in spans]
+    # A plain line has a digit at least in each feature cell, so 2 * ncol - 1 bytes at least
+    # (the label may be empty): a span of b bytes holds at most b // that lines (more: one is
+    # not plain, and the scanner says so). Each span scans into its own rows of X, moved
+    # together afterwards.
+    shortest = max(1, 2 * ncol - 1)
+    caps = [(end - start) // shortest for start, end in spans]
     X = np.empty((sum(caps), ncol - 1), dtype=np.float64)
     label_buf = np.empty(size, dtype=np.uint8)
     jobs = []
@@ -88,12 +100,24 @@ def parse_csv_block(
         args = (buf[start:end], cap, ncol, label_col, X[row : row + cap], label_buf[start:end])
         jobs.append((args, slow))
         row += cap
-    if len(jobs) == 2:
-        second = jobs[1]
-        helper = _helper().submit(lambda: scan(*second[0], second[1]))
-        scanned = [scan(*jobs[0][0], jobs[0][1]), helper.result()]
+    scanned: list[Any] = [None] * len(jobs)
+    if len(jobs) == 1:
+        scanned[0] = scan(*jobs[0][0], jobs[0][1])
     else:
-        scanned = [scan(*jobs[0][0], jobs[0][1])]
+        pending = iter(range(len(jobs)))
+        taking = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with taking:
+                    k = next(pending, None)
+                if k is None:
+                    return
+                scanned[k] = scan(*jobs[k][0], jobs[k][1])
+
+        helper = _helper().submit(work)
+        work()
+        helper.result()
     statuses = {s[0] for s in scanned}
     if 1 in statuses or 3 in statuses:  # a quote; a wrong column count
         return None

@@ -1,7 +1,7 @@
-"""The CSV block scanner's two halves, its line count and its label ids.
+"""The CSV block scanner's pieces, its line count and its label ids.
 
-A large block is scanned in two halves at once (the second on a helper thread); the halves
-must give what one scan gives, bit for bit, and what ``float()`` on each cell gives.
+A large block is scanned in pieces by two threads at once; the pieces must give what one scan
+gives, bit for bit, and what ``float()`` on each cell gives.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def split_at(monkeypatch):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("count", [None, "given"])
-def test_two_halves_give_one_scans_values_and_floats(split_at, seed, count):
+def test_pieces_give_one_scans_values_and_floats(split_at, seed, count):
     lines = lines_of(seed, 3000 + seed * 17)
     block = b"\n".join(lines) + b"\n"
     n = len(lines) if count else None
@@ -83,7 +83,7 @@ def test_two_halves_give_one_scans_values_and_floats(split_at, seed, count):
     assert threads == ["MainThread"]
     split_at(64)
     halves = scan.parse_csv_block(block, n, NCOL, LABEL_COL)
-    assert len(threads) == 3 and threads[1:] != ["MainThread", "MainThread"]
+    assert len(threads) == 1 + scan.PIECES  # which thread scans which piece: the first free
     assert whole is not None and whole is not NotImplemented
     assert halves is not None and halves is not NotImplemented
     rows, cells = reference(lines)
@@ -104,7 +104,7 @@ def test_two_halves_give_one_scans_values_and_floats(split_at, seed, count):
     ],
 )
 @pytest.mark.parametrize("where", ["first", "second"])
-def test_a_bad_line_in_either_half_refuses_the_block(split_at, bad, expected, where):
+def test_a_bad_line_in_any_piece_refuses_the_block(split_at, bad, expected, where):
     lines = lines_of(7, 2000)
     lines[100 if where == "first" else 1900] = bad
     split_at(64)
