@@ -184,9 +184,9 @@ class LineSource(Closing, BlockSource):
         if self._started:
             raise ConnectorError(f"blocks() of source {self.name!r} can be iterated only once")
         self._started = True
-        # Reads of at most half the line limit: then the lines a read completes (and the
-        # unterminated rest of the previous one) can all go in one block.
-        self._read_size = min(self._chunk_size, max(1, self._max_line_bytes // 2))
+        # Reads of at most the line limit: then each line a read completes is within the limit,
+        # but maybe the first (the rest of the previous read's line), which is measured.
+        self._read_size = min(self._chunk_size, self._max_line_bytes)
         return self._iter_batches(blocks=True)
 
     def close(self) -> None:
@@ -301,7 +301,10 @@ class LineSource(Closing, BlockSource):
             tail = chunk[cut + 1 :]
             if parts and strip_cr:
                 parts[-1] = parts[-1][:-1]
-            if blocks and pending + cut <= limit:  # no line of the block can be too long
+            # no line of the block can be too long: the first is measured, the others lie in
+            # chunk[first + 1 : cut], no longer than a read (the limit, see blocks())
+            first = chunk.find(b"\n") if blocks else -1
+            if blocks and pending + first <= limit and cut - first - 1 <= limit:
                 if self._closed:
                     return
                 data = chunk[: cut + 1]

@@ -34,7 +34,7 @@ _DISTINCT_CELLS = 64  # a block with more distinct label cells gives them as a l
 #: A CSV block of at least this many bytes is scanned in PIECES pieces by two threads at once
 #: (tests change it).
 SPLIT_BYTES = 1 << 17
-PIECES = 4
+PIECES = 8
 _CPUS: int | None = None  # CPUs this process may run on, counted at the first block
 _HELPER: ThreadPoolExecutor | None = None
 
