@@ -307,10 +307,10 @@ class LineSource(Closing, BlockSource):
             if blocks and pending + first <= limit and cut - first - 1 <= limit:
                 if self._closed:
                     return
-                data = chunk[: cut + 1]
-                if parts:
-                    parts.append(data)
-                    data = b"".join(parts)
+                if parts:  # one copy: the pieces and the chunk's lines joined from a view
+                    data = b"".join((*parts, memoryview(chunk)[: cut + 1]))
+                else:
+                    data = chunk if cut + 1 == len(chunk) else chunk[: cut + 1]
                 block = LineBlock(data, name, offset)  # its consumer may count the lines
                 yield block
                 offset += block.count
