@@ -1181,6 +1181,72 @@ store_slots(ClassStore *self, Items *it)
     return 1;
 }
 
+/* store_fold's dense case: four classes at a time, their sums (and, averaged, their
+ * accumulators' sums) kept in registers over all of x's items, then one class at a time for
+ * the classes left; each sum is its class's own left fold from +0.0 in x's order, as in the
+ * loop over the items first (which kept the sums in memory: a load and a store an item and a
+ * class). Always inlined with averaged a constant. */
+static inline __attribute__((always_inline)) void
+store_fold_dense(ClassStore *self, const Items *it, const int averaged)
+{
+    const Py_ssize_t nc = self->nc, ccap = self->ccap, n = it->n;
+    const Py_ssize_t *restrict slots = self->slots;
+    const double *restrict W = self->W, *restrict U = self->U;
+    double *restrict dot = self->dot, *restrict udot = self->udot;
+    Py_ssize_t c0 = 0;
+    for (; c0 + 4 <= nc; c0 += 4) {
+        double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+        double e0 = 0.0, e1 = 0.0, e2 = 0.0, e3 = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t s = slots[i];
+            if (s < 0) {
+                continue;
+            }
+            double v = it->items[i].v;
+            const double *wr = W + s * ccap + c0;
+            d0 += wr[0] * v;
+            d1 += wr[1] * v;
+            d2 += wr[2] * v;
+            d3 += wr[3] * v;
+            if (averaged) {
+                const double *ur = U + s * ccap + c0;
+                e0 += ur[0] * v;
+                e1 += ur[1] * v;
+                e2 += ur[2] * v;
+                e3 += ur[3] * v;
+            }
+        }
+        dot[c0] = d0;
+        dot[c0 + 1] = d1;
+        dot[c0 + 2] = d2;
+        dot[c0 + 3] = d3;
+        if (averaged) {
+            udot[c0] = e0;
+            udot[c0 + 1] = e1;
+            udot[c0 + 2] = e2;
+            udot[c0 + 3] = e3;
+        }
+    }
+    for (; c0 < nc; c0++) {
+        double d = 0.0, e = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t s = slots[i];
+            if (s < 0) {
+                continue;
+            }
+            double v = it->items[i].v;
+            d += W[s * ccap + c0] * v;
+            if (averaged) {
+                e += U[s * ccap + c0] * v;
+            }
+        }
+        dot[c0] = d;
+        if (averaged) {
+            udot[c0] = e;
+        }
+    }
+}
+
 /* Every class's dot (and, averaged, udot) of x into self->dot, self->udot: as
  * items_dot/items_avg_dot per class, left folds in x's order over the keys the class has.
  *
@@ -1203,21 +1269,11 @@ store_fold(ClassStore *self, Items *it, int averaged)
         dense = isfinite(it->items[i].v);
     }
     if (dense) {
-        for (Py_ssize_t i = 0; i < it->n; i++) {
-            Py_ssize_t s = self->slots[i];
-            if (s < 0) {
-                continue;
-            }
-            double v = it->items[i].v;
-            const double *restrict wr = self->W + s * ccap, *restrict ur = self->U + s * ccap;
-            for (Py_ssize_t c = 0; c < nc; c++) {
-                dot[c] += wr[c] * v;
-            }
-            if (averaged) {
-                for (Py_ssize_t c = 0; c < nc; c++) {
-                    udot[c] += ur[c] * v;
-                }
-            }
+        if (averaged) {
+            store_fold_dense(self, it, 1);
+        }
+        else {
+            store_fold_dense(self, it, 0);
         }
         return;
     }
