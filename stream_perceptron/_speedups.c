@@ -1181,6 +1181,57 @@ store_slots(ClassStore *self, Items *it)
     return 1;
 }
 
+/* store_fold compiled twice on x86-64 with GCC or clang, for CPUs with AVX2 and for the others,
+ * the loader picking one (ifunc): four classes an instruction instead of two. The same IEEE
+ * multiplications and additions either way (no FMA: -ffp-contract=off, and AVX2 does not bring
+ * it), so the same sums to the last bit. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
+#define FOLD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FOLD_CLONES
+#endif
+
+/* store_fold's dense case for a store of nc <= 12 classes, nc and averaged constants: one pass
+ * over x's items, every class's sum (and accumulator's sum) in registers the whole time, every
+ * class's sums independent of the others' (a short dependency chain each: 2 us -> about 25 ns
+ * for 10 classes of 20 features, measured as the difference it made). Each sum is its class's
+ * left fold from +0.0 in x's order, as everywhere. */
+static inline __attribute__((always_inline)) void
+store_fold_fixed(ClassStore *self, const Items *it, const int averaged, const Py_ssize_t nc)
+{
+    const Py_ssize_t ccap = self->ccap, n = it->n;
+    const Py_ssize_t *restrict slots = self->slots;
+    const double *restrict W = self->W, *restrict U = self->U;
+    double acc[12], uacc[12];
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        acc[c] = 0.0;
+        uacc[c] = 0.0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t s = slots[i];
+        if (s < 0) {
+            continue;
+        }
+        double v = it->items[i].v;
+        const double *wr = W + s * ccap;
+        for (Py_ssize_t c = 0; c < nc; c++) {
+            acc[c] += wr[c] * v;
+        }
+        if (averaged) {
+            const double *ur = U + s * ccap;
+            for (Py_ssize_t c = 0; c < nc; c++) {
+                uacc[c] += ur[c] * v;
+            }
+        }
+    }
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        self->dot[c] = acc[c];
+        if (averaged) {
+            self->udot[c] = uacc[c];
+        }
+    }
+}
+
 /* store_fold's dense case: four classes at a time, their sums (and, averaged, their
  * accumulators' sums) kept in registers over all of x's items, then one class at a time for
  * the classes left; each sum is its class's own left fold from +0.0 in x's order, as in the
@@ -1253,7 +1304,7 @@ store_fold_dense(ClassStore *self, const Items *it, const int averaged)
  * With every value of x finite, and no accumulator alone (without its class's weight), the
  * presence bytes need not be read: a cell the class lacks holds 0.0 and adds 0.0 * v, a
  * zero, which changes no left fold from +0.0 (such a fold is never -0.0). */
-static void
+static void FOLD_CLONES
 store_fold(ClassStore *self, Items *it, int averaged)
 {
     Py_ssize_t nc = self->nc, ccap = self->ccap;
@@ -1269,13 +1320,26 @@ store_fold(ClassStore *self, Items *it, int averaged)
         dense = isfinite(it->items[i].v);
     }
     if (dense) {
-        if (averaged) {
-            store_fold_dense(self, it, 1);
-        }
-        else {
-            store_fold_dense(self, it, 0);
-        }
+        switch (averaged ? -nc : nc) {
+#define FOLD_CASE(k)                                                                         \
+    case k:                                                                                  \
+        store_fold_fixed(self, it, 0, k);                                                    \
+        return;                                                                              \
+    case -k:                                                                                 \
+        store_fold_fixed(self, it, 1, k);                                                    \
         return;
+            FOLD_CASE(1) FOLD_CASE(2) FOLD_CASE(3) FOLD_CASE(4) FOLD_CASE(5) FOLD_CASE(6)
+            FOLD_CASE(7) FOLD_CASE(8) FOLD_CASE(9) FOLD_CASE(10) FOLD_CASE(11) FOLD_CASE(12)
+#undef FOLD_CASE
+        default:
+            if (averaged) {
+                store_fold_dense(self, it, 1);
+            }
+            else {
+                store_fold_dense(self, it, 0);
+            }
+            return;
+        }
     }
     for (Py_ssize_t i = 0; i < it->n; i++) {
         Py_ssize_t s = self->slots[i];
@@ -2907,6 +2971,33 @@ store_best(ClassStore *store, int averaged, double d, Py_ssize_t *best, Py_ssize
         for (Py_ssize_t c = 0; c < nc; c++) {
             udot[c] = (dot[c] + B[c]) - (udot[c] + UB[c]) / d;
         }
+    }
+    int none_free = nc > 0;
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        none_free &= PyList_GET_ITEM(store->labels, c) != Py_None;
+    }
+    if (none_free) {
+        /* no class None (the usual case): the first best without a branch on the scores (a
+         * branch there, taken at random classes, missed about twice a track: measured as 30
+         * ns of the averaged model's 340); x > y ? x : y keeps y when x is NaN, as the
+         * loop below does */
+        Py_ssize_t b = 0, a = 0;
+        double bs = dot[0] + B[0], as = udot[0];
+        for (Py_ssize_t c = 1; c < nc; c++) {
+            double s = dot[c] + B[c];
+            int take = s > bs;
+            b = take ? c : b;
+            bs = take ? s : bs;
+            if (averaged) {
+                double u = udot[c];
+                int atake = u > as;
+                a = atake ? c : a;
+                as = atake ? u : as;
+            }
+        }
+        *best = b;
+        *abest = averaged ? a : -1;
+        return;
     }
     double best_score = -INFINITY, abest_score = -INFINITY;
     *best = *abest = -1;

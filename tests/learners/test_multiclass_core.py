@@ -190,3 +190,30 @@ def test_a_subclass_replacing_the_learning_code_is_not_run_in_c():
         model.predict_one(x)
         model.learn_one(x, y)
     assert model._fast_steps == 0 and model._store is None
+
+
+def tied_stream(n: int, n_classes: int, seed: int = 9) -> list[tuple[dict, Any]]:
+    """Small-integer features and dense rows: many classes score the same, so the argmax's
+    ties (the first class seen wins) decide many predictions."""
+    rng = random.Random(seed)
+    return [
+        ({f"f{j}": float(rng.randint(-1, 1)) for j in range(6)}, f"c{rng.randrange(n_classes)}")
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize("n_classes", [1, 2, 3, 4, 5, 7, 10, 12, 13, 19])
+@pytest.mark.parametrize("averaged", [False, True])
+@pytest.mark.parametrize("api", ["split", "fused"])
+def test_ties_and_class_counts_are_the_reference(n_classes, averaged, api, monkeypatch):
+    # the store's fold has a form for each class count up to 12 and one past it; its argmax
+    # picks without a branch when no class is None
+    data = tied_stream(600, n_classes)
+    fast = MulticlassPerceptron(averaged=averaged)
+    got = run(fast, data, api)
+    pure, want = pure_run(
+        multiclass_module, lambda: MulticlassPerceptron(averaged=averaged), data, api, monkeypatch
+    )
+    assert got == want
+    assert bits(fast.get_state()) == bits(pure.get_state())
+    assert fast._fast_steps > 500
