@@ -7,3 +7,10 @@ the figures themselves. Goals are printed, never asserted. See ``benchmarks/READ
 """
 
 from __future__ import annotations
+
+import os
+
+# Before NumPy is imported: no figure here uses a multi-threaded BLAS, and OpenBLAS's idle
+# threads spin for a while after each call on one of the two cores, which made the learner
+# rows' repeats vary by 10 % (the CLI turns them off the same way). A value set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

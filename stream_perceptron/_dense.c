@@ -1118,6 +1118,158 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
                          Py_True, st.refused, st.avg_ref, st.n_factors);
 }
 
+/* -- the passive-aggressive kernel ----------------------------------------------------------
+ *
+ * PassiveAggressive._learn / predict_one row by row (learners/passive_aggressive.py, the
+ * reference), to the last bit: sq and dot left folds from +0.0 in feature order (dot over the
+ * features w has: present), score = dot + b, loss = 1 - y * score; when loss > 0, tau by the
+ * variant (0: pa, 1: pa1, 2: pa2; step_size), w[j] += tau * y * x[j] for every feature (all
+ * present after), b too with learned_bias, n_mistakes + 1. An unlabelled row (sign 0) is only
+ * predicted. A labelled row whose sq, bias or a weight would not be finite stops the kernel
+ * (refused: its index; the caller drops w); a value of X that is not finite stops it too
+ * (finite 0).
+ */
+
+typedef struct {
+    double b, max_norm;
+    long long n_seen, n_mistakes;
+    int w_updated, finite;
+    Py_ssize_t refused;
+} PaState;
+
+static void kernel_pa(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
+                      double *w, const unsigned char *present, int variant, double C,
+                      int learned_bias, int8_t *preds, PaState *st)
+{
+    double b = st->b, max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    int all_present = 1, w_updated = 0;
+    for (Py_ssize_t j = 0; j < d; j++)
+        if (!present[j])
+            all_present = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *x = X + i * d;
+        double dot = 0.0, sq = 0.0;
+        if (all_present) {
+            for (Py_ssize_t j = 0; j < d; j++) {
+                dot += w[j] * x[j];
+                sq += x[j] * x[j];
+            }
+        }
+        else {
+            for (Py_ssize_t j = 0; j < d; j++) {
+                if (present[j])
+                    dot += w[j] * x[j];
+                sq += x[j] * x[j];
+            }
+        }
+        if (!(sq < INFINITY)) { /* a value not finite, or sq overflowed (refused below) */
+            double nonfinite = 0.0;
+            for (Py_ssize_t j = 0; j < d; j++)
+                nonfinite += x[j] - x[j];
+            if (nonfinite != 0.0) {
+                st->finite = 0;
+                return;
+            }
+        }
+        double score = dot + b;
+        preds[i] = score > 0 ? 1 : -1;
+        int y = signs[i];
+        if (y == 0)
+            continue;
+        if (!(sq < INFINITY)) { /* _sq_dot: too large (R) */
+            st->refused = i;
+            st->finite = 1;
+            return;
+        }
+        double r = sqrt(sq);
+        double loss = 1.0 - (double)y * score;
+        if (loss > 0) { /* NaN (an overflowing score): no update */
+            double tau;
+            if (variant == 2)
+                tau = loss / (sq + 0.5 / C);
+            else if (!(sq > 0))
+                tau = 0.0;
+            else {
+                tau = loss / sq;
+                if (variant == 1 && C < tau)
+                    tau = C;
+            }
+            double step = tau * (double)y;
+            double nb = learned_bias ? b + step : b;
+            double check = nb - nb; /* 0.0 when finite, NaN otherwise */
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double wj = w[j] + step * x[j];
+                w[j] = wj;
+                check += wj - wj;
+            }
+            if (check != 0.0) {
+                st->refused = i;
+                st->finite = 1;
+                return;
+            }
+            b = nb;
+            n_mistakes += 1;
+            all_present = 1;
+            w_updated = 1;
+        }
+        if (r > max_norm)
+            max_norm = r;
+        n_seen += 1;
+    }
+    st->b = b;
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->w_updated = w_updated;
+    st->finite = 1;
+}
+
+PyDoc_STRVAR(kernel_pa_doc,
+"kernel_pa(X, signs, w, present, variant, C, learned_bias, b, n_seen, n_mistakes, max_norm,\n"
+"          preds, n, d) -> (b, n_seen, n_mistakes, max_norm, w_updated, finite, refused)\n\n"
+"PassiveAggressive's learning, row by row (native/passive_aggressive.py): X float64 (n, d),\n"
+"signs int8 (n; -1/+1, 0 unlabelled), w float64 (d) updated in place, present uint8 (d),\n"
+"variant 0 pa, 1 pa1, 2 pa2; preds int8 (n) gets each row's prediction before learning it.");
+
+static PyObject *py_kernel_pa(PyObject *self, PyObject *args)
+{
+    PyObject *o_X, *o_signs, *o_w, *o_present, *o_preds;
+    int variant, learned_bias;
+    double C, b, max_norm;
+    long long n_seen, n_mistakes;
+    Py_ssize_t n, d;
+    if (!PyArg_ParseTuple(args, "OOOOidpdLLdOnn", &o_X, &o_signs, &o_w, &o_present, &variant,
+                          &C, &learned_bias, &b, &n_seen, &n_mistakes, &max_norm, &o_preds, &n,
+                          &d))
+        return NULL;
+    if (n < 0 || d < 0 || variant < 0 || variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad n, d or variant");
+        return NULL;
+    }
+    const BufferSpec specs[5] = {
+        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
+        {o_signs, 0, n, "signs"},
+        {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
+        {o_present, 0, d, "present"},
+        {o_preds, 1, n, "preds"},
+    };
+    Py_buffer v[5];
+    if (get_buffers(specs, v, 5) < 0)
+        return NULL;
+    PaState st = {b, max_norm, n_seen, n_mistakes, 0, 0, -1};
+    Py_BEGIN_ALLOW_THREADS
+    kernel_pa(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, variant, C, learned_bias, v[4].buf,
+              &st);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 5);
+    if (!st.finite || st.refused >= 0)
+        return Py_BuildValue("dLLdOOn", b, n_seen, n_mistakes, max_norm, Py_False,
+                             st.finite ? Py_True : Py_False, st.refused);
+    return Py_BuildValue("dLLdOOn", st.b, st.n_seen, st.n_mistakes, st.max_norm,
+                         st.w_updated ? Py_True : Py_False, Py_True, st.refused);
+}
+
 /* -- the multi-class kernel -------------------------------------------------------------------
  *
  * MulticlassPerceptron._learn / predict_one (init zeros) row by row. W holds one row of
@@ -1420,6 +1572,7 @@ static PyMethodDef methods[] = {
     {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},
     {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
+    {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,7 +28,7 @@ from stream_perceptron.formats.base import (
     DenseParser,
 )
 from stream_perceptron.formats.label_cells import LabelCells
-from stream_perceptron.learners.perceptron import Perceptron
+from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.preprocessed import base_learner
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class BlockPath:
         and keys, asked only when predictions are written."""
         if dense is None:
             return False
-        if isinstance(base_learner(self.learner), Perceptron):  # a binary one, maybe preprocessed
+        if isinstance(base_learner(self.learner), BinaryBlocks):  # binary, maybe preprocessed
             done = self._learn_binary(dense, records, origin)
         else:
             done = self._learn_multiclass(dense, origin)
@@ -124,7 +124,7 @@ class BlockPath:
         self, dense: DenseBatch, records: Callable[[], list[Record]],
         origin: Callable[[], BlockOrigin],
     ) -> bool:  # fmt: skip
-        learner: Any = self.learner  # a Perceptron, or a Preprocessed one
+        learner: Any = self.learner  # a binary learner, or a Preprocessed one
         outcomes = self.outcomes
         features, X, label_cells = dense
         n = len(label_cells)

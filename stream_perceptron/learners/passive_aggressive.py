@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
@@ -13,13 +16,16 @@ from stream_perceptron.learners._base import (
     add_scaled,
     argmax,
     check_class_kind,
+    overrides,
     pairs,
     softmax,
     sq_norm_of,
     to_json_key,
     too_large,
 )
+from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.native import passive_aggressive as _pa
 
 _INF = math.inf
 
@@ -72,7 +78,7 @@ def _sq_dot(w: dict, x: dict) -> tuple[float, float]:
     return sq, dot
 
 
-class PassiveAggressive(BinaryLinearModel):
+class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
     """Binary passive-aggressive classifier: the smallest change of ``w`` that gives the example
     a margin of 1 (Crammer et al. 2006), with River's ``PAClassifier`` arithmetic.
 
@@ -170,6 +176,49 @@ class PassiveAggressive(BinaryLinearModel):
         self._max_norm = max_norm
         self._n_seen += 1
         return score
+
+    # -- dense blocks -------------------------------------------------------------------------
+    #: The methods whose code the C kernel reproduces: a subclass replacing any of them
+    #: learns row by row.
+    _DENSE_REFERENCE = (
+        "_learn", "_score", "_plain_score", "predict_one", "predict_learn_one", "learn_one",
+    )  # fmt: skip
+
+    @property
+    def dense_capable(self) -> bool:
+        """Whether :meth:`learn_dense` can run: the C extension is built and the class does
+        not replace the learning code the kernel reproduces."""
+        return native.has_dense() and not overrides(
+            type(self), PassiveAggressive, self._DENSE_REFERENCE
+        )
+
+    def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
+        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+        ``dict(zip(features, row))`` would, to the last bit (predictions, updates, weights and
+        their key order, bias, counters, ``max_norm``), in C.
+
+        ``features``: the distinct names of ``X``'s columns; ``X``: finite numbers; ``signs``:
+        the signs the labels encode to (-1/+1, see :meth:`encode_block`), ``0`` for an
+        unlabelled row, which is only predicted. Returns the predicted signs (int8), each made
+        before learning its row. Needs :attr:`dense_capable`. A row ``_learn`` would refuse
+        raises :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> model = PassiveAggressive(C=0.5, variant="pa1")
+        >>> X = np.array([[1.0, 0.0], [-1.0, 2.0], [2.0, 1.0]])
+        >>> model.learn_dense(["a", "b"], X, np.array([1, -1, 1])).tolist()
+        [-1, -1, 1]
+        >>> model.weights, model.bias, model.n_mistakes
+        ({'a': 0.7, 'b': -0.4}, 0.3, 2)
+
+        """
+        if not self.dense_capable:
+            if not native.has_dense():
+                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+            raise ValueError(f"learn_dense does not support {self!r}")
+        return _pa.learn_dense(self, features, X, signs)
 
     # -- state (prediction and the model as numbers: BinaryLinearModel's) ---------------------
     def _state_payload(self) -> dict[str, Any]:

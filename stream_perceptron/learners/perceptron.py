@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.errors import LabelError, ValueTooLargeError
+from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._base import (
     BinaryLinearModel,
     LinearHyperparameters,
@@ -25,9 +25,9 @@ from stream_perceptron.learners._base import (
 from stream_perceptron.learners._core import BINARY_FIELDS, BinaryCore, CoreFields
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
+from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
 from stream_perceptron.native import binary as _binary
-from stream_perceptron.native.labels import encode_labels
 
 _INF = math.inf
 
@@ -42,8 +42,9 @@ _ROW = 0
 
 
 class Perceptron(
-    BinaryCore, CoreFields, NativeModelStore, LinearHyperparameters, BinaryLinearModel
-):
+    BinaryCore, CoreFields, NativeModelStore, LinearHyperparameters, BinaryBlocks,
+    BinaryLinearModel,
+):  # fmt: skip
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -426,66 +427,6 @@ class Perceptron(
                 raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
             raise ValueError(f"learn_dense does not support {self!r}")
         return _binary.learn_dense(self, features, X, signs)
-
-    def encode_block(
-        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
-        atomic: bool = False, ids: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None:  # fmt: skip
-        """A block's labels as the signs :meth:`learn_dense` takes, encoded as the row loop
-        would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled),
-        or with ``ids`` (an integer array, a row each) ``label_of[keys[ids[i]]]``: ``keys``
-        are then the block's distinct keys, each looked up once.
-
-        Returns ``(signs, classes, errors)``: ``signs`` int8 (0 for unlabelled rows and for
-        rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row
-        ``i``'s prediction (the encoding can settle within a block), ``errors`` row -> the
-        :class:`LabelError` of a label outside the encoding (leave those rows out of
-        :meth:`learn_dense`). ``atomic``: when a label is outside the encoding, leave the
-        encoding as it was and return ``None`` (the row loop would stop at that label).
-
-        Examples
-        --------
-        >>> model = Perceptron()
-        >>> cells = {b"1": 1, b"0": 0, b"": None}
-        >>> signs, classes, errors = model.encode_block([b"1", b"0", b""], cells)
-        >>> signs.tolist(), classes[0], errors
-        ([1, -1, 0], (0, 1), {})
-
-        """
-        codec = self._labels
-        if codec.settled:  # the usual case: one lookup per distinct key
-            sign_of: dict[Hashable, int] = {}
-            for key in set(keys) if ids is None else keys:
-                y = label_of[key]
-                code = codec.settled_code(y) if y is not None else None
-                if code is None:
-                    break  # unlabelled rows or a label outside the encoding: the general way
-                sign_of[key] = code
-            else:
-                if ids is not None:
-                    signs = np.array(list(map(sign_of.__getitem__, keys)), dtype=np.int8)[ids]
-                else:
-                    signs = np.fromiter(map(sign_of.__getitem__, keys), np.int8, count=len(keys))
-                return signs, [(codec.negative, codec.positive)] * len(signs), {}
-        if ids is not None:
-            keys = list(map(keys.__getitem__, ids.tolist()))
-        saved = codec.get_state() if atomic else None
-        signs, classes, errors = encode_labels(self, [label_of[key] for key in keys])
-        if errors and saved is not None:
-            self._labels = BinaryLabels.from_state(saved)
-            return None
-        return signs, classes, errors
-
-    @property
-    def label_encoding(self) -> dict[str, Any]:
-        """The binary label encoding as :meth:`get_state` saves it; set it back to undo
-        :meth:`encode_block` (the engine's block path, when :meth:`learn_dense` refuses a
-        block)."""
-        return self._labels.get_state()
-
-    @label_encoding.setter
-    def label_encoding(self, state: dict[str, Any]) -> None:
-        self._labels = BinaryLabels.from_state(state)
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:

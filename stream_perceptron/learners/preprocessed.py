@@ -10,6 +10,7 @@ import numpy as np
 
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners._base import SCHEMA_VERSION, StreamClassifier
+from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.hashing import FeatureHasher
 from stream_perceptron.learners.perceptron import Perceptron
@@ -201,7 +202,7 @@ class Preprocessed(StreamClassifier):
         names = pending = None
         if self._hasher is not None:
             features, X, names = self._hasher.transform_block(features, X)
-        if isinstance(self.model, Perceptron):
+        if isinstance(self.model, BinaryBlocks):
             learn = np.asarray(labels) != 0
         else:
             learn = np.fromiter((y is not None for y in labels), dtype=bool, count=len(labels))
@@ -222,19 +223,21 @@ class Preprocessed(StreamClassifier):
         self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
         atomic: bool = False, ids: np.ndarray | None = None,
     ) -> Any:  # fmt: skip
-        """The binary model's :meth:`Perceptron.encode_block`."""
-        assert isinstance(self.model, Perceptron)
+        """The binary model's :meth:`~stream_perceptron.learners.binary_blocks.BinaryBlocks.
+        encode_block`."""
+        assert isinstance(self.model, BinaryBlocks)
         return self.model.encode_block(keys, label_of, atomic=atomic, ids=ids)
 
     @property
     def label_encoding(self) -> dict[str, Any]:
-        """The binary model's :attr:`Perceptron.label_encoding`."""
-        assert isinstance(self.model, Perceptron)
+        """The binary model's :attr:`~stream_perceptron.learners.binary_blocks.BinaryBlocks.
+        label_encoding`."""
+        assert isinstance(self.model, BinaryBlocks)
         return self.model.label_encoding
 
     @label_encoding.setter
     def label_encoding(self, state: dict[str, Any]) -> None:
-        assert isinstance(self.model, Perceptron)
+        assert isinstance(self.model, BinaryBlocks)
         self.model.label_encoding = state
 
     # -- the model as numbers ------------------------------------------------------------------

@@ -43,7 +43,7 @@ from stream_perceptron.learners._base import BIAS_MODES
 if TYPE_CHECKING:
     from stream_perceptron.learners.perceptron import Perceptron
 
-__all__ = ["BIAS_CODES", "supported", "learn_dense", "learn_array"]
+__all__ = ["BIAS_CODES", "supported", "learn_dense", "learn_array", "checked_block", "refusal"]
 
 BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
 
@@ -76,26 +76,9 @@ def learn_dense(
     c = native.dense
     if c is None:
         raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-    features = list(features)
-    # float32 rows are read as they are (each value the double it is exactly): the float64
-    # copy cost more than the learning (1M x 20: 22 ms against 19 ms)
-    f32 = isinstance(X, np.ndarray) and X.dtype == np.float32
-    X = np.ascontiguousarray(X, dtype=np.float32 if f32 else np.float64)
-    if X.ndim != 2 or X.shape[1] != len(features):
-        raise ValueError(f"X has shape {X.shape}, expected (n, {len(features)})")
-    if len(set(features)) != len(features):
-        raise ValueError("duplicate feature names")
+    features, X, signs = checked_block(features, X, signs, keep_f32=True)
+    f32 = X.dtype == np.float32
     n = X.shape[0]
-    signs = np.asarray(signs)
-    if signs.shape != (n,):
-        raise ValueError(f"signs has shape {signs.shape}, expected ({n},)")
-    if signs.dtype.kind in "iu":  # integers: a range check (np.isin cost a quarter of a call)
-        valid = n == 0 or (int(signs.min()) >= -1 and int(signs.max()) <= 1)
-    else:
-        valid = bool(np.isin(signs, (-1, 0, 1)).all())
-    if not valid:
-        raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
-    signs = signs.astype(np.int8, copy=False)
     preds = np.empty(n, dtype=np.int8)
     if n == 0:
         return preds
@@ -133,6 +116,34 @@ def learn_dense(
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
     return preds
+
+
+def checked_block(
+    features: Sequence[Any], X: Any, signs: Any, keep_f32: bool = False
+) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """A binary block as the kernels take it: the feature names as a list (distinct), X as a
+    C-contiguous float64 matrix of one column a name (float32 kept as it is with
+    ``keep_f32``: the binary perceptron's kernel reads it, each value the double it is
+    exactly; the float64 copy cost more than the learning, 1M x 20: 22 ms against 19 ms),
+    the signs as int8 -1/0/+1; ValueError otherwise."""
+    features = list(features)
+    f32 = keep_f32 and isinstance(X, np.ndarray) and X.dtype == np.float32
+    X = np.ascontiguousarray(X, dtype=np.float32 if f32 else np.float64)
+    if X.ndim != 2 or X.shape[1] != len(features):
+        raise ValueError(f"X has shape {X.shape}, expected (n, {len(features)})")
+    if len(set(features)) != len(features):
+        raise ValueError("duplicate feature names")
+    n = X.shape[0]
+    signs = np.asarray(signs)
+    if signs.shape != (n,):
+        raise ValueError(f"signs has shape {signs.shape}, expected ({n},)")
+    if signs.dtype.kind in "iu":  # integers: a range check (np.isin cost a quarter of a call)
+        valid = n == 0 or (int(signs.min()) >= -1 and int(signs.max()) <= 1)
+    else:
+        valid = bool(np.isin(signs, (-1, 0, 1)).all())
+    if not valid:
+        raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
+    return features, X, signs.astype(np.int8, copy=False)
 
 
 def rescale_outside(

@@ -11,16 +11,16 @@ from stream_perceptron.errors import LabelError
 from stream_perceptron.formats.base import parse_label
 
 if TYPE_CHECKING:
-    from stream_perceptron.learners.perceptron import Perceptron
+    from stream_perceptron.learners.binary_blocks import BinaryBlocks
 
 __all__ = ["encode_labels"]
 
 
 def encode_labels(
-    model: Perceptron, labels: Sequence[Any]
+    model: BinaryBlocks, labels: Sequence[Any]
 ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]]:
-    """Encode a batch's labels as :meth:`Perceptron.learn_dense` wants them, as the row loop
-    would.
+    """Encode a batch's labels as :meth:`Perceptron.learn_dense` (and the binary
+    ``PassiveAggressive``'s) wants them, as the row loop would.
 
     ``labels`` are parsed labels (``None``: unlabelled) or raw label cells (``bytes``, parsed
     with :func:`parse_label`, ``b""`` unlabelled). Encoding does not depend on the weights, so

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from connectors import LineSource, MemorySink, MemorySource, Position, Record
-from stream_perceptron import Perceptron
+from stream_perceptron import PassiveAggressive, Perceptron, Preprocessed
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.engine.blocks import BlockPath
@@ -176,3 +176,45 @@ def test_partitioned_batches_equal_the_per_record_path(seed, monkeypatch):
     assert a.stats.get_state() == b.stats.get_state()
     assert preds_a == preds_b and dead_a == dead_b
     assert a.next_offsets == b.next_offsets and len(a.next_offsets) == 3
+
+
+@pytest.mark.parametrize("variant", ["pa", "pa1", "pa2"])
+@pytest.mark.parametrize("bias", ["learned", "none"])
+@pytest.mark.parametrize("batch_size", [64, 1000])
+def test_passive_aggressive_blocks_equal_the_per_record_path(variant, bias, batch_size):
+    lines = _lines(seed=batch_size + len(variant))
+
+    def make() -> PassiveAggressive:
+        return PassiveAggressive(C=0.05, variant=variant, bias=bias)
+
+    a, preds_a, dead_a = _run(make(), lines, True, batch_size)
+    b, preds_b, dead_b = _run(make(), lines, False, batch_size)
+    assert a._blocks is not None and b._blocks is None
+    assert a.learner.get_state() == b.learner.get_state()
+    assert a.stats.get_state() == b.stats.get_state()
+    assert a.stats.summary()["invalid"] == {"non_numeric_value": 10, "label_outside_encoding": 5}
+    assert preds_a == preds_b and dead_a == dead_b
+    assert a.next_offsets == b.next_offsets
+
+
+@pytest.mark.parametrize("scale", [None, "standard"])
+def test_passive_aggressive_line_blocks_are_taken_and_equal_the_per_record_path(
+    scale, monkeypatch
+):
+    lines = _lines(seed=11)
+    data = b"".join(line + b"\n" for line in lines)
+    calls = []
+    original = PassiveAggressive.learn_dense
+    monkeypatch.setattr(
+        PassiveAggressive, "learn_dense", lambda *a: calls.append(1) or original(*a)
+    )
+
+    def make() -> Preprocessed:
+        return Preprocessed(PassiveAggressive(C=0.01), scale=scale)
+
+    a, preds_a, dead_a = _run_source(make(), LineSource(io.BytesIO(data), chunk_size=4096))
+    b, preds_b, dead_b = _run_source(make(), LineSource(io.BytesIO(data)), dense=False)
+    assert len(calls) > 10
+    assert a.learner.get_state() == b.learner.get_state()
+    assert a.stats.get_state() == b.stats.get_state()
+    assert preds_a == preds_b and dead_a == dead_b

@@ -1,0 +1,88 @@
+"""What the binary learners' block path shares: a block's labels encoded as signs.
+
+The engine's block path (``engine/blocks.py``) encodes a block's label cells with
+:meth:`BinaryBlocks.encode_block` before the learner's ``learn_dense``, and puts the encoding
+back with :attr:`BinaryBlocks.label_encoding` when ``learn_dense`` refuses the block. The
+binary perceptron and the binary passive-aggressive learner both take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from stream_perceptron.errors import LabelError
+from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.native.labels import encode_labels
+
+__all__ = ["BinaryBlocks"]
+
+
+class BinaryBlocks:
+    """Label encoding for a block (a mix-in of a binary learner with a ``_labels``
+    :class:`~stream_perceptron.learners.labels.BinaryLabels`)."""
+
+    _labels: BinaryLabels
+
+    def encode_block(
+        self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
+        atomic: bool = False, ids: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None:  # fmt: skip
+        """A block's labels as the signs :meth:`learn_dense` takes, encoded as the row loop
+        would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled),
+        or with ``ids`` (an integer array, a row each) ``label_of[keys[ids[i]]]``: ``keys``
+        are then the block's distinct keys, each looked up once.
+
+        Returns ``(signs, classes, errors)``: ``signs`` int8 (0 for unlabelled rows and for
+        rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row
+        ``i``'s prediction (the encoding can settle within a block), ``errors`` row -> the
+        :class:`LabelError` of a label outside the encoding (leave those rows out of
+        :meth:`learn_dense`). ``atomic``: when a label is outside the encoding, leave the
+        encoding as it was and return ``None`` (the row loop would stop at that label).
+
+        Examples
+        --------
+        >>> from stream_perceptron import Perceptron
+        >>> model = Perceptron()
+        >>> cells = {b"1": 1, b"0": 0, b"": None}
+        >>> signs, classes, errors = model.encode_block([b"1", b"0", b""], cells)
+        >>> signs.tolist(), classes[0], errors
+        ([1, -1, 0], (0, 1), {})
+
+        """
+        codec = self._labels
+        if codec.settled:  # the usual case: one lookup per distinct key
+            sign_of: dict[Hashable, int] = {}
+            for key in set(keys) if ids is None else keys:
+                y = label_of[key]
+                code = codec.settled_code(y) if y is not None else None
+                if code is None:
+                    break  # unlabelled rows or a label outside the encoding: the general way
+                sign_of[key] = code
+            else:
+                if ids is not None:
+                    signs = np.array(list(map(sign_of.__getitem__, keys)), dtype=np.int8)[ids]
+                else:
+                    signs = np.fromiter(map(sign_of.__getitem__, keys), np.int8, count=len(keys))
+                return signs, [(codec.negative, codec.positive)] * len(signs), {}
+        if ids is not None:
+            keys = list(map(keys.__getitem__, ids.tolist()))
+        saved = codec.get_state() if atomic else None
+        signs, classes, errors = encode_labels(self, [label_of[key] for key in keys])
+        if errors and saved is not None:
+            self._labels = BinaryLabels.from_state(saved)
+            return None
+        return signs, classes, errors
+
+    @property
+    def label_encoding(self) -> dict[str, Any]:
+        """The binary label encoding as :meth:`get_state` saves it; set it back to undo
+        :meth:`encode_block` (the engine's block path, when :meth:`learn_dense` refuses a
+        block)."""
+        return self._labels.get_state()
+
+    @label_encoding.setter
+    def label_encoding(self, state: dict[str, Any]) -> None:
+        self._labels = BinaryLabels.from_state(state)
