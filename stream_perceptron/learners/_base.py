@@ -337,6 +337,16 @@ class StreamClassifier(base.MiniBatchClassifier):
         """Predict-then-learn a dense block of rows (see :class:`DenseLearner`)."""
         raise NotImplementedError(f"{type(self).__name__} has no dense block learning")
 
+    def _require_dense(self) -> None:
+        """What a ``learn_dense`` checks first: RuntimeError without the C kernels, ValueError
+        for a configuration they do not handle (not :attr:`dense_capable`)."""
+        if not self.dense_capable:
+            from stream_perceptron import native
+
+            if not native.has_dense():
+                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+            raise ValueError(f"learn_dense does not support {self!r}")
+
     # -- mini-batches --------------------------------------------------------------------------
     def learn_many(self, X: Any, y: Any, **kwargs: Any) -> None:
         """Learn from the rows of ``X`` in order: exactly a ``learn_one`` loop."""

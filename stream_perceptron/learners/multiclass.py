@@ -483,10 +483,7 @@ class MulticlassPerceptron(
         ({'red': {'a': 1.0, 'b': -1.0}, 'blue': {'a': 0.0, 'b': 1.0}}, 2)
 
         """
-        if not self.dense_capable:
-            if not native.has_dense():
-                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-            raise ValueError(f"learn_dense does not support {self!r}")
+        self._require_dense()
         return _multiclass.learn_dense(self, features, X, labels)
 
     # -- prediction ----------------------------------------------------------------------------

@@ -214,10 +214,7 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
         ({'a': 0.7, 'b': -0.4}, 0.3, 2)
 
         """
-        if not self.dense_capable:
-            if not native.has_dense():
-                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-            raise ValueError(f"learn_dense does not support {self!r}")
+        self._require_dense()
         return _pa.learn_dense(self, features, X, signs)
 
     # -- state (prediction and the model as numbers: BinaryLinearModel's) ---------------------

@@ -422,10 +422,7 @@ class Perceptron(
         ({'a': 2.0, 'b': -2.0}, 0.0, 2)
 
         """
-        if not self.dense_capable:
-            if not native.has_dense():
-                raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-            raise ValueError(f"learn_dense does not support {self!r}")
+        self._require_dense()
         return _binary.learn_dense(self, features, X, signs)
 
     # -- prediction ----------------------------------------------------------------------------
