@@ -1137,6 +1137,18 @@ typedef struct {
     Py_ssize_t refused;
 } PaState;
 
+/* step_size(variant, C, loss, sq) of learners/passive_aggressive.py: PA loss / sq, PA-I
+   min(C, loss / sq), 0 when sq is not > 0; PA-II loss / (sq + 0.5 / C). */
+static inline double pa_step(int variant, double C, double loss, double sq)
+{
+    if (variant == 2)
+        return loss / (sq + 0.5 / C);
+    if (!(sq > 0))
+        return 0.0;
+    double tau = loss / sq;
+    return variant == 1 && C < tau ? C : tau;
+}
+
 static void kernel_pa(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
                       double *w, const unsigned char *present, int variant, double C,
                       int learned_bias, int8_t *preds, PaState *st)
@@ -1185,17 +1197,7 @@ static void kernel_pa(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t 
         double r = sqrt(sq);
         double loss = 1.0 - (double)y * score;
         if (loss > 0) { /* NaN (an overflowing score): no update */
-            double tau;
-            if (variant == 2)
-                tau = loss / (sq + 0.5 / C);
-            else if (!(sq > 0))
-                tau = 0.0;
-            else {
-                tau = loss / sq;
-                if (variant == 1 && C < tau)
-                    tau = C;
-            }
-            double step = tau * (double)y;
+            double step = pa_step(variant, C, loss, sq) * (double)y;
             double nb = learned_bias ? b + step : b;
             double check = nb - nb; /* 0.0 when finite, NaN otherwise */
             for (Py_ssize_t j = 0; j < d; j++) {
@@ -1268,6 +1270,167 @@ static PyObject *py_kernel_pa(PyObject *self, PyObject *args)
                              st.finite ? Py_True : Py_False, st.refused);
     return Py_BuildValue("dLLdOOn", st.b, st.n_seen, st.n_mistakes, st.max_norm,
                          st.w_updated ? Py_True : Py_False, Py_True, st.refused);
+}
+
+typedef struct {
+    double max_norm;
+    long long n_seen, n_mistakes;
+    Py_ssize_t n_active;
+    Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
+} MultiPaState;
+
+/* The multi-class passive-aggressive kernel: MulticlassPassiveAggressive._learn / predict_one
+ * row by row (the reference), to the last bit. W holds a row of weights per class (0.0 where
+ * the class's dict has none: a left fold from +0.0 gives the same sum whether such a term is
+ * skipped or added), classes [0, n_active) exist, a labelled row of class n_active adds it.
+ * Scores s_c = dot_c + b_c in class order; the prediction is the first best class; learning
+ * (y, sq finite) takes the rival, the first best class other than y, loss = 1 - (s_y - s_r)
+ * (s_y 0.0 for a new class), and when loss > 0 moves w_y by tau x and w_r by -tau x (tau by
+ * the variant, with 2 sq), the biases by +-tau when learned. A row whose sq, a bias or a
+ * weight would not be finite stops the kernel (refused: its index; the caller drops W, b). */
+static void kernel_pa_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d,
+                                 const int64_t *labels, double *W, double *b,
+                                 unsigned char *updated, double *scores, int variant, double C,
+                                 int learned_bias, int64_t *preds, MultiPaState *st)
+{
+    double max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    Py_ssize_t n_active = st->n_active;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *x = X + i * d;
+        int64_t best = -1;
+        double best_score = 0.0;
+        for (Py_ssize_t c = 0; c < n_active; c++) {
+            const double *wc = W + c * d;
+            double dot = 0.0;
+            for (Py_ssize_t j = 0; j < d; j++)
+                dot += wc[j] * x[j];
+            double s = dot + b[c];
+            scores[c] = s;
+            if (best < 0 || s > best_score) {
+                best = c;
+                best_score = s;
+            }
+        }
+        preds[i] = best;
+        int64_t y = labels[i];
+        if (y < 0)
+            continue; /* unlabelled: predicted only */
+        double sq = 0.0;
+        for (Py_ssize_t j = 0; j < d; j++)
+            sq += x[j] * x[j];
+        if (!(sq < INFINITY)) { /* sq_norm_of: too large (R), or not a number */
+            st->refused = i;
+            return;
+        }
+        double r = sqrt(sq);
+        int64_t rival = -1;
+        double rival_score = 0.0;
+        for (Py_ssize_t c = 0; c < n_active; c++) {
+            if (c != y && (rival < 0 || scores[c] > rival_score)) {
+                rival = c;
+                rival_score = scores[c];
+            }
+        }
+        if (rival >= 0) {
+            double loss = 1.0 - ((y < n_active ? scores[y] : 0.0) - rival_score);
+            if (loss > 0) { /* NaN: no update */
+                double tau = pa_step(variant, C, loss, 2.0 * sq);
+                double by = y < n_active ? b[y] : 0.0, br = b[rival];
+                if (learned_bias) {
+                    by = by + tau;
+                    br = br - tau;
+                }
+                double check = (by - by) + (br - br); /* 0.0 when finite, NaN otherwise */
+                double *wy = W + y * d, *wr = W + rival * d;
+                double minus = -tau;
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double v = wy[j] + tau * x[j];
+                    wy[j] = v;
+                    check += v - v;
+                }
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double v = wr[j] + minus * x[j];
+                    wr[j] = v;
+                    check += v - v;
+                }
+                if (check != 0.0) {
+                    st->refused = i;
+                    return;
+                }
+                b[y] = by;
+                b[rival] = br;
+                updated[y] = 1;
+                updated[rival] = 1;
+                n_mistakes += 1;
+            }
+        }
+        if (r > max_norm)
+            max_norm = r;
+        n_seen += 1;
+        if (y >= n_active)
+            n_active = y + 1; /* a class seen for the first time */
+    }
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->n_active = n_active;
+}
+
+PyDoc_STRVAR(kernel_pa_multiclass_doc,
+"kernel_pa_multiclass(X, labels, W, b, updated, scores, n_active, variant, C, learned_bias,\n"
+"                     max_norm, n_seen, n_mistakes, preds, n, d, n_classes)\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
+"MulticlassPassiveAggressive's learning, row by row (native/passive_aggressive.py): X float64\n"
+"(n, d), labels int64 (n; the class index, -1 unlabelled), W float64 (n_classes, d) and b\n"
+"(n_classes) updated in place, updated uint8 (n_classes) set for each class moved, scores a\n"
+"float64 scratch (n_classes), preds int64 (n; -1: no class yet).");
+
+static PyObject *py_kernel_pa_multiclass(PyObject *self, PyObject *args)
+{
+    PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_scores, *o_preds;
+    Py_ssize_t n_active, n, d, n_classes;
+    int variant, learned_bias;
+    double C, max_norm;
+    long long n_seen, n_mistakes;
+    if (!PyArg_ParseTuple(args, "OOOOOOnidpdLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
+                          &o_scores, &n_active, &variant, &C, &learned_bias, &max_norm,
+                          &n_seen, &n_mistakes, &o_preds, &n, &d, &n_classes))
+        return NULL;
+    if (n < 0 || d < 0 || n_active < 0 || n_classes < n_active || variant < 0 || variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad n, d, n_active, n_classes or variant");
+        return NULL;
+    }
+    const BufferSpec specs[7] = {
+        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
+        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
+        {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
+        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
+        {o_updated, 1, n_classes, "updated"},
+        {o_scores, 1, n_classes * (Py_ssize_t)sizeof(double), "scores"},
+        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+    };
+    Py_buffer v[7];
+    if (get_buffers(specs, v, 7) < 0)
+        return NULL;
+    const int64_t *lab = v[1].buf;
+    for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
+        if (lab[i] >= n_classes || lab[i] > next || lab[i] < -1) {
+            release_buffers(v, 7);
+            PyErr_SetString(PyExc_ValueError, "labels: -1, a known class, or the next new one");
+            return NULL;
+        }
+        if (lab[i] == next)
+            next++;
+    }
+    MultiPaState st = {max_norm, n_seen, n_mistakes, n_active, -1};
+    Py_BEGIN_ALLOW_THREADS
+    kernel_pa_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[5].buf, variant,
+                         C, learned_bias, v[6].buf, &st);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 7);
+    return Py_BuildValue("ndLLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
+                         st.refused);
 }
 
 /* -- the multi-class kernel -------------------------------------------------------------------
@@ -1573,6 +1736,7 @@ static PyMethodDef methods[] = {
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},
     {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
     {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},
+    {"kernel_pa_multiclass", py_kernel_pa_multiclass, METH_VARARGS, kernel_pa_multiclass_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -311,6 +311,44 @@ class MulticlassPassiveAggressive(MulticlassLinearModel):
         self._w[c] = {}
         self._b[c] = 0.0
 
+    # -- dense blocks -------------------------------------------------------------------------
+    #: The methods whose code the C kernel reproduces: a subclass replacing any of them
+    #: learns row by row.
+    _DENSE_REFERENCE = (
+        "_learn", "_update", "_add_class", "_plain_scores", "predict_one", "predict_learn_one",
+        "learn_one",
+    )  # fmt: skip
+
+    @property
+    def dense_capable(self) -> bool:
+        """Whether :meth:`learn_dense` can run: the C extension is built and the class does
+        not replace the learning code the kernel reproduces."""
+        return native.has_dense() and not overrides(
+            type(self), MulticlassPassiveAggressive, self._DENSE_REFERENCE
+        )
+
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
+        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+        ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
+        to the last bit, in C; return the predictions. ``X``: finite numbers, one column per
+        name of ``features``. Needs :attr:`dense_capable`. A row ``_learn`` would refuse raises
+        its error (:class:`ValueTooLargeError` with ``row``, or
+        :class:`~stream_perceptron.errors.LabelError`), the model as before the call.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> model = MulticlassPassiveAggressive(variant="pa")
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5]])
+        >>> model.learn_dense(["a", "b"], X, ["red", "blue", "red"])
+        [None, 'red', 'blue']
+        >>> model.classes, model.n_mistakes
+        (['red', 'blue'], 2)
+
+        """
+        self._require_dense()
+        return _pa.learn_dense_multiclass(self, features, X, labels)
+
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
         return argmax(self._plain_scores(x))
 

@@ -27,7 +27,7 @@ from stream_perceptron.native.binary import BIAS_CODES, MIN_HALF_LIFE, refusal, 
 if TYPE_CHECKING:
     from stream_perceptron.learners.multiclass import MulticlassPerceptron
 
-__all__ = ["supported", "learn_dense"]
+__all__ = ["supported", "learn_dense", "class_codes", "check_kinds"]
 
 
 def supported(model: Any) -> bool:
@@ -63,6 +63,29 @@ def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, N
             check_class_kind(seen, y)
             if y not in seen:
                 seen[y] = None
+
+
+def class_codes(classes: list[Any], labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
+    """The kernels' class codes of ``labels`` (-1: ``None``, unlabelled) and the classes they
+    index: the model's ``classes`` (in its order), then the new ones, in the order their first
+    rows come (the order the row loop adds them in). Raises the row loop's
+    :class:`~stream_perceptron.errors.LabelError` for ``True`` against ``1`` (see
+    :func:`check_kinds`)."""
+    classes = list(classes)
+    distinct = dict.fromkeys(labels)  # distinct labels, in the order they first come
+    check_kinds(classes, labels, distinct)
+    index = {c: i for i, c in enumerate(classes)}
+    code_of: dict[Any, int] = {}
+    for y in distinct:
+        if y is None:
+            code_of[y] = -1
+        elif y in index:
+            code_of[y] = index[y]
+        else:  # a new class: added when its first row is learned, so in this order
+            index[y] = code_of[y] = len(classes)
+            classes.append(y)
+    codes = np.fromiter(map(code_of.__getitem__, labels), dtype=np.int64, count=len(labels))
+    return classes, codes
 
 
 def _zero_or_one(y: Any) -> bool:
@@ -103,20 +126,7 @@ def learn_dense(
     n, d = X.shape
     if d != len(features) or len(labels) != n:
         raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
-    classes = list(model._w)
-    distinct = dict.fromkeys(labels)  # distinct labels, in the order they first come
-    check_kinds(classes, labels, distinct)
-    index = {c: i for i, c in enumerate(classes)}
-    code_of: dict[Any, int] = {}
-    for y in distinct:
-        if y is None:
-            code_of[y] = -1
-        elif y in index:
-            code_of[y] = index[y]
-        else:  # a new class: added when its first row is learned, so in this order
-            index[y] = code_of[y] = len(classes)
-            classes.append(y)
-    codes = np.fromiter(map(code_of.__getitem__, labels), dtype=np.int64, count=n)
+    classes, codes = class_codes(list(model._w), labels)
     averaged = bool(model.averaged)
     W = np.zeros((len(classes), d))
     bias = np.zeros(len(classes))

@@ -1,4 +1,5 @@
-"""Glue of the binary passive-aggressive learner's C kernel (``kernel_pa`` in ``_dense.c``).
+"""Glue of the passive-aggressive learners' C kernels (``kernel_pa``, ``kernel_pa_multiclass``
+in ``_dense.c``).
 
 :func:`learn_dense` predicts-then-learns every row of a dense float64 matrix and leaves the
 model exactly as the ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, to the
@@ -26,11 +27,15 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.native.binary import checked_block, refusal
+from stream_perceptron.native.multiclass import class_codes
 
 if TYPE_CHECKING:
-    from stream_perceptron.learners.passive_aggressive import PassiveAggressive
+    from stream_perceptron.learners.passive_aggressive import (
+        MulticlassPassiveAggressive,
+        PassiveAggressive,
+    )
 
-__all__ = ["VARIANT_CODES", "learn_dense"]
+__all__ = ["VARIANT_CODES", "learn_dense", "learn_dense_multiclass"]
 
 VARIANT_CODES = {"pa": 0, "pa1": 1, "pa2": 2}
 
@@ -67,3 +72,47 @@ def learn_dense(
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
     return preds
+
+
+def learn_dense_multiclass(
+    model: MulticlassPassiveAggressive, features: Sequence[Any], X: Any, labels: Sequence[Any]
+) -> list[Any]:
+    """:meth:`MulticlassPassiveAggressive.learn_dense`'s work (the C extension built)."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    features = list(features)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, d = X.shape
+    if d != len(features) or len(labels) != n or len(set(features)) != d:
+        raise ValueError(f"X has shape {X.shape}: {d} distinct features, {len(labels)} labels?")
+    known = len(model._w)
+    classes, codes = class_codes(list(model._w), labels)
+    W = np.zeros((len(classes), d))
+    bias = np.zeros(len(classes))
+    for i, cl in enumerate(model._w):
+        wc = model._w[cl]
+        W[i] = [wc.get(k, 0.0) for k in features]
+        bias[i] = model._b[cl]
+    updated = np.zeros(len(classes), dtype=np.uint8)
+    preds = np.empty(n, dtype=np.int64)
+    n_active, max_norm, n_seen, n_mistakes, refused = c.kernel_pa_multiclass(
+        X, codes, W, bias, updated, np.empty(len(classes)), known,
+        VARIANT_CODES[model.variant], float(model.C), model._bias_mode == "learned",
+        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
+        len(classes),
+    )  # fmt: skip
+    if refused >= 0:  # the kernel stopped at that row: nothing is written back
+        raise refusal(int(refused))
+    for cl in classes[known:n_active]:
+        model._add_class(cl)
+    for i in np.flatnonzero(updated).tolist():
+        wc = model._w[classes[i]]
+        for k, v in zip(features, W[i].tolist()):
+            wc[k] = v  # existing keys keep their place, new ones follow in features order
+        model._b[classes[i]] = float(bias[i])
+    model._max_norm = float(max_norm)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    named = [None, *classes]
+    return [named[p + 1] for p in preds.tolist()]

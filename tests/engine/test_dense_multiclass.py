@@ -13,7 +13,7 @@ import pytest
 
 import stream_perceptron.learners.multiclass as multiclass_module
 from connectors import LineSource, MemorySink
-from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron import MulticlassPassiveAggressive, MulticlassPerceptron, Perceptron
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.errors import LabelError
 from stream_perceptron.formats import make_parser
@@ -165,3 +165,32 @@ def test_r_is_a_plain_left_fold_in_every_tier():
     for model in (dense, helpers):
         assert model.max_norm == pure.max_norm
         assert model.get_state() == pure.get_state()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("variant", ["pa", "pa1", "pa2"])
+@pytest.mark.parametrize("chunk_size", [800, 1 << 16])
+def test_multiclass_passive_aggressive_blocks_equal_the_per_record_path(
+    fmt, variant, chunk_size, monkeypatch
+):
+    rows = list(_rows(seed=len(fmt) + chunk_size + len(variant)))
+    data = (_csv if fmt == "csv" else _jsonl)(rows, bad=chunk_size < 1000)
+    calls = []
+    original = MulticlassPassiveAggressive.learn_dense
+    monkeypatch.setattr(
+        MulticlassPassiveAggressive, "learn_dense", lambda *a: calls.append(1) or original(*a)
+    )
+
+    def make() -> MulticlassPassiveAggressive:
+        return MulticlassPassiveAggressive(C=0.1, variant=variant)
+
+    a, preds_a, dead_a = _run(make(), fmt, data, True, chunk_size)
+    monkeypatch.setattr(MulticlassPassiveAggressive, "learn_dense", original)
+    b, preds_b, dead_b = _run(make(), fmt, data, False, chunk_size)
+    assert calls and a._blocks is not None and b._blocks is None
+    assert a.learner.get_state() == b.learner.get_state()
+    assert set(a.learner._w) == {"red", "green", "blue", "late"}
+    for c in a.learner._w:
+        assert list(a.learner._w[c]) == list(b.learner._w[c])
+    assert a.stats.get_state() == b.stats.get_state()
+    assert preds_a == preds_b and dead_a == dead_b

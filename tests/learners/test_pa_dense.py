@@ -1,4 +1,4 @@
-"""PassiveAggressive.learn_dense (the C kernel) against its predict_learn_one loop, bit for bit."""
+"""The passive-aggressive learners' learn_dense (C kernels) against their loops, bit for bit."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from core_helpers import bits
 
-from stream_perceptron import PassiveAggressive, native
-from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron import MulticlassPassiveAggressive, PassiveAggressive, native
+from stream_perceptron.errors import LabelError, ValueTooLargeError
 
 pytestmark = pytest.mark.skipif(not native.has_dense(), reason="the C extension is not built")
 
@@ -131,3 +131,67 @@ def test_bad_blocks_are_refused():
         model.learn_dense(["a", "a"], np.zeros((2, 2)), np.array([1, 1]))
     with pytest.raises(ValueError, match="signs"):
         model.learn_dense(["a"], np.zeros((2, 1)), np.array([2, 1]))
+
+
+def mc_block(seed: int, n: int, classes: list) -> tuple[np.ndarray, list]:
+    """Rows near a class's corner, with exact ties (zero rows), and labels with None (only
+    predicted) and classes that first come mid-block."""
+    rng = random.Random(seed)
+    X, labels = [], []
+    for i in range(n):
+        k = rng.randrange(min(len(classes), 1 + i // 15))
+        row = [rng.gauss(0, 1) + (2.0 if j % len(classes) == k else 0.0) for j in range(4)]
+        if rng.random() < 0.05:
+            row = [0.0] * 4
+        X.append(row)
+        labels.append(None if rng.random() < 0.1 else classes[k])
+    return np.array(X), labels
+
+
+def mc_loop(model: MulticlassPassiveAggressive, X: np.ndarray, labels: list) -> list:
+    out = []
+    for row, y in zip(X.tolist(), labels, strict=True):
+        x = dict(zip(FEATURES, row))
+        out.append(model.predict_one(x) if y is None else model.predict_learn_one(x, y))
+    return out
+
+
+def mc_state(model: MulticlassPassiveAggressive) -> object:
+    return bits(
+        (model.weights, model.bias, model.classes, model.n_seen, model.n_mistakes,
+         model.max_norm)
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", ["pa", "pa1", "pa2"])
+@pytest.mark.parametrize("bias", ["learned", "none"])
+@pytest.mark.parametrize("C", [0.01, 1.0])
+@pytest.mark.parametrize("seed", range(3))
+def test_multiclass_learn_dense_is_the_loop(variant, bias, C, seed):
+    classes = ["r", "g", "b", 7]
+    fast, slow = (MulticlassPassiveAggressive(C=C, variant=variant, bias=bias) for _ in "ab")
+    for model in (fast, slow):  # a class and a weight from before, outside the blocks
+        model.learn_one({"z": 1.0}, "g")
+    X, labels = mc_block(seed, 300, classes)
+    got = []
+    for lo in range(0, 300, 70):
+        got += fast.learn_dense(FEATURES, X[lo : lo + 70], labels[lo : lo + 70])
+    assert got == mc_loop(slow, X, labels)
+    assert mc_state(fast) == mc_state(slow)
+    assert [list(w) for w in fast.weights.values()] == [list(w) for w in slow.weights.values()]
+
+
+def test_multiclass_refusals_leave_the_model_as_it_was():
+    X, labels = mc_block(1, 60, ["a", "b"])
+    model = MulticlassPassiveAggressive(variant="pa")
+    model.learn_dense(FEATURES, X[:30], labels[:30])
+    before = mc_state(model)
+    X[40] = [1e200, 1e200, 0.0, 0.0]
+    labels[40] = "a"
+    with pytest.raises(ValueTooLargeError) as refused:
+        model.learn_dense(FEATURES, X[30:], labels[30:])
+    assert refused.value.row == 10  # type: ignore[attr-defined]
+    assert mc_state(model) == before
+    with pytest.raises(LabelError):  # True where 1 is a class: the loop raises it too
+        MulticlassPassiveAggressive().learn_dense(FEATURES, X[:2], [1, True])
+    assert MulticlassPassiveAggressive().learn_dense(FEATURES, X[:0], []) == []
