@@ -723,6 +723,36 @@ static PyObject *py_scan_jsonl(PyObject *self, PyObject *args)
     return Py_BuildValue("inn", status, n_labels, n_slow);
 }
 
+PyDoc_STRVAR(count_lines_doc,
+"count_lines(buf, start, end) -> int\n\n"
+"How many newlines buf[start:end] holds (memchr's speed; bytes.count goes a byte at a time).");
+
+static PyObject *py_count_lines(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "Onn", &o_buf, &start, &end))
+        return NULL;
+    Py_buffer v;
+    if (get_buffer(o_buf, &v, 0, 0, "buf") < 0)
+        return NULL;
+    if (start < 0 || end > v.len || start > end) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "bad start or end");
+        return NULL;
+    }
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const char *p = (const char *)v.buf + start, *stop = (const char *)v.buf + end;
+    while (p < stop && (p = memchr(p, '\n', (size_t)(stop - p))) != NULL) {
+        count++;
+        p++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return PyLong_FromSsize_t(count);
+}
+
 /* -- Label cells as ids -----------------------------------------------------------------------
  *
  * A block's label cells, joined by newlines, as one small id per row and the distinct cells in
@@ -1731,6 +1761,7 @@ static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
     {"intern_lines", py_intern_lines, METH_VARARGS, intern_lines_doc},
+    {"count_lines", py_count_lines, METH_VARARGS, count_lines_doc},
     {"parse_decimal", py_parse_decimal, METH_O, parse_decimal_doc},
     {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},

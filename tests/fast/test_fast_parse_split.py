@@ -173,3 +173,15 @@ def test_encoding_by_ids_is_encoding_row_by_row(settled):
     assert a is not None and b is not None
     assert a[0].tolist() == b[0].tolist() and a[1] == b[1] and a[2].keys() == b[2].keys()
     assert got.label_encoding == want.label_encoding
+
+
+def test_count_lines_is_bytes_count():
+    rng = random.Random(3)
+    data = bytes(rng.choice(b"ab\n,") for _ in range(5000))
+    for _ in range(200):
+        start = rng.randrange(len(data) + 1)
+        end = rng.randrange(start, len(data) + 1)
+        assert native.dense.count_lines(data, start, end) == data.count(b"\n", start, end)
+    for start, end in ((-1, 3), (3, 2), (0, len(data) + 1)):
+        with pytest.raises(ValueError, match="start or end"):
+            native.dense.count_lines(data, start, end)
