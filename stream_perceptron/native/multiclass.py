@@ -27,7 +27,8 @@ from stream_perceptron.native.binary import BIAS_CODES, MIN_HALF_LIFE, refusal, 
 if TYPE_CHECKING:
     from stream_perceptron.learners.multiclass import MulticlassPerceptron
 
-__all__ = ["supported", "learn_dense", "class_codes", "check_kinds"]
+__all__ = ["supported", "learn_dense", "class_codes", "check_kinds", "write_classes",
+           "checked_multiclass_block"]
 
 
 def supported(model: Any) -> bool:
@@ -65,6 +66,24 @@ def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, N
                 seen[y] = None
 
 
+def checked_multiclass_block(
+    features: Sequence[Any], X: Any, labels: Sequence[Any]
+) -> tuple[Any, list[Any], np.ndarray]:
+    """A multi-class block as the kernels take it: ``(the C module, the feature names as a list,
+    X as a C-contiguous float64 matrix)``; RuntimeError without the C extension, ValueError
+    for a block of other shapes or with a name twice."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    features = list(features)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(features) or len(labels) != X.shape[0]:
+        raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
+    if len(set(features)) != len(features):
+        raise ValueError("duplicate feature names")
+    return c, features, X
+
+
 def class_codes(classes: list[Any], labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
     """The kernels' class codes of ``labels`` (-1: ``None``, unlabelled) and the classes they
     index: the model's ``classes`` (in its order), then the new ones, in the order their first
@@ -86,6 +105,22 @@ def class_codes(classes: list[Any], labels: Sequence[Any]) -> tuple[list[Any], n
             classes.append(y)
     codes = np.fromiter(map(code_of.__getitem__, labels), dtype=np.int64, count=len(labels))
     return classes, codes
+
+
+def write_classes(
+    model: Any, added: list[Any], classes: list[Any], features: list[Any], W: np.ndarray,
+    bias: np.ndarray, updated: np.ndarray,
+) -> None:  # fmt: skip
+    """A multi-class kernel's model back into the learner's dicts: the classes it ``added`` (in
+    order), then the weights and bias of each class it moved (``updated``; existing keys keep
+    their place, new ones follow in ``features`` order)."""
+    for cl in added:
+        model._add_class(cl)
+    for i in np.flatnonzero(updated).tolist():
+        wc = model._w[classes[i]]
+        for k, v in zip(features, W[i].tolist()):
+            wc[k] = v
+        model._b[classes[i]] = float(bias[i])
 
 
 def _zero_or_one(y: Any) -> bool:
@@ -118,14 +153,8 @@ def learn_dense(
 ) -> list[Any]:
     """:meth:`MulticlassPerceptron.learn_dense`'s work, for a model whose ``dense_capable`` is
     true."""
-    c = native.dense
-    if c is None:
-        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-    features = list(features)
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    c, features, X = checked_multiclass_block(features, X, labels)
     n, d = X.shape
-    if d != len(features) or len(labels) != n:
-        raise ValueError(f"X has shape {X.shape}: {len(features)} features, {len(labels)} labels?")
     classes, codes = class_codes(list(model._w), labels)
     averaged = bool(model.averaged)
     W = np.zeros((len(classes), d))
@@ -155,13 +184,7 @@ def learn_dense(
     )  # fmt: skip
     if refused >= 0:  # the kernel stopped at that row: nothing is written back
         raise refusal(int(refused))
-    for cl in classes[known:n_active]:
-        model._add_class(cl)
-    for i in np.flatnonzero(updated).tolist():
-        wc = model._w[classes[i]]
-        for k, v in zip(features, W[i].tolist()):
-            wc[k] = v  # existing keys keep their place, new ones follow in features order
-        model._b[classes[i]] = float(bias[i])
+    write_classes(model, classes[known:n_active], classes, features, W, bias, updated)
     if averaged:
         for i in range(n_active):
             model._ub[classes[i]] = float(ubias[i])

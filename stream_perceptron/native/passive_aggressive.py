@@ -27,7 +27,11 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.native.binary import checked_block, refusal
-from stream_perceptron.native.multiclass import class_codes
+from stream_perceptron.native.multiclass import (
+    checked_multiclass_block,
+    class_codes,
+    write_classes,
+)
 
 if TYPE_CHECKING:
     from stream_perceptron.learners.passive_aggressive import (
@@ -78,14 +82,8 @@ def learn_dense_multiclass(
     model: MulticlassPassiveAggressive, features: Sequence[Any], X: Any, labels: Sequence[Any]
 ) -> list[Any]:
     """:meth:`MulticlassPassiveAggressive.learn_dense`'s work (the C extension built)."""
-    c = native.dense
-    if c is None:
-        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-    features = list(features)
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    c, features, X = checked_multiclass_block(features, X, labels)
     n, d = X.shape
-    if d != len(features) or len(labels) != n or len(set(features)) != d:
-        raise ValueError(f"X has shape {X.shape}: {d} distinct features, {len(labels)} labels?")
     known = len(model._w)
     classes, codes = class_codes(list(model._w), labels)
     W = np.zeros((len(classes), d))
@@ -104,13 +102,7 @@ def learn_dense_multiclass(
     )  # fmt: skip
     if refused >= 0:  # the kernel stopped at that row: nothing is written back
         raise refusal(int(refused))
-    for cl in classes[known:n_active]:
-        model._add_class(cl)
-    for i in np.flatnonzero(updated).tolist():
-        wc = model._w[classes[i]]
-        for k, v in zip(features, W[i].tolist()):
-            wc[k] = v  # existing keys keep their place, new ones follow in features order
-        model._b[classes[i]] = float(bias[i])
+    write_classes(model, classes[known:n_active], classes, features, W, bias, updated)
     model._max_norm = float(max_norm)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 from core_helpers import bits
 
-from stream_perceptron import MulticlassPassiveAggressive, PassiveAggressive, native
+from stream_perceptron import (
+    MulticlassPassiveAggressive,
+    MulticlassPerceptron,
+    PassiveAggressive,
+    native,
+)
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 
 pytestmark = pytest.mark.skipif(not native.has_dense(), reason="the C extension is not built")
@@ -195,3 +200,15 @@ def test_multiclass_refusals_leave_the_model_as_it_was():
     with pytest.raises(LabelError):  # True where 1 is a class: the loop raises it too
         MulticlassPassiveAggressive().learn_dense(FEATURES, X[:2], [1, True])
     assert MulticlassPassiveAggressive().learn_dense(FEATURES, X[:0], []) == []
+
+
+@pytest.mark.parametrize("make", [MulticlassPassiveAggressive, MulticlassPerceptron])
+def test_multiclass_blocks_of_other_shapes_are_refused(make):
+    model = make()
+    with pytest.raises(ValueError, match="shape"):
+        model.learn_dense(["a"], np.zeros((2, 2)), ["x", "y"])
+    with pytest.raises(ValueError, match="shape"):
+        model.learn_dense(["a", "b"], np.zeros((2, 2)), ["x"])
+    with pytest.raises(ValueError, match="duplicate"):  # a dict would keep one of them
+        model.learn_dense(["a", "a"], np.zeros((2, 2)), ["x", "y"])
+    assert model.n_seen == 0
