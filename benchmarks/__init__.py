@@ -12,5 +12,7 @@ import os
 
 # Before NumPy is imported: no figure here uses a multi-threaded BLAS, and OpenBLAS's idle
 # threads spin for a while after each call on one of the two cores, which made the learner
-# rows' repeats vary by 10 % (the CLI turns them off the same way). A value set is kept.
+# rows' loops share their two cores with them (`perf`: 35 % of the samples of a multi-class
+# row's loop run after its data was generated). The CLI turns them off the same way; a value
+# set is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

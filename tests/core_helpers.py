@@ -68,6 +68,21 @@ def check_copies_carry_the_fields(model: Any, data: list, fields: Any, other: An
     assert other.lr == 1.0 and other.averaged is False
 
 
+def check_memo_serves(model: Any, label: Any, change: Any, learn_reference: Any) -> None:
+    """``predict_one`` then ``learn_one`` of one dict: the learning step takes predict_one's
+    fold exactly when the dict is unchanged (``change`` None, see :data:`MEMO_CHANGES`);
+    ``learn_reference(x, label)`` then learns a copy of the dict, the way the test's reference
+    learns (the caller compares the two models)."""
+    x = {"f0": -1.5, "f1": 0.25, "f2": 2.0}
+    model.predict_one(x)
+    hits = model._memo_hits
+    if change is not None:
+        change(x)
+    model.learn_one(x, label)
+    assert model._memo_hits == hits + (change is None)
+    learn_reference(dict(x), label)
+
+
 def _same_value_new_float(x: dict) -> None:
     x["f1"] = struct.unpack("<d", struct.pack("<d", x["f1"]))[0]
 

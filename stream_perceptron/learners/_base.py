@@ -337,6 +337,20 @@ class StreamClassifier(base.MiniBatchClassifier):
         """Predict-then-learn a dense block of rows (see :class:`DenseLearner`)."""
         raise NotImplementedError(f"{type(self).__name__} has no dense block learning")
 
+    #: The methods whose code a class's C kernel reproduces (a subclass replacing any of them
+    #: learns row by row); see :meth:`_kernel_applies`.
+    _DENSE_REFERENCE: tuple[str, ...] = ()
+
+    def _kernel_applies(self, kernel_class: type) -> bool:
+        """Whether ``kernel_class``'s C kernel can learn for this object: the extension is
+        built and its class (a subclass of ``kernel_class``) replaces none of the
+        ``_DENSE_REFERENCE`` methods. The learners' ``dense_capable`` starts here."""
+        from stream_perceptron import native
+
+        return native.has_dense() and not overrides(
+            type(self), kernel_class, self._DENSE_REFERENCE
+        )
+
     def _require_dense(self) -> None:
         """What a ``learn_dense`` checks first: RuntimeError without the C kernels, ValueError
         for a configuration they do not handle (not :attr:`dense_capable`)."""

@@ -17,7 +17,6 @@ from stream_perceptron.learners._base import (
     argmax,
     check_class_kind,
     norm_of,
-    overrides,
     pairs,
     softmax,
     to_json_key,
@@ -460,11 +459,7 @@ class MulticlassPerceptron(
         """Whether :meth:`learn_dense` can run: the C extension is built,
         ``init="zeros"``, a plain number as ``lr``, and the class does not replace the learning
         code the kernel reproduces."""
-        return (
-            native.has_dense()
-            and not overrides(type(self), MulticlassPerceptron, self._DENSE_REFERENCE)
-            and _multiclass.supported(self)
-        )
+        return self._kernel_applies(MulticlassPerceptron) and _multiclass.supported(self)
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over

@@ -16,7 +16,6 @@ from stream_perceptron.learners._base import (
     add_scaled,
     argmax,
     check_class_kind,
-    overrides,
     pairs,
     softmax,
     sq_norm_of,
@@ -188,9 +187,7 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
     def dense_capable(self) -> bool:
         """Whether :meth:`learn_dense` can run: the C extension is built and the class does
         not replace the learning code the kernel reproduces."""
-        return native.has_dense() and not overrides(
-            type(self), PassiveAggressive, self._DENSE_REFERENCE
-        )
+        return self._kernel_applies(PassiveAggressive)
 
     def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
@@ -323,9 +320,7 @@ class MulticlassPassiveAggressive(MulticlassLinearModel):
     def dense_capable(self) -> bool:
         """Whether :meth:`learn_dense` can run: the C extension is built and the class does
         not replace the learning code the kernel reproduces."""
-        return native.has_dense() and not overrides(
-            type(self), MulticlassPassiveAggressive, self._DENSE_REFERENCE
-        )
+        return self._kernel_applies(MulticlassPassiveAggressive)
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over

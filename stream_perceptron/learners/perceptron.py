@@ -17,7 +17,6 @@ from stream_perceptron.learners._base import (
     add_scaled,
     norm,
     norm_of,
-    overrides,
     pairs,
     sparse_dot,
     too_large,
@@ -392,11 +391,7 @@ class Perceptron(
         """Whether :meth:`learn_dense` can run: the C extension is built, ``init="zeros"``
         (a random init draws weights per new feature), a plain number as ``lr``, and the
         class does not replace the learning code the kernel reproduces."""
-        return (
-            native.has_dense()
-            and not overrides(type(self), Perceptron, self._DENSE_REFERENCE)
-            and _binary.supported(self)
-        )
+        return self._kernel_applies(Perceptron) and _binary.supported(self)
 
     def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over

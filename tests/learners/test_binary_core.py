@@ -17,7 +17,14 @@ import sys
 from typing import Any
 
 import pytest
-from core_helpers import MEMO_CHANGES, bits, check_copies_carry_the_fields, pure_run, run
+from core_helpers import (
+    MEMO_CHANGES,
+    bits,
+    check_copies_carry_the_fields,
+    check_memo_serves,
+    pure_run,
+    run,
+)
 
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import Perceptron
@@ -107,14 +114,7 @@ def test_the_memo_serves_only_the_same_unchanged_dict(change, monkeypatch):
     monkeypatch.setattr(perceptron_module, "_speedups", None)
     pure._store_retry_at = float("inf")  # the reference stays in its dicts
     monkeypatch.setattr(perceptron_module, "_speedups", _speedups)
-    x = {"f0": -1.5, "f1": 0.25, "f2": 2.0}
-    model.predict_one(x)
-    hits = model._memo_hits
-    if change is not None:
-        change(x)
-    model.learn_one(x, True)
-    assert model._memo_hits == hits + (change is None)
-    pure._learn_one_py(dict(x), True)
+    check_memo_serves(model, True, change, pure._learn_one_py)
     assert bits(model.get_state()) == bits(pure.get_state())
 
 

@@ -17,7 +17,14 @@ import sys
 from typing import Any
 
 import pytest
-from core_helpers import MEMO_CHANGES, bits, check_copies_carry_the_fields, pure_run, run
+from core_helpers import (
+    MEMO_CHANGES,
+    bits,
+    check_copies_carry_the_fields,
+    check_memo_serves,
+    pure_run,
+    run,
+)
 
 import stream_perceptron.learners.multiclass as multiclass_module
 from stream_perceptron import MulticlassPerceptron
@@ -126,15 +133,12 @@ def test_the_memo_serves_only_the_same_unchanged_dict(change, monkeypatch):
     model = trained()
     pure = copy.deepcopy(model)
     pure._store_retry_at = float("inf")  # the reference stays in its dicts
-    x = {"f0": -1.5, "f1": 0.25, "f2": 2.0}
-    model.predict_one(x)
-    hits = model._memo_hits
-    if change is not None:
-        change(x)
-    model.learn_one(x, "g")
-    assert model._memo_hits == hits + (change is None)
-    monkeypatch.setattr(multiclass_module, "_speedups", None)
-    pure.learn_one(dict(x), "g")
+
+    def learn_pure(x: dict, y: str) -> None:
+        monkeypatch.setattr(multiclass_module, "_speedups", None)
+        pure.learn_one(x, y)
+
+    check_memo_serves(model, "g", change, learn_pure)
     assert bits(model.get_state()) == bits(pure.get_state())
 
 
