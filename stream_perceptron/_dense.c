@@ -916,33 +916,53 @@ typedef struct {
 #define RENORMALISE_HALF_LIVES 256.0
 
 /* Perceptron._renormalise_due / _renormalise after learned example t: u and *ub rescaled. */
-static inline void renormalise_binary(KernelState *st, long long t, double *u, double *ub,
-                                      Py_ssize_t d)
+static inline void renormalise_binary(KernelState *st, long long t, double *u, Py_ssize_t s,
+                                      double *ub, Py_ssize_t d)
 {
     if (!(st->half_life > 0.0 &&
           (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
         return;
     double factor = pow(st->beta, (double)(t - st->avg_ref));
     for (Py_ssize_t j = 0; j < d; j++)
-        u[j] = u[j] * factor;
+        u[j * s] = u[j * s] * factor;
     *ub = *ub * factor;
     st->factors[st->n_factors++] = factor;
     st->avg_ref = t;
 }
 
+/* Averaged, the kernel keeps w and u side by side in one scratch array wu (w[j] at 2j, u[j]
+ * at 2j + 1: paired), so that with SSE2 one load, one multiply and one add carry a feature's
+ * term of both folds, dot and udot, as the two lanes of one vector. Each lane does the scalar
+ * operations of its own fold, in the same order: the bits are those of the two scalar folds.
+ * The plain learner has one fold and keeps w as it is. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_SSE2_PAIRS 1
+#else
+#define HAVE_SSE2_PAIRS 0
+#endif
+
 /* X's rows are float64, or float32 (f32: each value converted to the double it is exactly,
  * the values a float64 copy of X would hold, without making the copy: at 20 features a row,
- * the copy took longer than the learning). Always inlined into the two variants below, where
- * f32 is a constant. */
+ * the copy took longer than the learning). Always inlined into the variants below, where
+ * f32 and paired are constants; paired: w and u are wu's lanes (see above), else w and u
+ * are the model's arrays. */
 static inline __attribute__((always_inline)) void
-kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
-          const unsigned char *present, double *u, double lr, int bias_mode, int averaged,
-          int8_t *preds, KernelState *st)
+kernel_of(const void *X, int f32, int paired, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
+          double *w_in, const unsigned char *present, double *u_in, double *wu, double lr,
+          int bias_mode, int averaged, int8_t *preds, KernelState *st)
 {
     double b = st->b, ub = st->ub, max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
     int all_present = 1, w_updated = 0, u_updated = 0;
     const int forgetting = st->half_life > 0.0;
+    const Py_ssize_t s = paired ? 2 : 1;        /* the stride of w and u */
+    double *w = paired ? wu : w_in, *u = paired ? wu + 1 : u_in;
+    if (paired)
+        for (Py_ssize_t j = 0; j < d; j++) {
+            wu[2 * j] = w_in[j];
+            wu[2 * j + 1] = u_in[j];
+        }
     for (Py_ssize_t j = 0; j < d; j++)
         if (!present[j])
             all_present = 0;
@@ -959,25 +979,42 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
         if (all_present && !with_average) {
             for (Py_ssize_t j = 0; j < d; j++) {
                 double v = x_(j);
-                dot += w[j] * v;
+                dot += w[j * s] * v;
                 sq += v * v;
             }
         }
         else if (all_present) {
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x_(j);
-                dot += w[j] * v;
-                udot += u[j] * v;
-                sq += v * v;
+#if HAVE_SSE2_PAIRS
+            if (paired) {
+                __m128d both = _mm_setzero_pd(); /* (dot, udot) */
+#pragma GCC unroll 4
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double v = x_(j);
+                    both = _mm_add_pd(both, _mm_mul_pd(_mm_loadu_pd(wu + 2 * j),
+                                                       _mm_set1_pd(v)));
+                    sq += v * v;
+                }
+                dot = _mm_cvtsd_f64(both);
+                udot = _mm_cvtsd_f64(_mm_unpackhi_pd(both, both));
+            }
+            else
+#endif
+            {
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double v = x_(j);
+                    dot += w[j * s] * v;
+                    udot += u[j * s] * v;
+                    sq += v * v;
+                }
             }
         }
         else {
             for (Py_ssize_t j = 0; j < d; j++) {
                 double v = x_(j);
                 if (present[j]) {
-                    dot += w[j] * v;
+                    dot += w[j * s] * v;
                     if (with_average)
-                        udot += u[j] * v;
+                        udot += u[j * s] * v;
                 }
                 sq += v * v;
             }
@@ -1032,22 +1069,39 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
             if (averaging)
                 ub += coef * db;
             double check = (b - b) + (ub - ub); /* 0.0 when finite, NaN otherwise */
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double wj = w[j] + step * x_(j);
-                w[j] = wj;
-                check += wj - wj;
+            double c = coef * step;
+#if HAVE_SSE2_PAIRS
+            if (paired && averaging) {
+                /* w[j] + step * x[j] and u[j] + c * x[j], the two lanes of one vector */
+                __m128d steps = _mm_set_pd(c, step), checks = _mm_setzero_pd();
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    __m128d next = _mm_add_pd(_mm_loadu_pd(wu + 2 * j),
+                                              _mm_mul_pd(steps, _mm_set1_pd(x_(j))));
+                    _mm_storeu_pd(wu + 2 * j, next);
+                    checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
+                }
+                check += _mm_cvtsd_f64(checks) + _mm_cvtsd_f64(_mm_unpackhi_pd(checks, checks));
+            }
+            else
+#endif
+            {
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double wj = w[j * s] + step * x_(j);
+                    w[j * s] = wj;
+                    check += wj - wj;
+                }
+                if (averaging) {
+                    for (Py_ssize_t j = 0; j < d; j++) {
+                        double uj = u[j * s] + c * x_(j);
+                        u[j * s] = uj;
+                        check += uj - uj;
+                    }
+                }
             }
             all_present = 1;
             w_updated = 1;
-            if (averaging) {
-                double c = coef * step;
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double uj = u[j] + c * x_(j);
-                    u[j] = uj;
-                    check += uj - uj;
-                }
+            if (averaging)
                 u_updated = 1;
-            }
             if (check != 0.0) {
                 st->refused = i;
                 st->finite = 1;
@@ -1055,8 +1109,13 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
             }
         }
         if (forgetting)
-            renormalise_binary(st, t, u, &ub, d);
+            renormalise_binary(st, t, u, s, &ub, d);
     }
+    if (paired)
+        for (Py_ssize_t j = 0; j < d; j++) {
+            w_in[j] = wu[2 * j];
+            u_in[j] = wu[2 * j + 1];
+        }
     st->b = b;
     st->ub = ub;
     st->max_norm = max_norm;
@@ -1068,19 +1127,18 @@ kernel_of(const void *X, int f32, Py_ssize_t n, Py_ssize_t d, const int8_t *sign
 #undef x_
 }
 
-static void kernel(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs, double *w,
-                   const unsigned char *present, double *u, double lr, int bias_mode,
-                   int averaged, int8_t *preds, KernelState *st)
-{
-    kernel_of(X, 0, n, d, signs, w, present, u, lr, bias_mode, averaged, preds, st);
-}
-
-static void kernel_f32(const float *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
-                       double *w, const unsigned char *present, double *u, double lr,
-                       int bias_mode, int averaged, int8_t *preds, KernelState *st)
-{
-    kernel_of(X, 1, n, d, signs, w, present, u, lr, bias_mode, averaged, preds, st);
-}
+#define KERNEL_VARIANT(name, f32, paired, xtype)                                               \
+    static void name(const xtype *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,       \
+                     double *w, const unsigned char *present, double *u, double *wu,        \
+                     double lr, int bias_mode, int averaged, int8_t *preds, KernelState *st) \
+    {                                                                                         \
+        kernel_of(X, f32, paired, n, d, signs, w, present, u, wu, lr, bias_mode, averaged,  \
+                  preds, st);                                                                 \
+    }
+KERNEL_VARIANT(kernel, 0, 0, double)
+KERNEL_VARIANT(kernel_paired, 0, 1, double)
+KERNEL_VARIANT(kernel_f32, 1, 0, float)
+KERNEL_VARIANT(kernel_f32_paired, 1, 1, float)
 
 PyDoc_STRVAR(kernel_doc,
 "kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
@@ -1130,14 +1188,29 @@ static PyObject *py_kernel(PyObject *self, PyObject *args)
         return NULL;
     KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
                       half_life, beta, avg_ref, v[6].buf, 0};
+    double *wu = NULL; /* averaged: w and u paired (see kernel_of) */
+    if (averaged && HAVE_SSE2_PAIRS && d > 0) {
+        wu = PyMem_Malloc(2 * (size_t)d * sizeof(double));
+        if (wu == NULL) {
+            release_buffers(v, 7);
+            return PyErr_NoMemory();
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
-    if (f32)
-        kernel_f32(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode,
+    if (f32 && wu)
+        kernel_f32_paired(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, wu, lr,
+                          bias_mode, averaged, v[5].buf, &st);
+    else if (f32)
+        kernel_f32(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, NULL, lr, bias_mode,
                    averaged, v[5].buf, &st);
+    else if (wu)
+        kernel_paired(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, wu, lr,
+                      bias_mode, averaged, v[5].buf, &st);
     else
-        kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, lr, bias_mode, averaged,
-               v[5].buf, &st);
+        kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, NULL, lr, bias_mode,
+               averaged, v[5].buf, &st);
     Py_END_ALLOW_THREADS
+    PyMem_Free(wu);
     release_buffers(v, 7);
     if (!st.finite || st.refused >= 0)
         return Py_BuildValue("ddLLdOOOnLn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
