@@ -986,14 +986,16 @@ kernel_of(const void *X, int f32, int paired, Py_ssize_t n, Py_ssize_t d, const 
         else if (all_present) {
 #if HAVE_SSE2_PAIRS
             if (paired) {
-                __m128d both = _mm_setzero_pd(); /* (dot, udot) */
+                /* (dot, udot); sq in the low lane of sqs, from the broadcast value (one
+                 * load a feature: with AVX2 a vmovddup) */
+                __m128d both = _mm_setzero_pd(), sqs = _mm_setzero_pd();
 #pragma GCC unroll 4
                 for (Py_ssize_t j = 0; j < d; j++) {
-                    double v = x_(j);
-                    both = _mm_add_pd(both, _mm_mul_pd(_mm_loadu_pd(wu + 2 * j),
-                                                       _mm_set1_pd(v)));
-                    sq += v * v;
+                    __m128d v = _mm_set1_pd(x_(j));
+                    both = _mm_add_pd(both, _mm_mul_pd(_mm_loadu_pd(wu + 2 * j), v));
+                    sqs = _mm_add_sd(sqs, _mm_mul_sd(v, v));
                 }
+                sq = _mm_cvtsd_f64(sqs);
                 dot = _mm_cvtsd_f64(both);
                 udot = _mm_cvtsd_f64(_mm_unpackhi_pd(both, both));
             }
@@ -1127,8 +1129,18 @@ kernel_of(const void *X, int f32, int paired, Py_ssize_t n, Py_ssize_t d, const 
 #undef x_
 }
 
+/* Each kernel compiled twice on x86-64 with GCC or clang, for CPUs with AVX2 and for the
+ * others, the loader picking one (ifunc): the AVX2 one loads and broadcasts a value in one
+ * instruction and needs no register copies. The same IEEE operations either way (no FMA:
+ * -ffp-contract=off, and AVX2 does not bring it), so the same bits. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
+#define KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KERNEL_CLONES
+#endif
+
 #define KERNEL_VARIANT(name, f32, paired, xtype)                                               \
-    static void name(const xtype *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,       \
+    static void KERNEL_CLONES name(const xtype *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,       \
                      double *w, const unsigned char *present, double *u, double *wu,        \
                      double lr, int bias_mode, int averaged, int8_t *preds, KernelState *st) \
     {                                                                                         \
@@ -1561,7 +1573,7 @@ static PyObject *py_kernel_pa_multiclass(PyObject *self, PyObject *args)
 typedef struct {
     double max_norm;
     long long n_seen, n_mistakes;
-    Py_ssize_t n_active;
+    Py_ssize_t n_active, n_classes;
     Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
     double half_life;   /* > 0: the forgetting average; 0: the plain one */
     double beta;
@@ -1570,16 +1582,17 @@ typedef struct {
     Py_ssize_t n_factors;
 } MultiState;
 
-/* _renormalise_due / _renormalise after learned example t (the forgetting average). */
-static inline void renormalise_multi(MultiState *st, long long t, double *U, double *ub,
-                                     Py_ssize_t n_active, Py_ssize_t d)
+/* _renormalise_due / _renormalise after learned example t (the forgetting average): U's
+ * entries are every s-th double from U (s = 2: paired with W, see kernel_multiclass_of). */
+static inline void renormalise_multi(MultiState *st, long long t, double *U, Py_ssize_t s,
+                                     double *ub, Py_ssize_t n_active, Py_ssize_t d)
 {
     if (!(st->half_life > 0.0 &&
           (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
         return;
     double factor = pow(st->beta, (double)(t - st->avg_ref));
     for (Py_ssize_t k = 0; k < n_active * d; k++)
-        U[k] = U[k] * factor;
+        U[k * s] = U[k * s] * factor;
     for (Py_ssize_t c = 0; c < n_active; c++)
         ub[c] = ub[c] * factor;
     st->factors[st->n_factors++] = factor;
@@ -1604,15 +1617,86 @@ static inline void avg_argmax_step(Py_ssize_t c, double dot, double udot, const 
     }
 }
 
-static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
-                              double *W, double *b, unsigned char *updated, double *U,
-                              double *ub, unsigned char *u_updated, int averaged, double lr,
-                              int bias_mode, int64_t *preds, MultiState *st)
+/* The plain scores of k (a constant) classes from c on into the running argmax (the first
+ * class wins ties): each class's dot a left fold over j from 0.0, W's entries every s-th
+ * double (s = 2: paired with U). */
+static inline __attribute__((always_inline)) void
+plain_scores(const double *W, Py_ssize_t s, Py_ssize_t c, int k, Py_ssize_t d, const double *x,
+             const double *b, int64_t *best, double *best_score)
+{
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    const double *r0 = W + c * d * s, *r1 = r0 + d * s, *r2 = r1 + d * s, *r3 = r2 + d * s;
+    for (Py_ssize_t j = 0; j < d; j++) {
+        double xj = x[j];
+        a0 += r0[j * s] * xj;
+        if (k > 1)
+            a1 += r1[j * s] * xj;
+        if (k > 2)
+            a2 += r2[j * s] * xj;
+        if (k > 3)
+            a3 += r3[j * s] * xj;
+    }
+    double acc[4] = {a0, a1, a2, a3};
+    for (int q = 0; q < k; q++) {
+        double score = acc[q] + b[c + q];
+        if (*best < 0 || score > *best_score) {
+            *best = c + q;
+            *best_score = score;
+        }
+    }
+}
+
+#if HAVE_SSE2_PAIRS
+/* The averaged scores of k (a constant) classes from c on, paired: class c's (dot, udot)
+ * are the lanes of one vector, each a left fold over j (see kernel_multiclass_of). */
+static inline __attribute__((always_inline)) void
+paired_scores(const double *WU, Py_ssize_t c, int k, Py_ssize_t d, const double *x,
+              const double *b, const double *ub, double tp, int64_t *best, double *best_score,
+              int64_t *abest, double *abest_score)
+{
+    /* k named accumulators (k a constant: the unused ones are dropped), so that each stays
+     * in a register */
+    __m128d a0 = _mm_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    const double *r0 = WU + 2 * c * d, *r1 = r0 + 2 * d, *r2 = r1 + 2 * d, *r3 = r2 + 2 * d;
+    for (Py_ssize_t j = 0; j < d; j++) {
+        __m128d xj = _mm_set1_pd(x[j]);
+        a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_loadu_pd(r0 + 2 * j), xj));
+        if (k > 1)
+            a1 = _mm_add_pd(a1, _mm_mul_pd(_mm_loadu_pd(r1 + 2 * j), xj));
+        if (k > 2)
+            a2 = _mm_add_pd(a2, _mm_mul_pd(_mm_loadu_pd(r2 + 2 * j), xj));
+        if (k > 3)
+            a3 = _mm_add_pd(a3, _mm_mul_pd(_mm_loadu_pd(r3 + 2 * j), xj));
+    }
+    __m128d acc[4] = {a0, a1, a2, a3};
+    for (int q = 0; q < k; q++)
+        avg_argmax_step(c + q, _mm_cvtsd_f64(acc[q]),
+                        _mm_cvtsd_f64(_mm_unpackhi_pd(acc[q], acc[q])), b, ub, tp, best,
+                        best_score, abest, abest_score);
+}
+#endif
+
+/* paired (a constant in the variants below): averaged, with W and U interleaved in the
+ * scratch array WU (W[c, j] at WU[2 (c d + j)], U[c, j] next to it), as the binary kernel
+ * pairs w and u: one SSE2 load, multiply and add carry a feature's term of a class's two
+ * folds. WU is filled from W and U on entry and written back on the way out. */
+static inline __attribute__((always_inline)) void
+kernel_multiclass_of(int paired, const double *X, Py_ssize_t n, Py_ssize_t d,
+                     const int64_t *labels, double *W_in, double *b, unsigned char *updated,
+                     double *U_in, double *ub, unsigned char *u_updated, double *WU,
+                     int averaged, double lr, int bias_mode, int64_t *preds, MultiState *st)
 {
     double max_norm = st->max_norm;
     long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    Py_ssize_t n_active = st->n_active;
+    Py_ssize_t n_active = st->n_active, n_classes = st->n_classes;
     const int forgetting = st->half_life > 0.0;
+    const Py_ssize_t s = paired ? 2 : 1; /* the stride of W and U */
+    double *W = paired ? WU : W_in, *U = paired ? WU + 1 : U_in;
+    if (paired)
+        for (Py_ssize_t k = 0; k < n_classes * d; k++) {
+            WU[2 * k] = W_in[k];
+            WU[2 * k + 1] = U_in[k];
+        }
     for (Py_ssize_t i = 0; i < n; i++) {
         const double *x = X + i * d;
         int64_t best = -1, abest = -1;
@@ -1621,19 +1705,36 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         double tp = forgetting && with_average
                         ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
                         : (double)n_seen;
+#if HAVE_SSE2_PAIRS
+        if (paired && with_average) {
+            /* four classes at a time: four independent vector folds in flight */
+            Py_ssize_t c = 0;
+            for (; c + 4 <= n_active; c += 4)
+                paired_scores(WU, c, 4, d, x, b, ub, tp, &best, &best_score, &abest,
+                              &abest_score);
+            for (; c + 2 <= n_active; c += 2)
+                paired_scores(WU, c, 2, d, x, b, ub, tp, &best, &best_score, &abest,
+                              &abest_score);
+            if (c < n_active)
+                paired_scores(WU, c, 1, d, x, b, ub, tp, &best, &best_score, &abest,
+                              &abest_score);
+        }
+        else
+#endif
         if (with_average) {
             /* two classes at a time: four independent folds in flight instead of two (each
              * fold still a left fold over j, the classes still compared in order) */
             Py_ssize_t c = 0;
             for (; c + 1 < n_active; c += 2) {
-                const double *w0 = W + c * d, *w1 = w0 + d, *u0 = U + c * d, *u1 = u0 + d;
+                const double *w0 = W + c * d * s, *w1 = w0 + d * s;
+                const double *u0 = U + c * d * s, *u1 = u0 + d * s;
                 double dot[2] = {0.0, 0.0}, udot[2] = {0.0, 0.0};
                 for (Py_ssize_t j = 0; j < d; j++) {
                     double xj = x[j];
-                    dot[0] += w0[j] * xj;
-                    udot[0] += u0[j] * xj;
-                    dot[1] += w1[j] * xj;
-                    udot[1] += u1[j] * xj;
+                    dot[0] += w0[j * s] * xj;
+                    udot[0] += u0[j * s] * xj;
+                    dot[1] += w1[j * s] * xj;
+                    udot[1] += u1[j * s] * xj;
                 }
                 for (int k = 0; k < 2; k++) {
                     avg_argmax_step(c + k, dot[k], udot[k], b, ub, tp, &best, &best_score,
@@ -1641,28 +1742,23 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
                 }
             }
             if (c < n_active) {
-                const double *wc = W + c * d, *uc = U + c * d;
+                const double *wc = W + c * d * s, *uc = U + c * d * s;
                 double dot = 0.0, udot = 0.0;
                 for (Py_ssize_t j = 0; j < d; j++) {
-                    dot += wc[j] * x[j];
-                    udot += uc[j] * x[j];
+                    dot += wc[j * s] * x[j];
+                    udot += uc[j * s] * x[j];
                 }
                 avg_argmax_step(c, dot, udot, b, ub, tp, &best, &best_score, &abest,
                                 &abest_score);
             }
         }
         else {
-            for (Py_ssize_t c = 0; c < n_active; c++) {
-                const double *wc = W + c * d;
-                double dot = 0.0;
-                for (Py_ssize_t j = 0; j < d; j++)
-                    dot += wc[j] * x[j];
-                double score = dot + b[c];
-                if (best < 0 || score > best_score) {
-                    best = c;
-                    best_score = score;
-                }
-            }
+            /* four classes at a time, as the averaged scores: four folds in flight */
+            Py_ssize_t c = 0;
+            for (; c + 4 <= n_active; c += 4)
+                plain_scores(W, s, c, 4, d, x, b, &best, &best_score);
+            for (; c < n_active; c++)
+                plain_scores(W, s, c, 1, d, x, b, &best, &best_score);
         }
         preds[i] = with_average ? abest : best;
         int64_t y = labels[i];
@@ -1683,7 +1779,7 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
             max_norm = r;
         if (y == best && y < n_active) {
             if (forgetting)
-                renormalise_multi(st, t, U, ub, n_active, d);
+                renormalise_multi(st, t, U, s, ub, n_active, d);
             continue;
         }
         if (y >= n_active)
@@ -1693,7 +1789,6 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
         int averaging = averaged && (t > 1 || forgetting);
         double tm = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
                                         : (double)(t - 1); /* c(t) */
-        double *wy = W + y * d;
         b[y] += db;
         double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
         if (averaging) {
@@ -1708,53 +1803,104 @@ static void kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const
                 check += ub[best] - ub[best];
             }
         }
-        for (Py_ssize_t j = 0; j < d; j++) {
-            double wj = wy[j] + lr * x[j];
-            wy[j] = wj;
-            check += wj - wj;
-        }
-        updated[y] = 1;
-        if (best >= 0) {
-            double *wp = W + best * d;
-            double step = -lr;
+        /* w[y] += lr x, w[best] -= lr x; averaging, u[y] += tm lr x, u[best] += tm (-lr) x */
+        double cy = tm * lr, cp = tm * -lr;
+#if HAVE_SSE2_PAIRS
+        if (paired && averaging) {
+            __m128d checks = _mm_setzero_pd();
+            double *wuy = WU + 2 * y * d;
+            __m128d steps = _mm_set_pd(cy, lr);
             for (Py_ssize_t j = 0; j < d; j++) {
-                double wj = wp[j] + step * x[j];
-                wp[j] = wj;
+                __m128d next = _mm_add_pd(_mm_loadu_pd(wuy + 2 * j),
+                                          _mm_mul_pd(steps, _mm_set1_pd(x[j])));
+                _mm_storeu_pd(wuy + 2 * j, next);
+                checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
+            }
+            if (best >= 0) {
+                double *wup = WU + 2 * best * d;
+                steps = _mm_set_pd(cp, -lr);
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    __m128d next = _mm_add_pd(_mm_loadu_pd(wup + 2 * j),
+                                              _mm_mul_pd(steps, _mm_set1_pd(x[j])));
+                    _mm_storeu_pd(wup + 2 * j, next);
+                    checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
+                }
+            }
+            check += _mm_cvtsd_f64(checks) + _mm_cvtsd_f64(_mm_unpackhi_pd(checks, checks));
+        }
+        else
+#endif
+        {
+            double *wy = W + y * d * s;
+            for (Py_ssize_t j = 0; j < d; j++) {
+                double wj = wy[j * s] + lr * x[j];
+                wy[j * s] = wj;
                 check += wj - wj;
             }
-            updated[best] = 1;
-        }
-        if (averaging) {
-            double *uy = U + y * d;
-            double cy = tm * lr;
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double uj = uy[j] + cy * x[j];
-                uy[j] = uj;
-                check += uj - uj;
-            }
-            u_updated[y] = 1;
             if (best >= 0) {
-                double *up = U + best * d;
-                double cp = tm * -lr;
+                double *wp = W + best * d * s;
+                double step = -lr;
                 for (Py_ssize_t j = 0; j < d; j++) {
-                    double uj = up[j] + cp * x[j];
-                    up[j] = uj;
+                    double wj = wp[j * s] + step * x[j];
+                    wp[j * s] = wj;
+                    check += wj - wj;
+                }
+            }
+            if (averaging) {
+                double *uy = U + y * d * s;
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double uj = uy[j * s] + cy * x[j];
+                    uy[j * s] = uj;
                     check += uj - uj;
                 }
-                u_updated[best] = 1;
+                if (best >= 0) {
+                    double *up = U + best * d * s;
+                    for (Py_ssize_t j = 0; j < d; j++) {
+                        double uj = up[j * s] + cp * x[j];
+                        up[j * s] = uj;
+                        check += uj - uj;
+                    }
+                }
             }
+        }
+        updated[y] = 1;
+        if (best >= 0)
+            updated[best] = 1;
+        if (averaging) {
+            u_updated[y] = 1;
+            if (best >= 0)
+                u_updated[best] = 1;
         }
         if (check != 0.0) { /* W, b, U, ub partly written: the caller drops them */
             st->refused = i;
             return;
         }
         if (forgetting)
-            renormalise_multi(st, t, U, ub, n_active, d);
+            renormalise_multi(st, t, U, s, ub, n_active, d);
     }
+    if (paired)
+        for (Py_ssize_t k = 0; k < n_classes * d; k++) {
+            W_in[k] = WU[2 * k];
+            U_in[k] = WU[2 * k + 1];
+        }
     st->max_norm = max_norm;
     st->n_seen = n_seen;
     st->n_mistakes = n_mistakes;
     st->n_active = n_active;
+}
+
+static void KERNEL_CLONES
+kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
+                              double *W, double *b, unsigned char *updated, double *U,
+                              double *ub, unsigned char *u_updated, double *WU, int averaged,
+                              double lr, int bias_mode, int64_t *preds, MultiState *st)
+{
+    if (WU)
+        kernel_multiclass_of(1, X, n, d, labels, W, b, updated, U, ub, u_updated, WU, averaged,
+                             lr, bias_mode, preds, st);
+    else
+        kernel_multiclass_of(0, X, n, d, labels, W, b, updated, U, ub, u_updated, NULL,
+                             averaged, lr, bias_mode, preds, st);
 }
 
 PyDoc_STRVAR(kernel_multiclass_doc,
@@ -1819,12 +1965,21 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
         if (lab[i] == next)
             next++;
     }
-    MultiState st = {max_norm, n_seen, n_mistakes, n_active, -1,
+    MultiState st = {max_norm, n_seen, n_mistakes, n_active, n_classes, -1,
                      half_life, beta, avg_ref, v[9].buf, 0};
+    double *WU = NULL; /* averaged: W and U paired (see kernel_multiclass_of) */
+    if (averaged && HAVE_SSE2_PAIRS && n_classes * d > 0) {
+        WU = PyMem_Malloc(2 * (size_t)(n_classes * d) * sizeof(double));
+        if (WU == NULL) {
+            release_buffers(v, 10);
+            return PyErr_NoMemory();
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
     kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[6].buf, v[7].buf,
-                      v[8].buf, averaged, lr, bias_mode, v[5].buf, &st);
+                      v[8].buf, WU, averaged, lr, bias_mode, v[5].buf, &st);
     Py_END_ALLOW_THREADS
+    PyMem_Free(WU);
     release_buffers(v, 10);
     return Py_BuildValue("ndLLnLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
                          st.refused, st.avg_ref, st.n_factors);
