@@ -2959,7 +2959,7 @@ binary_predict_learn_one(BinaryCore *self, PyObject *const *args, Py_ssize_t nar
 /* The plain argmax (and, averaged, the averaged one) of the store's folded dots, as the store's
  * class_argmax and avg_class_argmax choose them (the first best wins; a class None is beaten by
  * any later class). */
-static void
+static void FOLD_CLONES
 store_best(ClassStore *store, int averaged, double d, Py_ssize_t *best, Py_ssize_t *abest)
 {
     Py_ssize_t nc = store->nc;
