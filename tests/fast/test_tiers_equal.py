@@ -101,18 +101,21 @@ BINARY_STREAMS = {
 }
 
 
-def _multiclass_stream(seed: int, n: int, d: int, unlabelled: float, wide: bool = False):
+def _multiclass_stream(
+    seed: int, n: int, d: int, unlabelled: float, wide: bool = False, n_classes: int = 4
+):
     rng = np.random.default_rng(seed)
     if wide:  # 1e16 + 1 + 1 + 1: a plain left fold of R's squares differs from Neumaier's
         X = rng.choice([1e8, -1e8, 1.0, -1.0, 0.5], size=(n, d))
         X[:, 0] = rng.choice([1e8, -1e8], size=n)
     else:
         X = rng.normal(size=(n, d))
-    centres = rng.normal(size=(4, d))
+    centres = rng.normal(size=(n_classes, d))
+    names: list[Any] = ["red", "green", "blue", 3, *range(4, n_classes)]
     labels: list[Any] = []
     for i, row in enumerate(X):
         c = int(np.argmax(centres @ row))
-        label = ["red", "green", "blue", 3][c]
+        label = names[c]
         if i < n // 3 and label == 3:
             label = "red"  # the fourth class first comes a third of the way in
         labels.append(None if rng.random() < unlabelled else label)
@@ -123,6 +126,8 @@ MULTICLASS_STREAMS = {
     "gaussian": _multiclass_stream(3, 1500, 6, 0.0),
     "gaussian-unlabelled": _multiclass_stream(4, 1500, 4, 0.2),
     "wide-r": _multiclass_stream(5, 300, 4, 0.1, wide=True),
+    # 11 classes: the dense kernel scores them four, four, two and one at a time
+    "eleven-classes": _multiclass_stream(6, 1500, 7, 0.1, n_classes=11),
 }
 
 BLOCKS = [1, 2, 7, 64, 300]  # block sizes, cycled: blocks of one row and long ones
@@ -218,7 +223,7 @@ def test_binary_tiers_equal(config, stream):
 def test_multiclass_tiers_equal(config, stream):
     pure = _check(lambda: MulticlassPerceptron(**config), MULTICLASS_STREAMS[stream],
                   _dense_multiclass)  # fmt: skip
-    assert pure.n_mistakes > 10 and len(pure.classes) == 4
+    assert pure.n_mistakes > 10 and len(pure.classes) == (11 if stream == "eleven-classes" else 4)
 
 
 def test_the_dense_tier_ran_where_it_should():
