@@ -13,6 +13,7 @@ same :class:`~stream_perceptron.engine.outcomes.Outcomes`: ``tests/fast``,
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -206,12 +207,21 @@ class BlockPath:
     def _learn_multiclass(self, dense: DenseBatch, origin: Callable[[], BlockOrigin]) -> bool:
         features, X, cells = dense
         parsed = self.parser.label_cache
-        labels = list(map(parsed.__getitem__, cells))
+        if isinstance(cells, LabelCells):  # each distinct cell parsed once, then a list index
+            values = list(map(parsed.__getitem__, cells.distinct))
+            labels = list(map(values.__getitem__, cells.ids.tolist()))
+            unlabelled = None in values
+        else:
+            labels = list(map(parsed.__getitem__, cells))
+            unlabelled = None in labels
         try:
             predictions = self.learner.learn_dense(features, X, labels)
         except (ValueTooLargeError, LabelError):
             return False  # a row the model refuses: the per-record path dead-letters it
-        mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
+        if unlabelled:
+            mistakes = [p != y for p, y in zip(predictions, labels) if y is not None]
+        else:  # a C-level map, the same comparisons
+            mistakes = list(map(operator.ne, predictions, labels))
 
         def window_rows() -> tuple[list[str], Any, Sequence[bytes]]:
             if len(mistakes) == len(labels):

@@ -201,4 +201,4 @@ def learn_dense(
     model._n_mistakes = int(n_mistakes)
     model._memo = None
     named = [None, *classes]
-    return [named[p + 1] for p in preds.tolist()]
+    return list(map(named.__getitem__, (preds + 1).tolist()))

@@ -107,4 +107,4 @@ def learn_dense_multiclass(
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)
     named = [None, *classes]
-    return [named[p + 1] for p in preds.tolist()]
+    return list(map(named.__getitem__, (preds + 1).tolist()))
