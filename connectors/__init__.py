@@ -19,6 +19,9 @@ Examples
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from connectors.base import (
     BatchMessageSink,
     BlockSource,
@@ -33,16 +36,33 @@ from connectors.base import (
 from connectors.errors import ConnectorError
 from connectors.files import FileSink, open_sink
 from connectors.kafka_common import TopicPartitionKey
-from connectors.kafka_sink import KafkaSink
-from connectors.kafka_source import KafkaSource
 from connectors.line_block import LineBlock
 from connectors.lines import LineSource
 from connectors.memory import MemorySink, MemorySource
 from connectors.message_block import MessageBlock
 from connectors.open_lines import open_line_source
-from connectors.rdkafka_sink import RdKafkaSink
-from connectors.rdkafka_source import RdKafkaSource
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
+
+if TYPE_CHECKING:
+    from connectors.kafka_sink import KafkaSink
+    from connectors.kafka_source import KafkaSource
+    from connectors.rdkafka_sink import RdKafkaSink
+    from connectors.rdkafka_source import RdKafkaSource
+
+#: The Kafka connectors, imported when first used: a run on stdin does not load them (nor the
+#: client libraries they import).
+_KAFKA = {
+    "KafkaSink": "connectors.kafka_sink",
+    "KafkaSource": "connectors.kafka_source",
+    "RdKafkaSink": "connectors.rdkafka_sink",
+    "RdKafkaSource": "connectors.rdkafka_source",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _KAFKA:
+        return getattr(importlib.import_module(_KAFKA[name]), name)
+    raise AttributeError(f"module 'connectors' has no attribute {name!r}")
 
 __all__ = [
     "BatchMessageSink",

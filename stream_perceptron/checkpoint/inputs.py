@@ -4,7 +4,6 @@ and notices when the file behind the name changed (rotated, rewritten, cut short
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from typing import Any
@@ -42,7 +41,7 @@ def identify(path: str) -> dict[str, Any] | None:
         "ino": st.st_ino,
         "size": st.st_size,
         "head_bytes": len(head),
-        "head_sha256": hashlib.sha256(head).hexdigest(),
+        "head_sha256": _sha256(head),
     }
 
 
@@ -62,7 +61,7 @@ def change(saved: dict[str, Any], path: str) -> str | None:
         return f"cannot be read: {e.strerror}"
     if st.st_size < saved["size"]:
         return f"it is shorter than the checkpoint saw ({st.st_size} < {saved['size']} bytes)"
-    if hashlib.sha256(head).hexdigest() != saved["head_sha256"]:
+    if _sha256(head) != saved["head_sha256"]:
         return f"its first {saved['head_bytes']} bytes are not the ones the checkpoint saw"
     return None
 
@@ -76,3 +75,9 @@ def valid(entry: Any) -> bool:
         return False
     digest = entry.get("head_sha256")
     return isinstance(digest, str) and len(digest) == 64 and entry["head_bytes"] <= HEAD_BYTES
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # when a checkpoint is made or checked: a run without one starts without it
+
+    return hashlib.sha256(data).hexdigest()

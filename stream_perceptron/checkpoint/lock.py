@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import time
 
 from stream_perceptron.errors import StreamPerceptronError
@@ -67,6 +66,8 @@ class CheckpointLock:
         except BaseException:
             os.close(fd)
             raise
+        import socket  # here: a run without a checkpoint starts without it
+
         me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode() + b"\n", 0)

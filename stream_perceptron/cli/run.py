@@ -9,7 +9,6 @@ import io
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -35,12 +34,12 @@ from stream_perceptron.learners import (
 )
 from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
 from stream_perceptron.progress import Progress
-from stream_perceptron.sharing.signing import RecordSigner, load_key_file
 from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
 
-if TYPE_CHECKING:  # imported when used: a run without metrics starts without them
+if TYPE_CHECKING:  # imported when used: a run without metrics (or signing) starts without them
     from stream_perceptron.metrics import MetricsExporter
+    from stream_perceptron.sharing.signing import RecordSigner
 
 __all__ = ["run_command", "make_learner"]
 
@@ -431,6 +430,8 @@ def model_topic_signer(
     be read or is too short is a usage error (exit 2)."""
     if not path:
         return None
+    from stream_perceptron.sharing.signing import load_key_file
+
     try:
         return load_key_file(path)
     except (OSError, ValueError) as e:
@@ -570,6 +571,8 @@ def _start_metrics(
                 flush=True,
             )
     if args.pushgateway:
+        import socket
+
         run_name = args.run_name or f"{socket.gethostname()}-{os.getpid()}"
         exporter.start_pushing(
             args.pushgateway,
