@@ -562,6 +562,37 @@ dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return pack_norm(&it, want_snapshot, PyFloat_FromDouble(dot), r);
 }
 
+PyDoc_STRVAR(dot_sq_doc,
+"dot_sq(w, x, /)\n"
+"--\n"
+"\n"
+"The passive-aggressive learner's fold (``passive_aggressive._sq_dot``): ``(sq, dot)``, ``sq``\n"
+"the sum of ``v * v`` over all items of x and ``dot`` the sum of ``w[k] * v`` over the items\n"
+"whose key is in w, both accumulated from 0.0 in x's order. None when not handled (see\n"
+":func:`dot_norm`).");
+
+static PyObject *
+dot_sq(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Items it;
+    int want_snapshot;
+    int status = kernel_begin("dot_sq", args, nargs, 2, 2, 1, NULL, &it, &want_snapshot);
+    if (status <= 0) {
+        return unhandled(status);
+    }
+    double dot = 0.0;
+    status = items_dot(&it, args[0], &dot);
+    if (status <= 0) {
+        return release_unhandled(&it, status);
+    }
+    double sq = 0.0;
+    for (Py_ssize_t i = 0; i < it.n; i++) {
+        sq += it.items[i].v * it.items[i].v;
+    }
+    items_release(&it);
+    return pack(PyFloat_FromDouble(sq), PyFloat_FromDouble(dot), NULL);
+}
+
 PyDoc_STRVAR(class_argmax_doc,
 "class_argmax(w, b, x, snapshot=False, /)\n"
 "--\n"
@@ -3430,6 +3461,7 @@ static PyTypeObject MulticlassCoreType = {
 
 static PyMethodDef speedups_methods[] = {
     {"dot_norm", (PyCFunction)(void (*)(void))dot_norm, METH_FASTCALL, dot_norm_doc},
+    {"dot_sq", (PyCFunction)(void (*)(void))dot_sq, METH_FASTCALL, dot_sq_doc},
     {"class_argmax", (PyCFunction)(void (*)(void))class_argmax, METH_FASTCALL,
      class_argmax_doc},
     {"class_scores", (PyCFunction)(void (*)(void))class_scores_py, METH_FASTCALL,

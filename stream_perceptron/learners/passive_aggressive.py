@@ -18,6 +18,7 @@ from stream_perceptron.learners._base import (
     check_class_kind,
     pairs,
     softmax,
+    sparse_dot,
     sq_norm_of,
     to_json_key,
     too_large,
@@ -62,7 +63,15 @@ def step_size(variant: str, C: float, loss: float, sq: float) -> float:
 
 def _sq_dot(w: dict, x: dict) -> tuple[float, float]:
     """``(sq, dot)``: ``sum v*v`` over x and ``sum w[k]*v`` over x's keys in w, left folds
-    from 0.0 in x's order; :class:`ValueTooLargeError` when the squared norm is not finite."""
+    from 0.0 in x's order; :class:`ValueTooLargeError` when the squared norm is not finite.
+    The C helpers' ``dot_sq`` does the same to the last bit (this loop is the reference, and
+    runs for what it declines: a value that is not a float or an int of at most 2**53)."""
+    got = _speedups.dot_sq(w, x) if _speedups is not None else None
+    if got is not None:
+        sq, dot = got
+        if not -_INF < sq < _INF:
+            raise too_large("R (the largest input norm)")
+        return sq, dot
     sq = dot = 0.0
     try:
         for k, v in x.items():
@@ -175,6 +184,11 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
         self._max_norm = max_norm
         self._n_seen += 1
         return score
+
+    def _plain_score(self, x: dict) -> float:
+        """``sparse_dot(w, x) + b``; the C helpers' ``dot_norm`` gives the same dot."""
+        got = _speedups.dot_norm(self._w, x) if _speedups is not None else None
+        return (sparse_dot(self._w, x) if got is None else got[0]) + self._b
 
     # -- dense blocks -------------------------------------------------------------------------
     #: The methods whose code the C kernel reproduces: a subclass replacing any of them

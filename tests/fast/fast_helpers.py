@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners.passive_aggressive as pa_module
 import stream_perceptron.learners.perceptron as perceptron_module
 import stream_perceptron.learners.scaling as scaling_module
 from stream_perceptron import Perceptron, native
@@ -38,12 +39,17 @@ needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
 @contextmanager
 def pure_python() -> Iterator[None]:
     """The learners' per-record code with their C helpers off: the pure-Python reference."""
-    saved = perceptron_module._speedups, multiclass_module._speedups, scaling_module._speedup
-    perceptron_module._speedups = multiclass_module._speedups = scaling_module._speedup = None
+    modules = (perceptron_module, multiclass_module, pa_module)
+    saved = [m._speedups for m in modules], scaling_module._speedup
+    for m in modules:
+        m._speedups = None
+    scaling_module._speedup = None
     try:
         yield
     finally:
-        perceptron_module._speedups, multiclass_module._speedups, scaling_module._speedup = saved
+        for m, helpers in zip(modules, saved[0], strict=True):
+            m._speedups = helpers
+        scaling_module._speedup = saved[1]
 
 
 def bits(value: Any) -> Any:

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fast_helpers import REFUSED, bits, needs_c, per_record, reference, run_fast
+from fast_helpers import REFUSED, bits, needs_c, per_record, pure_python, reference, run_fast
 from river import datasets
 
-from stream_perceptron import MulticlassPerceptron, Perceptron
+from stream_perceptron import MulticlassPerceptron, PassiveAggressive, Perceptron
 from stream_perceptron.errors import ValueTooLargeError
 
 pytestmark = needs_c
@@ -272,3 +272,65 @@ def test_without_c_the_engine_runs_the_python_tier():
         e.run(LineSource(io.BytesIO(data)))
         want.append(m.get_state())
     assert json.loads(run.stdout) == json.loads(json.dumps(want))
+
+
+# -- the passive-aggressive learner: its dict API's C helpers (dot_sq, dot_norm, axpy_finite)
+# against the pure-Python loops, and its kernel, over the binary streams ----------------------
+
+PA = [
+    dict(variant=variant, C=C, bias=bias)
+    for variant, C, bias in itertools.product(
+        ("pa", "pa1", "pa2"), (0.01, 1.0), ("learned", "none")
+    )
+]
+
+
+def _pa_state(model: PassiveAggressive) -> Any:
+    return bits(model.get_state()), bits(
+        [model._n_seen, model._n_mistakes, model._max_norm, _ordered(model._w), model._b]
+    )
+
+
+@pytest.mark.parametrize("stream", list(BINARY_STREAMS))
+@pytest.mark.parametrize("config", PA, ids=[f"{c['variant']}-C{c['C']}-{c['bias']}" for c in PA])
+def test_passive_aggressive_tiers_equal(config, stream):
+    features, X, labels = BINARY_STREAMS[stream]
+    pure = PassiveAggressive(**config)
+    want = reference(pure, features, X, labels)
+    helped = PassiveAggressive(**config)
+    got = per_record(helped, features, X, labels)
+    assert got == want and [type(p) for p in got] == [type(p) for p in want]
+    assert _pa_state(helped) == _pa_state(pure)
+    dense = PassiveAggressive(**config)
+    got = _dense_binary(dense, features, X, labels)
+    assert got == want and [type(p) for p in got] == [type(p) for p in want]
+    assert _pa_state(dense) == _pa_state(pure)
+    assert pure.n_mistakes >= 2
+
+
+def test_the_passive_aggressive_helpers_decline_what_python_decides():
+    """dot_sq declines (None) what its Python loop must decide: a value past 2**53, a value of
+    another type, a weight that is not a float; the learner then runs that loop."""
+    helpers = pytest.importorskip("stream_perceptron._speedups")
+    assert helpers.dot_sq({"a": 2.0}, {"a": 3.0, "b": -1.5}) == (11.25, 6.0)
+    assert helpers.dot_sq({"a": 2.0}, {"a": 2**53 + 1}) is None
+    assert helpers.dot_sq({"a": 2.0}, {"a": "3"}) is None
+    assert helpers.dot_sq({"a": 2}, {"a": 3.0}) is None
+    stream = [({"a": 2**60, "b": 1.0}, 1), ({"a": 1e154, "b": 1e154}, -1), ({"a": 3}, -1),
+              ({"b": 0.5, "a": -2.0}, 1)]  # fmt: skip
+    model, ref = PassiveAggressive(), PassiveAggressive()
+    got, want = [], []
+    for x, y in stream:
+        got.append(_pa_outcome(model, x, y))
+    with pure_python():
+        for x, y in stream:
+            want.append(_pa_outcome(ref, x, y))
+    assert got == want and got[1] == REFUSED  # sq overflows: refused, the model as it was
+    assert _pa_state(model) == _pa_state(ref)
+
+
+def _pa_outcome(model: PassiveAggressive, x: dict, y: Any) -> Any:
+    try:
+        return model.predict_learn_one(x, y)
+    except ValueTooLargeError:
+        return REFUSED
