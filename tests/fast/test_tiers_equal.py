@@ -21,7 +21,12 @@ import pytest
 from fast_helpers import REFUSED, bits, needs_c, per_record, pure_python, reference, run_fast
 from river import datasets
 
-from stream_perceptron import MulticlassPerceptron, PassiveAggressive, Perceptron
+from stream_perceptron import (
+    MulticlassPassiveAggressive,
+    MulticlassPerceptron,
+    PassiveAggressive,
+    Perceptron,
+)
 from stream_perceptron.errors import ValueTooLargeError
 
 pytestmark = needs_c
@@ -334,3 +339,28 @@ def _pa_outcome(model: PassiveAggressive, x: dict, y: Any) -> Any:
         return model.predict_learn_one(x, y)
     except ValueTooLargeError:
         return REFUSED
+
+
+def _multiclass_pa_state(model: MulticlassPassiveAggressive) -> Any:
+    return bits(model.get_state()), bits(
+        [model._n_seen, model._n_mistakes, model._max_norm, _ordered(model._w), model._b]
+    )
+
+
+@pytest.mark.parametrize("stream", list(MULTICLASS_STREAMS))
+@pytest.mark.parametrize("config", PA, ids=[f"{c['variant']}-C{c['C']}-{c['bias']}" for c in PA])
+def test_multiclass_passive_aggressive_tiers_equal(config, stream):
+    """Its dict API's C helpers (class_scores, dot_sq, axpy_finite) and its kernel against the
+    pure-Python loops."""
+    features, X, labels = MULTICLASS_STREAMS[stream]
+    pure = MulticlassPassiveAggressive(**config)
+    want = reference(pure, features, X, labels)
+    helped = MulticlassPassiveAggressive(**config)
+    got = per_record(helped, features, X, labels)
+    assert got == want and [type(p) for p in got] == [type(p) for p in want]
+    assert _multiclass_pa_state(helped) == _multiclass_pa_state(pure)
+    dense = MulticlassPassiveAggressive(**config)
+    got = _dense_multiclass(dense, features, X, labels)
+    assert got == want and [type(p) for p in got] == [type(p) for p in want]
+    assert _multiclass_pa_state(dense) == _multiclass_pa_state(pure)
+    assert pure.n_mistakes > 10
