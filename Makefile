@@ -43,12 +43,12 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest
 
 # The quick loop of a contributor: lint, types and the unit tests that need no broker, browser
-# or Prometheus (learners, the C tier, shared-model logic, connectors, doctests); `make test`
-# stays the whole suite.
+# or Prometheus (learners, the C tier, shared-model logic, connectors, doctests), on two
+# workers (pytest-xdist; 1m45s here against 2m48s on one); `make test` stays the whole suite.
 check: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q tests/learners tests/fast tests/sharing \
+	$(BIN)/python -m pytest -q -n 2 tests/learners tests/fast tests/sharing \
 	  tests/connectors --ignore=tests/connectors/kafka stream_perceptron connectors
 
 # A real single-node Kafka broker on 127.0.0.1 (jars from Maven Central, no Docker).
