@@ -170,13 +170,19 @@ items_dot(Items *it, PyObject *w, double *dot)
  * added, which is what (double)iv * (double)iv gives for |iv| <= 2**53), math.sqrt(sq).
  */
 static double
-items_norm(Items *it)
+items_sq(Items *it)
 {
     double sq = 0.0;
     for (Py_ssize_t i = 0; i < it->n; i++) {
         sq += it->items[i].v * it->items[i].v;
     }
-    return sqrt(sq);
+    return sq;
+}
+
+static double
+items_norm(Items *it)
+{
+    return sqrt(items_sq(it));
 }
 
 /* The step of axpy: an exact float, or an exact int converted exactly. */
@@ -543,23 +549,35 @@ PyDoc_STRVAR(dot_norm_doc,
 "None when not handled: x or w not an exact dict, a value that is not a float or an int of\n"
 "at most 2**53 in magnitude, or a weight that is not a float.");
 
+/* kernel_begin for a kernel of (w, x[, snapshot]), then x's dot with w: 1 with *dot set and the
+ * items held (release them); otherwise the unhandled status, nothing held. */
+static int
+begin_dot(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t high, Items *it,
+          int *want_snapshot, double *dot)
+{
+    int status = kernel_begin(name, args, nargs, 2, high, 1, NULL, it, want_snapshot);
+    if (status <= 0) {
+        return status;
+    }
+    *dot = 0.0;
+    status = items_dot(it, args[0], dot);
+    if (status <= 0) {
+        items_release(it);
+    }
+    return status;
+}
+
 static PyObject *
 dot_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Items it;
     int want_snapshot;
-    int status = kernel_begin("dot_norm", args, nargs, 2, 3, 1, NULL, &it, &want_snapshot);
+    double dot;
+    int status = begin_dot("dot_norm", args, nargs, 3, &it, &want_snapshot, &dot);
     if (status <= 0) {
         return unhandled(status);
     }
-    PyObject *w = args[0];
-    double dot = 0.0;
-    status = items_dot(&it, w, &dot);
-    if (status <= 0) {
-        return release_unhandled(&it, status);
-    }
-    double r = items_norm(&it);
-    return pack_norm(&it, want_snapshot, PyFloat_FromDouble(dot), r);
+    return pack_norm(&it, want_snapshot, PyFloat_FromDouble(dot), items_norm(&it));
 }
 
 PyDoc_STRVAR(dot_sq_doc,
@@ -576,19 +594,12 @@ dot_sq(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Items it;
     int want_snapshot;
-    int status = kernel_begin("dot_sq", args, nargs, 2, 2, 1, NULL, &it, &want_snapshot);
+    double dot;
+    int status = begin_dot("dot_sq", args, nargs, 2, &it, &want_snapshot, &dot);
     if (status <= 0) {
         return unhandled(status);
     }
-    double dot = 0.0;
-    status = items_dot(&it, args[0], &dot);
-    if (status <= 0) {
-        return release_unhandled(&it, status);
-    }
-    double sq = 0.0;
-    for (Py_ssize_t i = 0; i < it.n; i++) {
-        sq += it.items[i].v * it.items[i].v;
-    }
+    double sq = items_sq(&it);
     items_release(&it);
     return pack(PyFloat_FromDouble(sq), PyFloat_FromDouble(dot), NULL);
 }

@@ -290,26 +290,31 @@ PA = [
 ]
 
 
-def _pa_state(model: PassiveAggressive) -> Any:
+def _pa_state(model: PassiveAggressive | MulticlassPassiveAggressive) -> Any:
     return bits(model.get_state()), bits(
         [model._n_seen, model._n_mistakes, model._max_norm, _ordered(model._w), model._b]
     )
 
 
+def _check_pa(make, stream, dense) -> Any:
+    """The pure-Python loops, the C helpers (per record) and the kernel (``dense``): the same
+    predictions and the same model."""
+    features, X, labels = stream
+    pure = make()
+    want = reference(pure, features, X, labels)
+    for tier in (per_record, dense):
+        model = make()
+        got = tier(model, features, X, labels)
+        assert got == want and [type(p) for p in got] == [type(p) for p in want]
+        assert _pa_state(model) == _pa_state(pure)
+    return pure
+
+
 @pytest.mark.parametrize("stream", list(BINARY_STREAMS))
 @pytest.mark.parametrize("config", PA, ids=[f"{c['variant']}-C{c['C']}-{c['bias']}" for c in PA])
 def test_passive_aggressive_tiers_equal(config, stream):
-    features, X, labels = BINARY_STREAMS[stream]
-    pure = PassiveAggressive(**config)
-    want = reference(pure, features, X, labels)
-    helped = PassiveAggressive(**config)
-    got = per_record(helped, features, X, labels)
-    assert got == want and [type(p) for p in got] == [type(p) for p in want]
-    assert _pa_state(helped) == _pa_state(pure)
-    dense = PassiveAggressive(**config)
-    got = _dense_binary(dense, features, X, labels)
-    assert got == want and [type(p) for p in got] == [type(p) for p in want]
-    assert _pa_state(dense) == _pa_state(pure)
+    """Its dict API's C helpers (dot_sq, dot_norm, axpy_finite) and its kernel."""
+    pure = _check_pa(lambda: PassiveAggressive(**config), BINARY_STREAMS[stream], _dense_binary)
     assert pure.n_mistakes >= 2
 
 
@@ -341,26 +346,12 @@ def _pa_outcome(model: PassiveAggressive, x: dict, y: Any) -> Any:
         return REFUSED
 
 
-def _multiclass_pa_state(model: MulticlassPassiveAggressive) -> Any:
-    return bits(model.get_state()), bits(
-        [model._n_seen, model._n_mistakes, model._max_norm, _ordered(model._w), model._b]
-    )
-
-
 @pytest.mark.parametrize("stream", list(MULTICLASS_STREAMS))
 @pytest.mark.parametrize("config", PA, ids=[f"{c['variant']}-C{c['C']}-{c['bias']}" for c in PA])
 def test_multiclass_passive_aggressive_tiers_equal(config, stream):
-    """Its dict API's C helpers (class_scores, dot_sq, axpy_finite) and its kernel against the
-    pure-Python loops."""
-    features, X, labels = MULTICLASS_STREAMS[stream]
-    pure = MulticlassPassiveAggressive(**config)
-    want = reference(pure, features, X, labels)
-    helped = MulticlassPassiveAggressive(**config)
-    got = per_record(helped, features, X, labels)
-    assert got == want and [type(p) for p in got] == [type(p) for p in want]
-    assert _multiclass_pa_state(helped) == _multiclass_pa_state(pure)
-    dense = MulticlassPassiveAggressive(**config)
-    got = _dense_multiclass(dense, features, X, labels)
-    assert got == want and [type(p) for p in got] == [type(p) for p in want]
-    assert _multiclass_pa_state(dense) == _multiclass_pa_state(pure)
+    """Its dict API's C helpers (class_scores, dot_sq, axpy_finite) and its kernel."""
+    pure = _check_pa(
+        lambda: MulticlassPassiveAggressive(**config), MULTICLASS_STREAMS[stream],
+        _dense_multiclass,
+    )  # fmt: skip
     assert pure.n_mistakes > 10
