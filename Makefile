@@ -49,7 +49,8 @@ check: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 tests/learners tests/fast tests/sharing \
-	  tests/connectors --ignore=tests/connectors/kafka stream_perceptron connectors
+	  tests/connectors --ignore=tests/connectors/kafka tests/test_architecture.py \
+	  stream_perceptron connectors
 
 # A real single-node Kafka broker on 127.0.0.1 (jars from Maven Central, no Docker).
 kafka-up:

@@ -278,7 +278,7 @@ def row_arrays(ctx: Context) -> list[Result]:
             ]
         )
     rate = n / median(times["ours"])
-    notes.insert(0, "stream_perceptron.native.binary.learn_array(X, y), y int8 in {-1, +1}")
+    notes.insert(0, "stream_perceptron.learners.arrays.learn_array(X, y), y int8 in {-1, +1}")
     return _on_python(
         [
             Result(
@@ -297,7 +297,7 @@ def row_arrays(ctx: Context) -> list[Result]:
 
 def _learn_array() -> Callable[..., Any] | None:
     try:
-        binary = importlib.import_module("stream_perceptron.native.binary")
+        binary = importlib.import_module("stream_perceptron.learners.arrays")
     except ImportError:
         return None
     if not importlib.import_module("stream_perceptron.native").has_dense():

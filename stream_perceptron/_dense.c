@@ -1157,7 +1157,7 @@ PyDoc_STRVAR(kernel_doc,
 "       max_norm, preds, n, d, half_life, beta, avg_ref, factors, f32=False)\n"
 "    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused,\n"
 "        avg_ref, n_factors)\n\n"
-"Perceptron's learning, row by row (native/binary.py): X float64 (n, d), or float32 with f32\n"
+"Perceptron's learning, row by row (learners/_binary_kernel.py): X float64 (n, d), or float32 with f32\n"
 "true (each value taken as the double it is exactly), signs int8 (n;\n"
 "0 unlabelled), w and u float64 (d), present bool (d),\n"
 "preds int8 (n). w, u and preds are written in place. refused: the first row whose update\n"
@@ -1345,7 +1345,7 @@ static void kernel_pa(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t 
 PyDoc_STRVAR(kernel_pa_doc,
 "kernel_pa(X, signs, w, present, variant, C, learned_bias, b, n_seen, n_mistakes, max_norm,\n"
 "          preds, n, d) -> (b, n_seen, n_mistakes, max_norm, w_updated, finite, refused)\n\n"
-"PassiveAggressive's learning, row by row (native/passive_aggressive.py): X float64 (n, d),\n"
+"PassiveAggressive's learning, row by row (learners/_pa_kernel.py): X float64 (n, d),\n"
 "signs int8 (n; -1/+1, 0 unlabelled), w float64 (d) updated in place, present uint8 (d),\n"
 "variant 0 pa, 1 pa1, 2 pa2; preds int8 (n) gets each row's prediction before learning it.");
 
@@ -1496,7 +1496,7 @@ PyDoc_STRVAR(kernel_pa_multiclass_doc,
 "kernel_pa_multiclass(X, labels, W, b, updated, scores, n_active, variant, C, learned_bias,\n"
 "                     max_norm, n_seen, n_mistakes, preds, n, d, n_classes)\n"
 "    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
-"MulticlassPassiveAggressive's learning, row by row (native/passive_aggressive.py): X float64\n"
+"MulticlassPassiveAggressive's learning, row by row (learners/_pa_kernel.py): X float64\n"
 "(n, d), labels int64 (n; the class index, -1 unlabelled), W float64 (n_classes, d) and b\n"
 "(n_classes) updated in place, updated uint8 (n_classes) set for each class moved, scores a\n"
 "float64 scratch (n_classes), preds int64 (n; -1: no class yet).");

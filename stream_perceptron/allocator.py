@@ -25,7 +25,7 @@ _M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 
 MMAP_THRESHOLD = 4 << 20  # allocations above this still get their own mmap (a 1 MiB block's
-# float matrix, as the CSV scanner allocates it, is under 4 MiB: native/scan.py)
+# float matrix, as the CSV scanner allocates it, is under 4 MiB: formats/scan.py)
 TRIM_THRESHOLD = 64 << 20  # free memory at the heap top kept, up to this, before trimming
 
 

@@ -8,13 +8,17 @@ import logging
 import os
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.errors import StreamPerceptronError
 
+if TYPE_CHECKING:  # imported when used: a run without a key file starts without it
+    from stream_perceptron.sharing.signing import RecordSigner
+
 __all__ = [
     "client_options",
+    "model_topic_signer",
     "kafka_source",
     "kafka_outputs",
     "missing_client",
@@ -316,8 +320,6 @@ def _pull_model(args: argparse.Namespace) -> int:
     if unusable:
         print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
         return 2
-    from stream_perceptron.cli.run import model_topic_signer
-
     try:
         signer = model_topic_signer(getattr(args, "model_topic_key_file", None))
     except StreamPerceptronError as e:
@@ -348,3 +350,21 @@ def _pull_model(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def model_topic_signer(
+    path: str | None, parser: argparse.ArgumentParser | None = None
+) -> RecordSigner | None:
+    """The signer of ``--model-topic-key-file`` (``None`` without one); a file that cannot
+    be read or is too short is a usage error (exit 2)."""
+    if not path:
+        return None
+    from stream_perceptron.sharing.signing import load_key_file
+
+    try:
+        return load_key_file(path)
+    except (OSError, ValueError) as e:
+        message = f"--model-topic-key-file: {e}"
+        if parser is None:
+            raise StreamPerceptronError(message) from e
+        parser.error(message)

@@ -93,7 +93,7 @@ def _http_url(text: str) -> str:
 
 def _half_life(text: str) -> float:
     """``--average-half-life``: the learner's own rule (``check_half_life``), up to 1e12."""
-    from stream_perceptron.learners._base import check_half_life
+    from stream_perceptron.learners._linear import check_half_life
 
     try:
         value = float(text)

@@ -39,7 +39,6 @@ from stream_perceptron.stats import RunStats
 
 if TYPE_CHECKING:  # imported when used: a run without metrics (or signing) starts without them
     from stream_perceptron.metrics import MetricsExporter
-    from stream_perceptron.sharing.signing import RecordSigner
 
 __all__ = ["run_command", "make_learner"]
 
@@ -420,25 +419,9 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
                 f"{flag} is not for --model-topic: the shared model and its outputs live in "
                 "Kafka (--predictions-topic, --dead-letter-topic, pull-model)"
             )
+    from stream_perceptron.cli.kafka import model_topic_signer
+
     args.model_topic_signer = model_topic_signer(args.model_topic_key_file, parser)
-
-
-def model_topic_signer(
-    path: str | None, parser: argparse.ArgumentParser | None = None
-) -> RecordSigner | None:
-    """The signer of ``--model-topic-key-file`` (``None`` without one); a file that cannot
-    be read or is too short is a usage error (exit 2)."""
-    if not path:
-        return None
-    from stream_perceptron.sharing.signing import load_key_file
-
-    try:
-        return load_key_file(path)
-    except (OSError, ValueError) as e:
-        message = f"--model-topic-key-file: {e}"
-        if parser is None:
-            raise StreamPerceptronError(message) from e
-        parser.error(message)
 
 
 def _close_metrics(exporter: MetricsExporter, args: argparse.Namespace) -> None:

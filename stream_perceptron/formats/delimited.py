@@ -129,7 +129,7 @@ class CsvParser:
         ([[1.5, -2.0], [0.0, 1000.0]], [b'1', b''])
 
         """
-        from stream_perceptron.native import scan
+        from stream_perceptron.formats import scan
 
         if self.header_pending:
             return None

@@ -100,7 +100,7 @@ class JsonLinesParser:
 
         """
         from stream_perceptron import native
-        from stream_perceptron.native import scan
+        from stream_perceptron.formats import scan
 
         if n is None:
             n = block.count(b"\n")

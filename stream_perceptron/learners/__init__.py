@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stream_perceptron.learners._base import DenseLearner, StreamClassifier
+from stream_perceptron.learners._state import LEARNERS
 from stream_perceptron.learners.centroid import CentroidClassifier
 from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.multiclass import MulticlassPerceptron
@@ -25,15 +26,3 @@ __all__ = [
     "DenseLearner",
     "LEARNERS",
 ]
-
-LEARNERS: dict[str, type[StreamClassifier]] = {
-    cls.__name__: cls
-    for cls in (
-        Perceptron,
-        MulticlassPerceptron,
-        CentroidClassifier,
-        PassiveAggressive,
-        MulticlassPassiveAggressive,
-        Preprocessed,
-    )
-}

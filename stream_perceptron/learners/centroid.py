@@ -6,22 +6,22 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from stream_perceptron.learners._base import (
-    MulticlassClassifier,
+from stream_perceptron.learners._base import MulticlassClassifier
+from stream_perceptron.learners._maths import (
     argmax,
     check_class_kind,
     class_margins,
     finite,
     norm,
-    pairs,
     softmax,
-    to_json_key,
     too_large,
 )
+from stream_perceptron.learners._state import pairs, registered, to_json_key
 
 __all__ = ["CentroidClassifier"]
 
 
+@registered
 class CentroidClassifier(MulticlassClassifier):
     """Streaming nearest-centroid classifier, the lecture notes' baseline.
 

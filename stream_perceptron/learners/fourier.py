@@ -36,7 +36,7 @@ from river import base
 
 from stream_perceptron import native
 from stream_perceptron.errors import StateError
-from stream_perceptron.learners._base import too_large
+from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners.hashing import murmur3_32_reference
 
 __all__ = ["RandomFourierFeatures", "COLUMN_CACHE"]

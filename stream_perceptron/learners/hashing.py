@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.learners._base import to_json_key
+from stream_perceptron.learners._state import to_json_key
 
 __all__ = ["FeatureHasher", "murmur3_32", "murmur3_32_reference"]
 

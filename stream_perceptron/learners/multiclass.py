@@ -8,24 +8,22 @@ from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.learners._base import (
+from stream_perceptron.learners import _multiclass_kernel as _multiclass
+from stream_perceptron.learners._base import UndoLog
+from stream_perceptron.learners._core import MULTICLASS_FIELDS, CoreFields, MulticlassCore
+from stream_perceptron.learners._init_weights import new_features
+from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
+from stream_perceptron.learners._maths import (
     BOOL_TYPES,
-    LinearHyperparameters,
-    MulticlassLinearModel,
-    UndoLog,
     add_scaled,
     argmax,
     check_class_kind,
     norm_of,
-    pairs,
     softmax,
-    to_json_key,
     too_large,
 )
-from stream_perceptron.learners._core import MULTICLASS_FIELDS, CoreFields, MulticlassCore
-from stream_perceptron.learners._init_weights import new_features
+from stream_perceptron.learners._state import pairs, registered, to_json_key
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
-from stream_perceptron.native import multiclass as _multiclass
 
 _INF = math.inf
 
@@ -41,6 +39,7 @@ _argmax = argmax  # the name the tests and the kernels' docs use
 _DECLINED = object()
 
 
+@registered
 class MulticlassPerceptron(
     MulticlassCore, CoreFields, NativeModelStore, LinearHyperparameters, MulticlassLinearModel
 ):

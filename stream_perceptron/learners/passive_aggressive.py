@@ -10,22 +10,20 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.learners._base import (
-    BinaryLinearModel,
-    MulticlassLinearModel,
+from stream_perceptron.learners import _pa_kernel as _pa
+from stream_perceptron.learners._linear import BinaryLinearModel, MulticlassLinearModel
+from stream_perceptron.learners._maths import (
     add_scaled,
     argmax,
     check_class_kind,
-    pairs,
     softmax,
     sparse_dot,
     sq_norm_of,
-    to_json_key,
     too_large,
 )
+from stream_perceptron.learners._state import pairs, registered, to_json_key
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
-from stream_perceptron.native import passive_aggressive as _pa
 
 _INF = math.inf
 
@@ -101,6 +99,7 @@ def _sq_norm(x: dict) -> float:
     return sq
 
 
+@registered
 class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
     """Binary passive-aggressive classifier: the smallest change of ``w`` that gives the example
     a margin of 1 (Crammer et al. 2006), with River's ``PAClassifier`` arithmetic.
@@ -251,6 +250,7 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
         self._load_linear_payload(state)
 
 
+@registered
 class MulticlassPassiveAggressive(MulticlassLinearModel):
     """Multi-class passive-aggressive classifier (Crammer et al. 2006, section 7): one weight
     vector per class, ``argmax_k w_k.x + b_k``.

@@ -10,23 +10,16 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.learners._base import (
-    BinaryLinearModel,
-    LinearHyperparameters,
-    UndoLog,
-    add_scaled,
-    norm,
-    norm_of,
-    pairs,
-    sparse_dot,
-    too_large,
-)
+from stream_perceptron.learners import _binary_kernel as _binary
+from stream_perceptron.learners._base import UndoLog
 from stream_perceptron.learners._core import BINARY_FIELDS, BinaryCore, CoreFields
 from stream_perceptron.learners._init_weights import new_features
+from stream_perceptron.learners._linear import BinaryLinearModel, LinearHyperparameters
+from stream_perceptron.learners._maths import add_scaled, norm, norm_of, sparse_dot, too_large
+from stream_perceptron.learners._state import pairs, registered
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
-from stream_perceptron.native import binary as _binary
 
 _INF = math.inf
 
@@ -40,6 +33,7 @@ __all__ = ["Perceptron"]
 _ROW = 0
 
 
+@registered
 class Perceptron(
     BinaryCore, CoreFields, NativeModelStore, LinearHyperparameters, BinaryBlocks,
     BinaryLinearModel,
@@ -400,7 +394,7 @@ class Perceptron(
 
         ``features``: the distinct names of ``X``'s columns; ``X``: float64, all finite;
         ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
-        see :func:`stream_perceptron.native.labels.encode_labels`), ``0`` for an unlabelled
+        see :func:`stream_perceptron.learners.binary_blocks.encode_labels`), ``0`` for an unlabelled
         row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
         (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`. A row
         ``_learn`` would refuse (its update would make the model non-finite) raises

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.errors import StateError
-from stream_perceptron.learners._base import SCHEMA_VERSION, StreamClassifier
+from stream_perceptron.learners._base import StreamClassifier
+from stream_perceptron.learners._state import SCHEMA_VERSION, registered
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.hashing import FeatureHasher
@@ -26,6 +27,7 @@ def base_learner(learner: Any) -> Any:
     return learner.model if isinstance(learner, Preprocessed) else learner
 
 
+@registered
 class Preprocessed(StreamClassifier):
     """A perceptron whose inputs are hashed (``hash_bits``), standardised (``scale``) and/or
     mapped to random Fourier features (``rff_components``), in that order.

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.learners._base import to_json_key, too_large
+from stream_perceptron.learners._maths import too_large
+from stream_perceptron.learners._state import to_json_key
 
 __all__ = ["Standardizer"]
 

@@ -36,7 +36,7 @@ def test_a_half_life_the_average_cannot_use_is_a_usage_error(half_life):
 
 
 def test_the_shortest_half_life_allowed_runs_to_the_end():
-    from stream_perceptron.learners._base import MIN_HALF_LIFE
+    from stream_perceptron.learners._linear import MIN_HALF_LIFE
 
     proc = run_cli(
         "run", "--format", "csv", "--averaged", "--average-half-life", repr(MIN_HALF_LIFE),

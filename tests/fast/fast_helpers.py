@@ -19,7 +19,7 @@ import stream_perceptron.learners.perceptron as perceptron_module
 import stream_perceptron.learners.scaling as scaling_module
 from stream_perceptron import Perceptron, native
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.native.labels import encode_labels
+from stream_perceptron.learners.binary_blocks import encode_labels
 
 MODES = [
     dict(bias=bias, averaged=averaged, lr=lr)

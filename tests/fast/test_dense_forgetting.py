@@ -14,7 +14,7 @@ import pytest
 from fast_helpers import bits, needs_c, reference, run_fast
 
 from stream_perceptron import MulticlassPerceptron, Perceptron
-from stream_perceptron.learners._base import RENORMALISE_HALF_LIVES
+from stream_perceptron.learners._linear import RENORMALISE_HALF_LIVES
 
 pytestmark = needs_c
 

@@ -25,7 +25,7 @@ from river import datasets
 
 from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.errors import LabelError, ValueTooLargeError
-from stream_perceptron.native.labels import encode_labels
+from stream_perceptron.learners.binary_blocks import encode_labels
 
 pytestmark = needs_c
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from stream_perceptron import native
 from stream_perceptron.errors import RecordError
+from stream_perceptron.formats import scan
 from stream_perceptron.formats.base import parse_label
 from stream_perceptron.formats.delimited import CsvParser
-from stream_perceptron.native import scan
 
 HEADER = b"a,b,y,c"
 

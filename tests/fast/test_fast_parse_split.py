@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from stream_perceptron import native
+from stream_perceptron.formats import scan
 from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.learners import Perceptron
-from stream_perceptron.native import scan
 
 pytestmark = pytest.mark.skipif(native.dense is None, reason="the C extension is not built")
 

@@ -15,7 +15,7 @@ from test_tiers_equal import BINARY_STREAMS, MULTICLASS_STREAMS, _blocks
 
 from stream_perceptron import MulticlassPerceptron, Perceptron, Preprocessed
 from stream_perceptron.errors import LabelError, ValueTooLargeError
-from stream_perceptron.native.labels import encode_labels
+from stream_perceptron.learners.binary_blocks import encode_labels
 
 pytestmark = needs_c
 

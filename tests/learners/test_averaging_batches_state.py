@@ -14,7 +14,7 @@ from river import datasets
 from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners import StreamClassifier
-from stream_perceptron.learners._base import softmax
+from stream_perceptron.learners._maths import softmax
 
 PHISHING = list(datasets.Phishing())
 SEGMENTS = list(datasets.ImageSegments().take(600))

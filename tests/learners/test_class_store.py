@@ -28,7 +28,7 @@ import stream_perceptron.learners.multiclass as multiclass_module
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.learners._base import pairs
+from stream_perceptron.learners._state import pairs
 
 try:
     from stream_perceptron import _speedups
@@ -123,7 +123,7 @@ def test_what_the_store_declines():
 
 def reference_update(dicts: tuple, x: dict, y: Any, y_hat: Any, lr: Any, db: Any, c: Any) -> Any:
     """MulticlassPerceptron._update's arithmetic on the dicts (the pure-Python helpers)."""
-    from stream_perceptron.learners._base import add_scaled
+    from stream_perceptron.learners._maths import add_scaled
 
     w, b, u, ub = dicts
     new = y not in w

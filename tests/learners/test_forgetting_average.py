@@ -11,7 +11,7 @@ from river import datasets
 
 from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.learners import StreamClassifier
-from stream_perceptron.learners._base import RENORMALISE_HALF_LIVES
+from stream_perceptron.learners._linear import RENORMALISE_HALF_LIVES
 
 PHISHING = list(datasets.Phishing())
 SEGMENTS = list(datasets.ImageSegments())

@@ -142,7 +142,7 @@ def test_key_files(tmp_path, caplog) -> None:
         load_key_file(tmp_path / "missing")
     with pytest.raises(ValueError):
         RecordSigner(b"x" * 31)
-    from stream_perceptron.cli.run import model_topic_signer
+    from stream_perceptron.cli.kafka import model_topic_signer
 
     with pytest.raises(StreamPerceptronError, match="--model-topic-key-file"):
         model_topic_signer(str(path))

@@ -38,12 +38,12 @@ import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
-from stream_perceptron.learners._base import BIAS_MODES
+from stream_perceptron.learners._linear import BIAS_MODES
 
 if TYPE_CHECKING:
     from stream_perceptron.learners.perceptron import Perceptron
 
-__all__ = ["BIAS_CODES", "supported", "learn_dense", "learn_array", "checked_block", "refusal"]
+__all__ = ["BIAS_CODES", "supported", "learn_dense", "checked_block", "refusal"]
 
 BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
 
@@ -172,26 +172,3 @@ def refusal(row: int) -> ValueTooLargeError:
     )
     error.row = row  # type: ignore[attr-defined]
     return error
-
-
-def learn_array(X: np.ndarray, y: np.ndarray, **params: Any) -> Perceptron:
-    """A new :class:`Perceptron` (``params`` its hyperparameters) learned from the rows of ``X``
-    (features named by column index) and labels ``y`` in {-1, +1}, one pass, exactly as the
-    ``learn_one`` loop would. Needs the C extension.
-
-    Examples
-    --------
-    >>> model = learn_array(np.array([[1.0, 0.0], [-1.0, 2.0]]), np.array([1, -1]))
-    >>> model.weights, model.n_mistakes
-    ({0: 2.0, 1: -2.0}, 2)
-
-    """
-    from stream_perceptron.learners.perceptron import Perceptron
-
-    model = Perceptron(**params)
-    model._labels.encode(-1)  # the caller's encoding: -1/+1
-    X = np.asarray(X)
-    if X.dtype != np.float32:  # float32 is read as it is (see learn_dense)
-        X = X.astype(np.float64, copy=False)
-    model.learn_dense(list(range(X.shape[1])), X, np.asarray(y, dtype=np.int8))
-    return model

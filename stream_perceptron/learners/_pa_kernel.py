@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.native.binary import checked_block, refusal
-from stream_perceptron.native.multiclass import (
+from stream_perceptron.learners._binary_kernel import checked_block, refusal
+from stream_perceptron.learners._multiclass_kernel import (
     checked_multiclass_block,
     class_codes,
     write_classes,

@@ -21,8 +21,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.learners._base import check_class_kind
-from stream_perceptron.native.binary import BIAS_CODES, MIN_HALF_LIFE, refusal, rescale_outside
+from stream_perceptron.learners._binary_kernel import (
+    BIAS_CODES,
+    MIN_HALF_LIFE,
+    refusal,
+    rescale_outside,
+)
+from stream_perceptron.learners._maths import check_class_kind
 
 if TYPE_CHECKING:
     from stream_perceptron.learners.multiclass import MulticlassPerceptron
