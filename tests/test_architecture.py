@@ -63,8 +63,7 @@ LONG_MODULES: dict[str, int] = {
     "connectors/rdkafka_source.py": 468,
     "stream_perceptron/cli/main.py": 614,
     "stream_perceptron/cli/run.py": 565,
-    "stream_perceptron/engine/model_view.py": 480,
-    "stream_perceptron/engine/shared_model.py": 849,
+    "stream_perceptron/engine/shared_model.py": 799,
     "stream_perceptron/learners/multiclass.py": 635,
     "stream_perceptron/learners/perceptron.py": 539,
 }

@@ -313,7 +313,7 @@ def _pull_model(args: argparse.Namespace) -> int:
     from connectors import ConnectorError
     from connectors.kafka_model_topic import ModelTopicError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
-    from stream_perceptron.engine.shared_model import pull_model
+    from stream_perceptron.engine.pull_model import pull_model
 
     client = resolve_client(getattr(args, "kafka_client", AUTO))
     unusable = missing_client(client)

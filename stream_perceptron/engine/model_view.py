@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors import PositionKey
-from stream_perceptron.engine.outcomes import EngineError
-from stream_perceptron.errors import StateError, StreamPerceptronError
-from stream_perceptron.learners import Preprocessed, StreamClassifier
+from stream_perceptron.engine.shared_state import Expected, learner_of, model_of
+from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
 from stream_perceptron.sharing.increments import Form, fold, fold_step, share_of
 from stream_perceptron.sharing.records import (
@@ -49,48 +48,14 @@ from stream_perceptron.sharing.records import (
 )
 from stream_perceptron.sharing.signing import RecordSigner
 
-__all__ = ["ModelView", "Expected", "learner_of", "model_of", "pull_model", "read_view"]
+__all__ = ["ModelView"]
 
 logger = logging.getLogger(__name__)
 
-#: ``(learner name, hyperparameters)`` every record must describe
-Expected = tuple[str, dict[str, Any]]
 #: the steps of this many latest mixtures are kept (to place averaged increments made on them)
 MIXTURE_STEPS = 64
 #: relative slack of the weight bound (rounding of sums of many updates)
 _SLACK = 1e-6
-
-
-def model_of(state: dict[str, Any]) -> Expected:
-    """The learner and hyperparameters a shared learner state describes (its ``hash_bits``,
-    when the group hashes its features, among them)."""
-    params = dict(state.get("params") or {})
-    if "hash_bits" in state:
-        params["hash_bits"] = state["hash_bits"]
-    return str(state.get("learner")), params
-
-
-def learner_of(state: dict[str, Any]) -> StreamClassifier:
-    """The learner of a shared state: a group that hashes its features (``hash_bits`` beside
-    the learner's own state) mixes the hashed model, and gets it back wrapped in the same
-    hashing (:class:`~stream_perceptron.learners.Preprocessed`), so it predicts on the
-    features' names.
-
-    Raises
-    ------
-    StateError
-        If no learner loads from ``state``, or its ``hash_bits`` is not a number of bits.
-    """
-    model = StreamClassifier.from_state(state)
-    if "hash_bits" not in state:
-        return model
-    bits = state["hash_bits"]
-    try:
-        if type(bits) is not int:
-            raise ValueError(f"hash_bits must be an int, got {bits!r}")
-        return Preprocessed(model, hash_bits=bits)
-    except ValueError as e:
-        raise StateError(f"the shared state's {e}") from None
 
 
 @dataclass
@@ -451,30 +416,3 @@ def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> No
             )  # fmt: skip
 
 
-def read_view(log: Any, signer: RecordSigner | None = None) -> ModelView:
-    """What the model topic ``log`` holds, read into a view (with ``signer``: only the records
-    signed with the group's key count)."""
-    view = ModelView(signer=signer)
-    view.ingest(log.read_new())
-    return view
-
-
-def pull_model(
-    log: Any, signer: RecordSigner | None = None
-) -> tuple[StreamClassifier, int, dict[PositionKey, int], ModelView]:
-    """The cluster's current model from the model topic: ``(model, version, next offsets per
-    partition, the view: what was refused, by reason)``; with ``signer``, only the records
-    signed with the group's key count.
-
-    Raises
-    ------
-    EngineError
-        If the topic holds no model yet.
-    """
-    view = read_view(log, signer)
-    current = view.current()
-    if current is None:
-        raise EngineError("the model topic holds no model yet")
-    state, version = current
-    offsets = {k: p.next_offset for k, p in view.partitions.items()}
-    return learner_of(state), version, offsets, view

@@ -43,11 +43,17 @@ from connectors.kafka_transactions import (
     TransactionFailed,
 )
 from stream_perceptron.checkpoint import CheckpointCoordinator
-from stream_perceptron.engine.model_view import ModelView, model_of, pull_model
+from stream_perceptron.engine.model_view import ModelView
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
-from stream_perceptron.learners import Preprocessed, StreamClassifier
-from stream_perceptron.learners._core import take_over
-from stream_perceptron.learners.preprocessed import base_learner
+from stream_perceptron.engine.shared_state import (
+    SharedModelMismatch,
+    SharedModelTooLarge,
+    adopt,
+    is_averaged,
+    model_of,
+    shared_state,
+)
+from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState, divergence
 from stream_perceptron.sharing.increments import (
     Form,
@@ -61,16 +67,7 @@ from stream_perceptron.sharing.increments import (
 )
 from stream_perceptron.sharing.records import MIXTURE_KEY, increment_key
 
-__all__ = [
-    "ModelView",
-    "PartitionCounting",
-    "SharedModelCoordinator",
-    "SharedModelMismatch",
-    "SharedModelTooLarge",
-    "adopt",
-    "shared_state",
-    "pull_model",
-]
+__all__ = ["PartitionCounting", "SharedModelCoordinator"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,49 +90,6 @@ PEEK_S = 0.05
 #: worker's increment came within this many seconds (at least; twice the commit interval
 #: when that is longer): the others commit at least once an interval while they learn
 LINGER_S = 2.0
-
-
-def shared_state(learner: StreamClassifier) -> dict[str, Any]:
-    """The state of ``learner`` that the group mixes: its own, or for a learner whose features
-    are hashed (a :class:`~stream_perceptron.learners.Preprocessed` with ``hash_bits``), the
-    hashed model's state with ``hash_bits`` beside it: the buckets are the features, the same
-    in every worker, and :func:`~stream_perceptron.engine.model_view.learner_of` wraps it
-    back.
-
-    Raises
-    ------
-    SharedModelMismatch
-        If ``learner`` standardises its features (running statistics are not mixed).
-    """
-    if not isinstance(learner, Preprocessed):
-        return learner.get_state()
-    if learner.scale is not None:
-        raise SharedModelMismatch(
-            "a shared model cannot standardise its features (scale=...): a mixture of models "
-            "standardised by different running statistics is not one model"
-        )
-    state = learner.model.get_state()
-    state["hash_bits"] = learner.hash_bits
-    return state
-
-
-def adopt(learner: StreamClassifier, state: dict[str, Any]) -> None:
-    """Make ``learner`` (in place: the engine and the metrics hold it) the learner of
-    ``state`` (a :func:`shared_state`: a hashing learner keeps its hasher, its model is
-    replaced)."""
-    target = base_learner(learner)
-    fresh = type(target).from_state(state)
-    take_over(target, fresh)
-
-
-class SharedModelMismatch(EngineError):
-    """This worker's model flags differ from the model the topic holds (a usage error)."""
-
-    exit_code = 2
-
-
-class SharedModelTooLarge(EngineError):
-    """A record for the model topic is larger than a Kafka message may be."""
 
 
 class PartitionCounting(Outcomes):
@@ -287,14 +241,14 @@ class SharedModelCoordinator(CheckpointCoordinator):
             self._pending = self.view.steps(self.worker, included)
             model = translate(base, [(1.0, self._step(i)) for i in self._pending],
                               labels_from=[i.meta for i in self._pending])  # fmt: skip
-            if _averaged(model) and self._pending:
+            if is_averaged(model) and self._pending:
                 model = to_state(model, with_history(
                     form(model), self._history_on(base, self._pending, Form(0.0, {}))
                 ))  # fmt: skip
             adopt(learner, model)
             self._base = base
             self._published = form(model)
-            self._anchor = self._published if _averaged(model) else None
+            self._anchor = self._published if is_averaged(model) else None
             self.n_since = sum(i.examples for i in self._pending)
             if mixture is not None:
                 logger.warning(
@@ -827,10 +781,6 @@ class SharedModelCoordinator(CheckpointCoordinator):
             if w != self.worker and steps and max(steps) > self._others_seq.get(w, 0):
                 self._others_seq[w] = max(steps)
                 self._others_at = time.monotonic()
-
-
-def _averaged(state: dict[str, Any]) -> bool:
-    return bool((state.get("params") or {}).get("averaged"))
 
 
 #: the parts of a learner state an increment's ``meta`` leaves out

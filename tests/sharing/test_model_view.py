@@ -10,7 +10,8 @@ from model_topic_records import hostile_records
 from test_shared_coordinator import MODEL_TOPIC, TOPIC, Cluster, PartitionSource, _data, _worker
 
 from stream_perceptron import Perceptron
-from stream_perceptron.engine.model_view import ModelView, pull_model
+from stream_perceptron.engine.model_view import ModelView
+from stream_perceptron.engine.pull_model import pull_model
 from stream_perceptron.sharing import Mixture, PartitionState
 
 

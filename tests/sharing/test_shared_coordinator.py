@@ -18,7 +18,8 @@ from connectors.kafka_model_topic import LogRecord
 from connectors.kafka_transactions import TransactionalSink
 from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine, Outputs
-from stream_perceptron.engine.shared_model import ModelView, SharedModelCoordinator
+from stream_perceptron.engine.model_view import ModelView
+from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.formats import make_parser
 
 MODEL_TOPIC, TOPIC = "model", "events"
@@ -601,7 +602,7 @@ def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touch
     increments no mixture holds yet), and pull-model gives the model back wrapped in the same
     hashing, so it predicts on the features' names."""
     from stream_perceptron import Preprocessed
-    from stream_perceptron.engine.shared_model import pull_model
+    from stream_perceptron.engine.pull_model import pull_model
     from stream_perceptron.sharing.records import Increment, decode
 
     cluster, data = Cluster(), _sparse(2, 400, vocabulary=1_000_000)
@@ -651,7 +652,7 @@ def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touch
 
 def test_a_worker_hashing_otherwise_than_the_group_is_refused_even_when_adopting() -> None:
     from stream_perceptron import Preprocessed
-    from stream_perceptron.engine.shared_model import SharedModelMismatch
+    from stream_perceptron.engine.shared_state import SharedModelMismatch
 
     cluster, data = Cluster(), _sparse(1, 60, vocabulary=1000)
     lead = _Stepper(cluster, "lead", [0], mix_every=10,
@@ -669,7 +670,7 @@ def test_a_record_too_large_for_a_kafka_message_is_refused_with_what_to_do() -> 
     """An increment or a mixture over the model topic's message size is refused before the
     broker would refuse it, saying what bounds it (the run ends; its open transaction is
     aborted, so nothing half-written is seen)."""
-    from stream_perceptron.engine.shared_model import SharedModelTooLarge
+    from stream_perceptron.engine.shared_state import SharedModelTooLarge
 
     cluster, data = Cluster(), _sparse(1, 300, vocabulary=1_000_000)
     engine, coordinator = _worker(cluster, "a", mix_every=10**6)

@@ -1,0 +1,43 @@
+"""``pull-model``: the cluster's current model, read from the model topic into a view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connectors import PositionKey
+from stream_perceptron.engine.model_view import ModelView
+from stream_perceptron.engine.outcomes import EngineError
+from stream_perceptron.engine.shared_state import learner_of
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.sharing.signing import RecordSigner
+
+__all__ = ["pull_model", "read_view"]
+
+
+def read_view(log: Any, signer: RecordSigner | None = None) -> ModelView:
+    """What the model topic ``log`` holds, read into a view (with ``signer``: only the records
+    signed with the group's key count)."""
+    view = ModelView(signer=signer)
+    view.ingest(log.read_new())
+    return view
+
+
+def pull_model(
+    log: Any, signer: RecordSigner | None = None
+) -> tuple[StreamClassifier, int, dict[PositionKey, int], ModelView]:
+    """The cluster's current model from the model topic: ``(model, version, next offsets per
+    partition, the view: what was refused, by reason)``; with ``signer``, only the records
+    signed with the group's key count.
+
+    Raises
+    ------
+    EngineError
+        If the topic holds no model yet.
+    """
+    view = read_view(log, signer)
+    current = view.current()
+    if current is None:
+        raise EngineError("the model topic holds no model yet")
+    state, version = current
+    offsets = {k: p.next_offset for k, p in view.partitions.items()}
+    return learner_of(state), version, offsets, view
