@@ -61,7 +61,6 @@ LONG_MODULES: dict[str, int] = {
     "connectors/kafka_base.py": 521,
     "connectors/kafka_transactions.py": 578,
     "connectors/rdkafka_source.py": 468,
-    "stream_perceptron/cli/main.py": 614,
     "stream_perceptron/cli/run.py": 565,
     "stream_perceptron/engine/shared_model.py": 799,
     "stream_perceptron/learners/multiclass.py": 635,
