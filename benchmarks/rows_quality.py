@@ -99,8 +99,8 @@ DATA_SETS = list(_data_sets(50_000, False))
 
 def learner_from_flags(flags: list[str], multiclass: bool) -> Any:
     """The learner ``stream-perceptron run FLAGS`` would build."""
+    from stream_perceptron.cli.learner_flags import LearnerFlags, make_learner
     from stream_perceptron.cli.main import build_parser
-    from stream_perceptron.cli.run import make_learner
 
     if multiclass and "--model" not in flags:
         flags = ["--model", "multiclass", *flags]
@@ -108,7 +108,7 @@ def learner_from_flags(flags: list[str], multiclass: bool) -> Any:
         flags = [*flags[: flags.index("--model") + 1], "pa-multiclass",
                  *flags[flags.index("--model") + 2 :]]  # fmt: skip
     args = build_parser().parse_args(["run", "--format", "csv", *flags])
-    return make_learner(args)
+    return make_learner(LearnerFlags.from_args(args))
 
 
 def _prequential(model: Any, examples: list[tuple[dict, Any]]) -> tuple[float, float]:

@@ -4,11 +4,12 @@ the client ``--kafka-client`` names (the engine never knows which)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import socket
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.errors import StreamPerceptronError
@@ -17,6 +18,7 @@ if TYPE_CHECKING:  # imported when used: a run without a key file starts without
     from stream_perceptron.sharing.signing import RecordSigner
 
 __all__ = [
+    "KafkaSecurity",
     "client_options",
     "model_topic_signer",
     "kafka_source",
@@ -113,13 +115,38 @@ def missing_client(client: str) -> str | None:
     return None
 
 
-def client_options(args: argparse.Namespace, client: str = KAFKA_PYTHON) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class KafkaSecurity:
+    """The security flags of a command that talks to Kafka (``run``, ``pull-model``)."""
+
+    FLAGS: ClassVar[tuple[str, ...]] = (
+        "security_protocol",
+        "sasl_mechanism",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+    )
+
+    security_protocol: str | None = None
+    sasl_mechanism: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> KafkaSecurity:
+        """The security flags of a parsed command line."""
+        given = vars(args)
+        return cls(**{name: given[name] for name in cls.FLAGS})
+
+
+def client_options(security: KafkaSecurity, client: str = KAFKA_PYTHON) -> dict[str, Any]:
     """Security settings in ``client``'s naming; credentials only from the environment.
 
     Examples
     --------
-    >>> ns = argparse.Namespace(security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
-    ...                         ssl_cafile="ca.pem", ssl_certfile=None, ssl_keyfile=None)
+    >>> ns = KafkaSecurity(security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+    ...                    ssl_cafile="ca.pem")
     >>> os.environ[USERNAME_ENV], os.environ[PASSWORD_ENV] = "alice", "secret"
     >>> sorted(client_options(ns))  # doctest: +NORMALIZE_WHITESPACE
     ['sasl_mechanism', 'sasl_plain_password', 'sasl_plain_username', 'security_protocol',
@@ -130,17 +157,11 @@ def client_options(args: argparse.Namespace, client: str = KAFKA_PYTHON) -> dict
 
     """
     options: dict[str, Any] = {}
-    for name in (
-        "security_protocol",
-        "sasl_mechanism",
-        "ssl_cafile",
-        "ssl_certfile",
-        "ssl_keyfile",
-    ):
-        value = getattr(args, name, None)
+    for name in KafkaSecurity.FLAGS:
+        value = getattr(security, name)
         if value:
             options[_name(name, client)] = value
-    if getattr(args, "sasl_mechanism", None):
+    if security.sasl_mechanism:
         username, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
         if not username or password is None:
             raise StreamPerceptronError(
@@ -174,7 +195,7 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
     """A consumer-group source that resumes partitions where the engine's model left them."""
     from connectors import KafkaSource, RdKafkaSource
 
-    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    client = args.kafka_client
     source_class = RdKafkaSource if client == CONFLUENT_KAFKA else KafkaSource
     instance = {_name("instance_id", client): args.instance_id} if args.instance_id else {}
     return source_class(
@@ -189,7 +210,7 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
         max_line_bytes=args.max_line_bytes,
         client_options={
             **consumer_options(args.kafka_option),
-            **client_options(args, client),
+            **client_options(KafkaSecurity.from_args(args), client),
             **instance,
         },
     )
@@ -199,10 +220,11 @@ def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
     """Replace file outputs by topic sinks where ``--*-topic`` options ask for them."""
     from connectors import KafkaSink, RdKafkaSink
 
-    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    client = args.kafka_client
     sink_class = RdKafkaSink if client == CONFLUENT_KAFKA else KafkaSink
     servers = args.bootstrap_servers.split(",")
-    options = {**consumer_options(args.producer_option), **client_options(args, client)}
+    security = client_options(KafkaSecurity.from_args(args), client)
+    options = {**consumer_options(args.producer_option), **security}
     if args.predictions_topic:
         if outputs.predictions is not None:
             raise StreamPerceptronError("give --predictions or --predictions-topic, not both")
@@ -242,10 +264,10 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
     from connectors.kafka_transactions import TransactionalSink
     from stream_perceptron.engine.shared_model import SharedModelCoordinator
 
-    client = getattr(args, "kafka_client", KAFKA_PYTHON)
+    client = args.kafka_client
     servers = args.bootstrap_servers.split(",")
     worker = args.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    security = client_options(args, client)
+    security = client_options(KafkaSecurity.from_args(args), client)
     transactions = _transactions_class(client)(
         servers,
         f"stream-perceptron-{args.group}-{worker}",
@@ -266,7 +288,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
         leader=(sorted(args.topic)[0], 0),  # one mixer, whatever each worker is assigned
         adopt_settings=args.adopt_model_settings,
     )
-    coordinator.view.signer = getattr(args, "model_topic_signer", None)
+    coordinator.view.signer = args.model_topic_signer
 
     def headers() -> list[tuple[str, bytes]]:
         return [("model_version", str(coordinator.version).encode()), ("worker", worker.encode())]
@@ -288,7 +310,7 @@ def pull_model_command(args: argparse.Namespace) -> int:
     from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
     from stream_perceptron.paths import state_file_problem
 
-    problem = state_file_problem(args.output, replace=getattr(args, "force", False))
+    problem = state_file_problem(args.output, replace=args.force)
     if problem is not None:
         advice = ": give --force to replace it" if problem == "exists" else ""
         print(f"stream-perceptron: error: --output {args.output} {problem}{advice}",
@@ -315,17 +337,17 @@ def _pull_model(args: argparse.Namespace) -> int:
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
     from stream_perceptron.engine.pull_model import pull_model
 
-    client = resolve_client(getattr(args, "kafka_client", AUTO))
+    client = resolve_client(args.kafka_client)
     unusable = missing_client(client)
     if unusable:
         print(f"stream-perceptron: error: {unusable}", file=sys.stderr)
         return 2
     try:
-        signer = model_topic_signer(getattr(args, "model_topic_key_file", None))
+        signer = model_topic_signer(args.model_topic_key_file)
     except StreamPerceptronError as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)
         return 2
-    security = client_options(args, client)
+    security = client_options(KafkaSecurity.from_args(args), client)
     log = _model_log_class(client)(
         args.bootstrap_servers.split(","), args.model_topic, client_options=security
     )

@@ -18,20 +18,12 @@ from connectors import ConnectorError, FileSink, PartitionedSource, Source, open
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
+from stream_perceptron.cli.learner_flags import LearnerFlags, make_learner, warn_ignored_flags
 from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.drift_actions import forget_average, reset_learner
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
-from stream_perceptron.learners import (
-    CentroidClassifier,
-    MulticlassPassiveAggressive,
-    MulticlassPerceptron,
-    PassiveAggressive,
-    Perceptron,
-    Preprocessed,
-    StreamClassifier,
-)
 from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
 from stream_perceptron.progress import Progress
 from stream_perceptron.state import write_json
@@ -40,7 +32,7 @@ from stream_perceptron.stats import RunStats
 if TYPE_CHECKING:  # imported when used: a run without metrics (or signing) starts without them
     from stream_perceptron.metrics import MetricsExporter
 
-__all__ = ["run_command", "make_learner"]
+__all__ = ["run_command"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,39 +40,6 @@ DEFAULT_KAFKA_METRICS_PORT = 9108
 
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _EXTENSIONS.update({".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm"})
-
-
-def make_learner(args: argparse.Namespace) -> StreamClassifier:
-    """The learner the options ask for."""
-    learner: StreamClassifier
-    if args.model == "centroid":
-        learner = CentroidClassifier()
-    elif args.model in ("pa", "pa-multiclass"):
-        pa = PassiveAggressive if args.model == "pa" else MulticlassPassiveAggressive
-        learner = pa(C=args.C, variant=args.variant, bias=args.bias)
-    else:
-        klass = Perceptron if args.model == "binary" else MulticlassPerceptron
-        learner = klass(
-            lr=args.lr,
-            bias=args.bias,
-            init=args.init,
-            seed=args.seed,
-            averaged=args.averaged,
-            average_half_life=args.average_half_life,
-        )
-    # --scale / --hash-bits / --rff-components: the features hashed, standardised and mapped
-    # to random Fourier features before the learner
-    rff = getattr(args, "rff_components", None)
-    if args.scale is not None or args.hash_bits is not None or rff is not None:
-        more: dict[str, Any] = {}
-        if rff is not None:
-            more = {
-                "rff_components": rff,
-                "rff_gamma": args.rff_gamma,
-                "rff_seed": 0 if args.seed is None else args.seed,
-            }
-        learner = Preprocessed(learner, scale=args.scale, hash_bits=args.hash_bits, **more)
-    return learner
 
 
 def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
@@ -139,8 +98,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     else:
         kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group",
                       "model_topic")  # fmt: skip
+        given = vars(args)
         for flag in (*kafka_only, "instance_id"):
-            if getattr(args, flag):
+            if given[flag]:
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
         if args.kafka_client != "auto":
             parser.error("--kafka-client needs --source kafka")
@@ -199,7 +159,8 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
     if args.drift_detector == "adwin":
         stats.drift = DriftMonitor()
-    learner = make_learner(args)
+    flags = LearnerFlags.from_args(args)
+    learner = make_learner(flags)
     kafka = args.source == "kafka"
     every, interval = args.checkpoint_every, args.checkpoint_interval
     checkpoint = None
@@ -217,7 +178,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     if not kafka and args.input != "-":
         coordinator.inputs[args.input] = args.input  # identified in each checkpoint
     if checkpoint is not None:
-        _warn_ignored_flags(args, checkpoint.model)
+        warn_ignored_flags(flags, checkpoint.model)
         learner = checkpoint.model
         if checkpoint.stats:
             stats.load_state(checkpoint.stats)
@@ -470,44 +431,6 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
             )
         if problem is not None:
             parser.error(f"--checkpoint {args.checkpoint} {problem}")
-
-
-# The flags that make the model: each sets the hyperparameter of its name.
-_MODEL_FLAGS = ("lr", "bias", "init", "seed", "averaged", "average_half_life", "C", "variant")
-_MODEL_CLASSES = {"binary": "Perceptron", "multiclass": "MulticlassPerceptron"}
-_MODEL_CLASSES["centroid"] = "CentroidClassifier"
-_MODEL_CLASSES["pa"] = "PassiveAggressive"
-_MODEL_CLASSES["pa-multiclass"] = "MulticlassPassiveAggressive"
-
-
-def _warn_ignored_flags(args: argparse.Namespace, model: StreamClassifier) -> None:
-    """--resume continues the checkpoint's model: say which model flags differ from it."""
-    wrapped = model.model if isinstance(model, Preprocessed) else None
-    for flag in ("scale", "hash_bits", "rff_components", "rff_gamma"):
-        saved = None if wrapped is None else getattr(model, flag)
-        if flag == "rff_gamma" and (args.rff_components is None or saved is None):
-            continue  # the gamma of no map
-        if getattr(args, flag) != saved:
-            logger.warning(
-                "--%s %s is ignored: the checkpoint's model has %s=%r",
-                flag.replace("_", "-"), getattr(args, flag), flag, saved,
-            )  # fmt: skip
-    if wrapped is not None:
-        model = wrapped
-    if type(model).__name__ != _MODEL_CLASSES[args.model]:
-        logger.warning(
-            "--model %s is ignored: the checkpoint holds a %s", args.model, type(model).__name__
-        )
-        return
-    params = model._get_params()
-    for flag in _MODEL_FLAGS:
-        if flag in params and getattr(args, flag) != params[flag]:
-            logger.warning(
-                "--%s %s is ignored: the checkpoint's model has %s=%r",
-                "pa-variant" if flag == "variant" else flag.replace("_", "-"), getattr(args, flag),
-                flag,
-                params[flag],
-            )  # fmt: skip
 
 
 def _start_metrics(

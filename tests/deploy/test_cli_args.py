@@ -39,3 +39,12 @@ def test_compose_engine_command_parses(worker):
     args = _parse(command)
     assert args.source == "kafka" and args.model_topic and args.metrics_port == 9108
     assert args.kafka_client == "confluent-kafka"  # librdkafka: the image has the extra
+
+
+def test_the_learner_flags_defaults_are_the_parsers():
+    from stream_perceptron.cli.learner_flags import LearnerFlags
+
+    assert LearnerFlags.from_args(build_parser().parse_args(["run"])) == LearnerFlags()
+    given = build_parser().parse_args(["run", "--model", "pa", "--pa-variant", "pa2", "--C", "0.5"])
+    flags = LearnerFlags.from_args(given)
+    assert (flags.model, flags.variant, flags.C) == ("pa", "pa2", 0.5)
