@@ -25,7 +25,7 @@ from connectors import (
     Source,
 )
 from stream_perceptron.checkpoint import CheckpointCoordinator, RunState
-from stream_perceptron.engine.blocks import BlockPath
+from stream_perceptron.engine.blocks import BlockPath, RecordRun, Run, runs_of
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.engine.window import RecentWindow
@@ -126,7 +126,11 @@ class Engine:
         self.coordinator.attach(RunState(learner, self.stats, self.outputs, self.lock))
         self._stop = False
         self._waiting_for_input = False
-        self._blocks = BlockPath.for_engine(self) if dense else None
+        self._blocks = (
+            BlockPath.of(learner, parser, self.outcomes, self.coordinator.resume_from)
+            if dense
+            else None
+        )
 
     @property
     def next_offsets(self) -> dict[PositionKey, int]:
@@ -163,12 +167,7 @@ class Engine:
                 if not self.stats.records_this_run:
                     self.stats.started = time.monotonic()  # rates count from the first record
                 with self.lock:
-                    if isinstance(unit, LineBlock):
-                        self._process_block(unit)
-                    elif isinstance(unit, MessageBlock):
-                        self._process_messages(unit)
-                    else:
-                        self._process(unit)
+                    self._process_unit(unit)
                 if self.on_batch is not None:
                     self.on_batch(time.perf_counter() - started)
                 if self._stop:
@@ -242,59 +241,35 @@ class Engine:
         none any more)."""
         return lambda: self.coordinator.batch_limit or first
 
-    def _process_block(self, block: LineBlock) -> None:
-        blocks = self._blocks
-        if blocks is not None and self.parser.header_pending and block.count > 1:
-            # The header alone the per-record way, then the rest of the block whole.
-            cut = block.data.index(b"\n") + 1
-            self._process(LineBlock(block.data[:cut], block.source, block.start, 1).records())
-            block = LineBlock(block.data[cut:], block.source, block.start + 1, block.count - 1)
-        if blocks is not None and blocks.process_block(block):
+    def _process_unit(self, unit: list[Record] | LineBlock | MessageBlock) -> None:
+        if self._blocks is None:  # only batches of records come (see _batches)
+            assert isinstance(unit, list)
+            self._process_records(unit)
             return
-        records = block.records()
-        size = BLOCK_BATCH_SIZE
-        for lo in range(0, len(records), size):
-            self._process(records[lo : lo + size])
+        for run in runs_of(unit):
+            self._process_run(run, whole=True)
 
-    def _process_messages(self, block: MessageBlock) -> None:
+    def _process_run(self, run: Run, whole: bool) -> None:
+        """One run, whole by the block path if it can be, else the per-record way; a run that
+        is not plain (a bad record, lines to skip on resume) in slices of BLOCK_BATCH_SIZE,
+        each whole if it can be."""
         blocks = self._blocks
         assert blocks is not None
-        if self.parser.header_pending and block.count > 1:
-            # The header alone the per-record way, then the rest of the block whole (the first
-            # poll may hold a whole topic).
-            head = MessageBlock(
-                block.topic, block.partition, block.values[:1], block.offsets[:1], block.keys[:1]
-            )
-            self._process_records(head.records())
-            block = MessageBlock(
-                block.topic, block.partition, block.values[1:], block.offsets[1:], block.keys[1:]
-            )
-        if blocks.process_messages(block):
+        if self.parser.header_pending and run.count > 1:
+            # The header alone the per-record way, then the rest whole (the first read or
+            # Kafka poll may hold a whole file or topic).
+            head, run = run.split_first()
+            self._process_records(head)
+        if blocks.learn(run):
+            self.coordinator.positions[run.key] = run.end
             return
-        # Not plain (a bad record, a header, lines to skip on resume): in smaller batches, each
-        # whole if it can be, else record by record.
-        records = block.records()
-        size = BLOCK_BATCH_SIZE
-        for lo in range(0, len(records), size):
-            self._process(records[lo : lo + size])
-
-    def _process(self, batch: list[Record]) -> None:
-        blocks = self._blocks
-        if blocks is None:
-            self._process_records(batch)
+        records = run.records()
+        if whole and len(records) > BLOCK_BATCH_SIZE:
+            size = BLOCK_BATCH_SIZE
+            for lo in range(0, len(records), size):
+                self._process_run(RecordRun(records[lo : lo + size]), whole=False)
             return
-        # The block path takes one source and partition at a time (a Kafka batch has several).
-        for run in _runs(batch):
-            if blocks.process(run):
-                continue
-            if self.parser.header_pending and len(run) > 1:
-                # The header alone the per-record way, then the rest of the run whole (the
-                # first Kafka poll may hold a whole topic).
-                self._process_records(run[:1])
-                if blocks.process(run[1:]):
-                    continue
-                run = run[1:]
-            self._process_records(run)
+        self._process_records(records)
 
     def _process_records(self, batch: list[Record]) -> None:
         """The per-record path: parse, predict (then learn when labelled), hand on."""
@@ -350,20 +325,6 @@ class Engine:
             logger.warning("record at %s could not be parsed: %r", record.position, e)
             self.outcomes.bad(record, UNPARSEABLE, f"{type(e).__name__}: {e}"[:500])
             return None
-
-
-def _runs(batch: list[Record]) -> Iterator[list[Record]]:
-    """The batch cut where the source or partition changes."""
-    position = batch[0].position
-    key = (position.source, position.partition)
-    start = 0
-    for i, record in enumerate(batch):
-        position = record.position
-        if position.partition != key[1] or position.source != key[0]:
-            yield batch[start:i]
-            start = i
-            key = (position.source, position.partition)
-    yield batch if start == 0 else batch[start:]
 
 
 def _slices(batch: list[Record], limit: int | Callable[[], int]) -> Iterator[list[Record]]:

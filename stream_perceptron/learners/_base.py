@@ -5,16 +5,18 @@ and the state as JSON (see :mod:`stream_perceptron.learners._state`)."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from river import base
 
 from stream_perceptron.errors import StateError
+from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.learners._init_weights import WeightInitializer
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners._state import LEARNERS, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
+from stream_perceptron.learners.block_learning import BlockResult, learn_multiclass_block
 
 __all__ = ["DenseLearner", "MulticlassClassifier", "StreamClassifier", "UndoLog", "overrides"]
 
@@ -63,6 +65,10 @@ class DenseLearner(Protocol):
     def dense_capable(self) -> bool: ...
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any: ...
+
+    def learn_block(
+        self, dense: DenseBatch, label_of: Mapping[bytes, Any], /, *, atomic: bool = False
+    ) -> BlockResult | None: ...
 
 
 def overrides(cls: type, base: type, names: Iterable[str]) -> bool:
@@ -176,6 +182,16 @@ class StreamClassifier(base.MiniBatchClassifier):
         """Predict-then-learn a dense block of rows (see :class:`DenseLearner`)."""
         raise NotImplementedError(f"{type(self).__name__} has no dense block learning")
 
+    def learn_block(
+        self, dense: DenseBatch, label_of: Mapping[bytes, Any], /, *, atomic: bool = False
+    ) -> BlockResult | None:
+        """The engine's block path: a parsed block (``(names, X, raw label cells)``, each
+        cell's label in ``label_of``) predicted and learned whole, its labels encoded as this
+        learner encodes them, and what the engine needs of it; ``None``, the learner as it
+        was, when the block is to go the per-record way (a row refused; with ``atomic``, a
+        label outside the encoding too). Only while :attr:`dense_capable` is true."""
+        raise NotImplementedError(f"{type(self).__name__} has no dense block learning")
+
     #: The methods whose code a class's C kernel reproduces (a subclass replacing any of them
     #: learns row by row); see :meth:`_kernel_applies`.
     _DENSE_REFERENCE: tuple[str, ...] = ()
@@ -286,6 +302,11 @@ class MulticlassClassifier(StreamClassifier):
 
     def _learn(self, x: dict, y: Any) -> Any:
         raise NotImplementedError
+
+    def learn_block(
+        self, dense: DenseBatch, label_of: Mapping[bytes, Any], /, *, atomic: bool = False
+    ) -> BlockResult | None:
+        return learn_multiclass_block(self, dense, label_of)
 
 
 def _is_dataframe(X: Any) -> bool:

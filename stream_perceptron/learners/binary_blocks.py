@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.errors import LabelError
-from stream_perceptron.formats.base import parse_label
+from stream_perceptron.formats.base import DenseBatch, parse_label
+from stream_perceptron.learners.block_learning import BlockResult, learn_binary_block
 from stream_perceptron.learners.labels import BinaryLabels
 
 __all__ = ["BinaryBlocks", "encode_labels"]
@@ -75,6 +76,13 @@ class BinaryBlocks:
             self._labels = BinaryLabels.from_state(saved)
             return None
         return signs, classes, errors
+
+    def learn_block(
+        self, dense: DenseBatch, label_of: Mapping[bytes, Any], /, *, atomic: bool = False
+    ) -> BlockResult | None:
+        """See :meth:`StreamClassifier.learn_block
+        <stream_perceptron.learners.StreamClassifier.learn_block>`."""
+        return learn_binary_block(self, dense, label_of, atomic)  # type: ignore[arg-type]
 
     @property
     def label_encoding(self) -> dict[str, Any]:

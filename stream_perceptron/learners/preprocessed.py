@@ -9,9 +9,15 @@ from typing import Any
 import numpy as np
 
 from stream_perceptron.errors import StateError
+from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.learners._base import StreamClassifier
 from stream_perceptron.learners._state import SCHEMA_VERSION, registered
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
+from stream_perceptron.learners.block_learning import (
+    BlockResult,
+    learn_binary_block,
+    learn_multiclass_block,
+)
 from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.hashing import FeatureHasher
 from stream_perceptron.learners.perceptron import Perceptron
@@ -220,6 +226,15 @@ class Preprocessed(StreamClassifier):
             assert self._scaler is not None
             self._scaler.commit_block(pending)
         return predictions
+
+    def learn_block(
+        self, dense: DenseBatch, label_of: Mapping[bytes, Any], /, *, atomic: bool = False
+    ) -> BlockResult | None:
+        """The model's kind of block learning (binary or multi-class) over this learner's
+        ``learn_dense`` and label encoding."""
+        if isinstance(self.model, BinaryBlocks):
+            return learn_binary_block(self, dense, label_of, atomic)
+        return learn_multiclass_block(self, dense, label_of)
 
     def encode_block(
         self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,

@@ -11,7 +11,7 @@ from connectors import LineSource, MemorySink, MemorySource, Position, Record
 from stream_perceptron import PassiveAggressive, Perceptron, Preprocessed
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, Outputs
-from stream_perceptron.engine.blocks import BlockPath
+from stream_perceptron.engine.blocks import BlockPath, LineRun
 from stream_perceptron.formats import make_parser
 
 
@@ -94,13 +94,16 @@ def test_line_blocks_equal_the_per_record_path(bias, chunk_size, crlf):
     lines = _lines(seed=chunk_size + crlf)
     data = b"".join(line + (b"\r\n" if crlf else b"\n") for line in lines)
     taken = []
-    original = BlockPath.process_block
+    original = BlockPath.learn
+
+    def spy(self, run):
+        done = original(self, run)
+        if isinstance(run, LineRun):  # a whole read of the line source
+            taken.append(done)
+        return done
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(
-            BlockPath,
-            "process_block",
-            lambda self, block: taken.append(original(self, block)) or taken[-1],
-        )
+        mp.setattr(BlockPath, "learn", spy)
         source = LineSource(io.BytesIO(data), chunk_size=chunk_size)
         a, preds_a, dead_a = _run_source(Perceptron(bias=bias), source)
     reference = LineSource(io.BytesIO(data), chunk_size=chunk_size)

@@ -17,7 +17,7 @@ def test_idle_saves_a_due_checkpoint_once(tmp_path):
     engine = Engine(Perceptron(), make_parser("csv"), coordinator=coordinator)
     lines = [b"a,y"] + [b"%d,%d" % (i % 7 - 3, i % 2) for i in range(50)]
     for batch in MemorySource(lines, batch_size=10).batches():
-        engine._process(batch)  # as run() does, without its final checkpoint
+        engine._process_unit(batch)  # as run() does, without its final checkpoint
     assert not path.exists()
     engine.coordinator.idle()  # not due yet
     assert not path.exists()
@@ -35,6 +35,6 @@ def test_idle_saves_a_due_checkpoint_once(tmp_path):
 def test_idle_without_a_checkpoint_saves_nothing():
     engine = Engine(Perceptron(), make_parser("csv"))
     for batch in MemorySource([b"a,y", b"1,1", b"-1,0"]).batches():
-        engine._process(batch)
+        engine._process_unit(batch)
     engine.coordinator.idle()
     assert engine.coordinator.last_saved_at is None and engine.stats.records == 2

@@ -233,7 +233,7 @@ class _Stepper:
             self.positions[p] = end
         if batch:
             with self.engine.lock:
-                self.engine._process(batch)
+                self.engine._process_unit(batch)
         self.coordinator.after_batch(self.engine.stats.records)
 
     def done(self, data: dict[int, list[bytes]]) -> bool:
