@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -186,6 +187,10 @@ class CheckpointCoordinator:
             return True
         now = time.monotonic() if now is None else now
         return self.interval is not None and now - self._last_time >= self.interval
+
+    #: Told per input partition how many examples were learned and how many were mistakes
+    #: (``None``: nothing to count; shared-model mode's coordinator counts them).
+    count_partition: Callable[[PositionKey, int, int], None] | None = None
 
     @property
     def batch_limit(self) -> int | None:

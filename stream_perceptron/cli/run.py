@@ -221,15 +221,13 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         stats=stats,
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
-        # shared-model mode counts every record per partition; a reset on drift lands after
-        # the example that revealed it, which a block learned whole would pass
-        dense=shared is None and args.on_drift == "none",
+        # a reset on drift lands after the example that revealed it, which a block learned
+        # whole would pass
+        dense=args.on_drift == "none",
     )
     if stats.drift is not None and args.on_drift != "none":
         action = reset_learner if args.on_drift == "reset" else forget_average
         stats.drift.on_drift = lambda _position: action(engine.learner)
-    if shared is not None:
-        shared.install(engine)
     source: Source | None = None
     if kafka:
         source = kafka_options.kafka_source(args, engine)

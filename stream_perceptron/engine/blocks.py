@@ -249,7 +249,9 @@ class BlockPath:
         def predictions() -> PredictionBlock:
             return prediction_block(run.origin(), result.rows())
 
-        outcomes.learned_block(result.mistakes, result.unlabelled, result.window_rows, predictions)
+        outcomes.learned_block(
+            run.key, result.mistakes, result.unlabelled, result.window_rows, predictions
+        )
         return True
 
 

@@ -121,8 +121,10 @@ class Engine:
         self.lock = lock or threading.Lock()
         labels = parser.label_cache if isinstance(parser, DenseParser) else None
         self.window = RecentWindow(keep_recent, labels) if keep_recent else None
-        self.outcomes = Outcomes(self.stats, self.outputs, self.window, on_error)
         self.coordinator = coordinator or CheckpointCoordinator()
+        self.outcomes = Outcomes(
+            self.stats, self.outputs, self.window, on_error, self.coordinator.count_partition
+        )
         self.coordinator.attach(RunState(learner, self.stats, self.outputs, self.lock))
         self._stop = False
         self._waiting_for_input = False
@@ -233,6 +235,8 @@ class Engine:
                 # the limit read again for every slice: a commit between two slices may change
                 # it (shared mode: the worker's share once the group is known)
                 yield from _slices(batch, self._slice_size(limit))
+            elif limit and isinstance(batch, MessageBlock) and batch.count > limit:
+                yield from _message_slices(batch, self._slice_size(limit))
             else:
                 yield batch
 
@@ -342,3 +346,19 @@ def _slices(batch: list[Record], limit: int | Callable[[], int]) -> Iterator[lis
         yield batch[start:cut]
         start = cut
     yield batch[start:]
+
+
+def _message_slices(block: MessageBlock, limit: Callable[[], int]) -> Iterator[MessageBlock]:
+    """``block`` in runs of about ``limit`` messages (asked before each run); its messages
+    hold one record each, so any cut is between messages."""
+    start, n = 0, block.count
+    while start < n:
+        end = min(n, start + max(1, limit()))
+        if start == 0 and end == n:
+            yield block
+            return
+        yield MessageBlock(
+            block.topic, block.partition, block.values[start:end], block.offsets[start:end],
+            block.keys[start:end],
+        )  # fmt: skip
+        start = end

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from connectors import Record
+from connectors import PositionKey, Record
 from stream_perceptron.engine.outputs import Outputs, PredictionBlock, prediction_line
 from stream_perceptron.engine.window import RecentWindow
 from stream_perceptron.errors import StreamPerceptronError
@@ -44,6 +44,9 @@ class Outcomes:
     on_error
         ``"skip"``: a bad record is counted and kept, and the run goes on; ``"fail"``: it stops
         the run with :class:`BadRecordError`.
+    count_partition
+        Also told, per source partition, how many examples were learned and how many were
+        mistakes (shared-model mode's coordinator counts them per partition); ``None``: not.
 
     Examples
     --------
@@ -57,11 +60,13 @@ class Outcomes:
     """
 
     def __init__(
-        self, stats: RunStats, outputs: Outputs, window: RecentWindow | None, on_error: str
-    ) -> None:
+        self, stats: RunStats, outputs: Outputs, window: RecentWindow | None, on_error: str,
+        count_partition: Callable[[PositionKey, int, int], None] | None = None,
+    ) -> None:  # fmt: skip
         if on_error not in ("skip", "fail"):
             raise ValueError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
         self.stats = stats
+        self._count_partition = count_partition
         self.window = window
         self.on_error = on_error
         self._write_prediction = outputs.prediction_writer()
@@ -83,6 +88,9 @@ class Outcomes:
         """A labelled record was predicted (``prediction``, made before learning) and learned."""
         mistake = prediction != y
         self.stats.count_learned(mistake)
+        if self._count_partition is not None:
+            position = record.position
+            self._count_partition((position.source, position.partition), 1, mistake)
         if self.window is not None:
             self.window.add(x, y)
         if self._write_prediction is not None:
@@ -90,16 +98,20 @@ class Outcomes:
 
     def learned_block(
         self,
+        key: PositionKey,
         mistakes: list[bool],
         unlabelled: int,
         window_rows: Callable[[], tuple[list[str], Any, Sequence[bytes]]],
         predictions: Callable[[], PredictionBlock],
     ) -> None:
-        """A block was predicted and learned: ``mistakes`` of its labelled rows in order,
+        """A block of ``key`` (source, partition) was predicted and learned: ``mistakes`` of
+        its labelled rows in order,
         ``unlabelled`` rows only predicted; ``window_rows`` gives its labelled rows for the
         window (names, values, raw label cells) and ``predictions`` its rows for the outputs,
         both called only when needed."""
         self.stats.count_many(mistakes, unlabelled=unlabelled)
+        if self._count_partition is not None and mistakes:
+            self._count_partition(key, len(mistakes), sum(mistakes))
         if self.window is not None:
             self.window.defer(*window_rows())
         if self._write_predictions is not None:

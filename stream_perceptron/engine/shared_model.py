@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from connectors import ConnectorError, PositionKey, Record, Source
+from connectors import ConnectorError, PositionKey, Source
 from connectors.kafka_model_topic import ModelLog
 from connectors.kafka_transactions import (
     MAX_MESSAGE_BYTES,
@@ -44,7 +44,7 @@ from connectors.kafka_transactions import (
 )
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine.model_view import ModelView
-from stream_perceptron.engine.outcomes import EngineError, Outcomes
+from stream_perceptron.engine.outcomes import EngineError
 from stream_perceptron.engine.shared_state import (
     SharedModelMismatch,
     SharedModelTooLarge,
@@ -67,7 +67,7 @@ from stream_perceptron.sharing.increments import (
 )
 from stream_perceptron.sharing.records import MIXTURE_KEY, increment_key
 
-__all__ = ["PartitionCounting", "SharedModelCoordinator"]
+__all__ = ["SharedModelCoordinator"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,19 +90,6 @@ PEEK_S = 0.05
 #: worker's increment came within this many seconds (at least; twice the commit interval
 #: when that is longer): the others commit at least once an interval while they learn
 LINGER_S = 2.0
-
-
-class PartitionCounting(Outcomes):
-    """The engine's outcomes, also counting examples and mistakes per input partition."""
-
-    def __init__(self, outcomes: Outcomes, coordinator: SharedModelCoordinator) -> None:
-        self.__dict__.update(outcomes.__dict__)
-        self._coordinator = coordinator
-
-    def learned(self, record: Record, x: Any, y: Any, prediction: Any) -> None:
-        super().learned(record, x, y, prediction)
-        position = record.position
-        self._coordinator.count((position.source, position.partition), prediction != y)
 
 
 class SharedModelCoordinator(CheckpointCoordinator):
@@ -194,13 +181,6 @@ class SharedModelCoordinator(CheckpointCoordinator):
         self.max_record_bytes = MAX_MESSAGE_BYTES  # the model topic's messages, at most
 
     # -- wiring --------------------------------------------------------------------------------
-    def install(self, engine: Any) -> None:
-        """Count per partition in ``engine`` (built with ``dense=False``: every record goes
-        through the outcomes)."""
-        if engine._blocks is not None:
-            raise EngineError("shared-model mode needs the engine built with dense=False")
-        engine.outcomes = PartitionCounting(engine.outcomes, self)
-
     def bind(self, source: Source) -> None:
         super().bind(source)
         self._group = source.group_metadata if isinstance(source, GroupMember) else None
@@ -283,13 +263,15 @@ class SharedModelCoordinator(CheckpointCoordinator):
         logger.warning("the model topic %r holds %s: adopting its settings", self.topic, what)
 
     # -- per record ----------------------------------------------------------------------------
-    def count(self, key: PositionKey, mistake: bool) -> None:
+    def count_partition(self, key: PositionKey, examples: int, mistakes: int) -> None:
+        """The engine's outcomes: ``examples`` learned from partition ``key``, ``mistakes``
+        of them mistakes."""
         c = self.counts.get(key)
         if c is None:
             c = self.counts[key] = [0, 0]
-        c[0] += 1
-        c[1] += mistake
-        self.n_since += 1
+        c[0] += examples
+        c[1] += mistakes
+        self.n_since += examples
 
     # -- when ----------------------------------------------------------------------------------
     @property

@@ -18,6 +18,7 @@ from connectors.kafka_model_topic import LogRecord
 from connectors.kafka_transactions import TransactionalSink
 from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine, Outputs
+from stream_perceptron.engine.blocks import BlockPath
 from stream_perceptron.engine.model_view import ModelView
 from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.formats import make_parser
@@ -122,7 +123,7 @@ def _data(partitions: int, per_partition: int) -> dict[int, list[bytes]]:
 
 
 def _worker(
-    cluster, name, learner=None, signer=None, **kwargs
+    cluster, name, learner=None, signer=None, dense=False, **kwargs
 ) -> tuple[Engine, SharedModelCoordinator]:
     transactions = MemoryTransactions(cluster)
     coordinator = SharedModelCoordinator(
@@ -135,8 +136,7 @@ def _worker(
         headers=lambda: [("model_version", str(coordinator.version).encode())],
     ))  # fmt: skip
     engine = Engine(learner or Perceptron(averaged=True), make_parser("jsonl"), outputs,
-                    coordinator=coordinator, dense=False)  # fmt: skip
-    coordinator.install(engine)
+                    coordinator=coordinator, dense=dense)  # fmt: skip
     coordinator.start()
     return engine, coordinator
 
@@ -148,10 +148,10 @@ def _predicted(cluster) -> list[tuple[int, int]]:
     )
 
 
-def test_a_crash_and_a_moved_partition_lose_and_repeat_nothing() -> None:
+def _crash_and_move(dense: bool) -> Cluster:
     cluster, data = Cluster(), _data(4, 200)
-    a, ca = _worker(cluster, "a", mix_every=60)
-    b, cb = _worker(cluster, "b", mix_every=60)
+    a, ca = _worker(cluster, "a", mix_every=60, dense=dense)
+    b, cb = _worker(cluster, "b", mix_every=60, dense=dense)
     b.run(PartitionSource(cluster, data, [2, 3], cb))
     # a learns partitions 0 and 1, and dies (kill -9: no final commit) in the middle
     ca.finish = lambda: None  # type: ignore[method-assign]
@@ -160,9 +160,9 @@ def test_a_crash_and_a_moved_partition_lose_and_repeat_nothing() -> None:
     assert ca.commits > 0  # some was committed before,
     assert ca.output.pending  # and some was not: the open transaction dies with the worker
     # partition 1 goes to b, partition 0 to a restarted a
-    a2, ca2 = _worker(cluster, "a", mix_every=60)
+    a2, ca2 = _worker(cluster, "a", mix_every=60, dense=dense)
     a2.run(PartitionSource(cluster, data, [0], ca2))
-    b2, cb2 = _worker(cluster, "b", mix_every=60)
+    b2, cb2 = _worker(cluster, "b", mix_every=60, dense=dense)
     b2.run(PartitionSource(cluster, data, [1], cb2))
     view = ModelView()
     view.ingest([(k, v) for k, v, _ in cluster.topics[MODEL_TOPIC]])
@@ -178,6 +178,46 @@ def test_a_crash_and_a_moved_partition_lose_and_repeat_nothing() -> None:
     assert ca2.version > 0
     versions = [int(dict(h)["model_version"]) for _, v, h in cluster.topics["predictions"]]
     assert max(versions) >= 2
+    return cluster
+
+
+def test_a_crash_and_a_moved_partition_lose_and_repeat_nothing() -> None:
+    _crash_and_move(dense=False)
+
+
+def test_the_block_path_shares_the_same_model_as_the_per_record_path(monkeypatch) -> None:
+    """Shared-model mode on the engine's block path (a batch's records of a partition learned
+    in one call): the same commits, increments, mixtures, outputs and offsets, byte for byte."""
+    taken = []
+    original = BlockPath.learn
+
+    def spy(self, run):
+        taken.append(original(self, run))
+        return taken[-1]
+
+    monkeypatch.setattr(BlockPath, "learn", spy)
+    whole = _crash_and_move(dense=True)
+    assert True in taken  # the block path learned
+    per_record = _crash_and_move(dense=False)
+    assert _without_clock(whole) == _without_clock(per_record)
+    assert len(whole.topics[MODEL_TOPIC]) > 10 and len(whole.topics["predictions"]) == 800
+    assert whole.offsets == per_record.offsets
+
+
+def _without_clock(cluster: Cluster) -> dict[str, list]:
+    """The cluster's messages, each model record's ``published_at`` and ``mixed_at`` (the wall
+    clock) left out."""
+
+    def value(v: bytes | None) -> object:
+        if v is None:
+            return None
+        record = json.loads(v)
+        if isinstance(record, dict):
+            record.pop("published_at", None)
+            record.pop("mixed_at", None)
+        return record
+
+    return {t: [(k, value(v), h) for k, v, h in msgs] for t, msgs in cluster.topics.items()}
 
 
 def test_each_increment_is_folded_in_once() -> None:
@@ -409,7 +449,6 @@ def _worker_over(cluster, transactions, **kwargs) -> tuple[Engine, SharedModelCo
     outputs = Outputs(predictions=TransactionalSink(transactions, "predictions"))
     engine = Engine(Perceptron(averaged=True), make_parser("jsonl"), outputs,
                     coordinator=coordinator, dense=False)  # fmt: skip
-    coordinator.install(engine)
     coordinator.start()
     return engine, coordinator
 
