@@ -34,15 +34,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stream_perceptron.sharing.mixing import (
+from stream_perceptron.sharing.layouts import (
     MixError,
-    _check,
-    _key,
-    _labels,
-    _linear_parts,
-    _pairs,
-    _vector,
+    key_of,
+    layout_of,
+    linear_parts,
+    pairs_of,
+    vector_of,
 )
+from stream_perceptron.sharing.mixing import check_mixable
 
 __all__ = [
     "Form",
@@ -130,11 +130,11 @@ class Form:
         """JSON-ready."""
         classes = []
         for c, p in self.parts.items():
-            entry = {"label": p["label"], "weights": _pairs(p["w"]), "bias": p["b"],
-                     "acc": _pairs(p["u"]), "bias_acc": p["ub"]}  # fmt: skip
+            entry = {"label": p["label"], "weights": pairs_of(p["w"]), "bias": p["b"],
+                     "acc": pairs_of(p["u"]), "bias_acc": p["ub"]}  # fmt: skip
             if self.x is not None:
                 x = self.x.get(c, {"w": {}, "b": 0.0})
-                entry.update(sums=_pairs(x["w"]), sums_bias=x["b"])
+                entry.update(sums=pairs_of(x["w"]), sums_bias=x["b"])
             classes.append(entry)
         return {"n": int(round(self.t)), "t0": int(round(self.t0)), "classes": classes}
 
@@ -155,13 +155,13 @@ class Form:
             parts: Parts = {}
             x: Parts | None = None
             for e in data["classes"]:
-                c = _key(e["label"])
-                parts[c] = {"label": e["label"], "w": _vector(e["weights"]),
-                            "b": float(e["bias"]), "u": _vector(e["acc"]),
+                c = key_of(e["label"])
+                parts[c] = {"label": e["label"], "w": vector_of(e["weights"]),
+                            "b": float(e["bias"]), "u": vector_of(e["acc"]),
                             "ub": float(e["bias_acc"])}  # fmt: skip
                 if "sums" in e:
                     x = {} if x is None else x
-                    x[c] = {"label": e["label"], "w": _vector(e["sums"]),
+                    x[c] = {"label": e["label"], "w": vector_of(e["sums"]),
                             "b": float(e["sums_bias"]), "u": {}, "ub": 0.0}  # fmt: skip
             return cls(int(data["n"]), parts, t0, x)
         except (KeyError, TypeError, ValueError) as e:
@@ -173,7 +173,7 @@ def form(state: dict[str, Any]) -> Form:
     one has no accumulators: nothing reads its average)."""
     averaged = bool((state.get("params") or {}).get("averaged"))
     parts: Parts = {}
-    for c, p in _linear_parts(state).items():
+    for c, p in linear_parts(state).items():
         parts[c] = {
             "label": p["label"],
             "w": dict(p["w"]),
@@ -274,24 +274,16 @@ def to_state(template: dict[str, Any], f: Form, *, n_seen: int | None = None) ->
         classes.append(
             {
                 "label": p["label"],
-                "weights": _pairs(w),
+                "weights": pairs_of(w),
                 "bias": p["b"],
-                "avg_weights_acc": _pairs({k: u.get(k, 0.0) for k in w}) if averaged else [],
+                "avg_weights_acc": pairs_of({k: u.get(k, 0.0) for k in w}) if averaged else [],
                 "avg_bias_acc": p["ub"] if averaged else 0.0,
             }
         )  # fmt: skip
     out = {k: v for k, v in template.items() if k not in ("weights", "bias", "classes",
                                                            "avg_weights_acc", "avg_bias_acc")}
     out["n_seen"] = t
-    if template["learner"] == "Perceptron":
-        only = classes[0] if classes else {"weights": [], "bias": 0.0, "avg_weights_acc": [],
-                                           "avg_bias_acc": 0.0}  # fmt: skip
-        out.update(
-            weights=only["weights"], bias=only["bias"],
-            avg_weights_acc=only["avg_weights_acc"], avg_bias_acc=only["avg_bias_acc"],
-        )  # fmt: skip
-    else:
-        out["classes"] = classes
+    layout_of(template).write(out, classes)
     return out
 
 
@@ -360,7 +352,7 @@ def fold(
     if not fresh:
         return to_state(base, form(base))  # a new state, like every other outcome
     states = [base, *(state for state, _ in fresh)]
-    _check(states, [1.0] * len(states))
+    check_mixable(states, [1.0] * len(states))
     share = share_of(workers, len(fresh))
     mixed = form(base)
     t_end = base["n_seen"] + sum(step.t for _, steps in fresh for step in steps)
@@ -369,8 +361,7 @@ def fold(
             lag = lags[i][j] if i < len(lags) and j < len(lags[i]) else None
             mixed = mixed.fold_in(step, share, t_end, lag, inplace=True)  # its own copy
     out = to_state(base, mixed)
-    if base["learner"] == "Perceptron":
-        out["labels"] = _labels(states)
+    layout_of(base).merge_labels(out, states)
     out["max_norm"] = max(float(s["max_norm"]) for s in states)
     return out
 
@@ -384,8 +375,8 @@ def translate(
     for coef, other in by:
         f = f.plus(other, coef)
     out = to_state(state, f)
-    if state["learner"] == "Perceptron" and labels_from:
-        out["labels"] = _labels([state, *labels_from])
+    if labels_from:
+        layout_of(state).merge_labels(out, [state, *labels_from])
     if labels_from:
         out["max_norm"] = max(float(s["max_norm"]) for s in [state, *labels_from])
     return out

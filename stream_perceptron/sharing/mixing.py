@@ -18,49 +18,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from stream_perceptron.errors import StateError
+from stream_perceptron.sharing.layouts import MixError, layout_of, linear_parts, pairs_of
 
-__all__ = ["MixError", "divergence", "mix_states"]
+__all__ = ["MixError", "check_mixable", "divergence", "mix_states"]
 
-_MIXABLE = ("Perceptron", "MulticlassPerceptron")
-
-
-class MixError(StateError):
-    """The states cannot be mixed (other learners, other hyperparameters, other labels)."""
-
-
-def _key(k: Any) -> tuple[bool, Any]:
-    # True and 1 are one dict key in Python but distinct features and classes here.
-    return (isinstance(k, bool), k)
-
-
-def _vector(entries: list[list[Any]]) -> dict[tuple[bool, Any], float]:
-    return {_key(k): float(v) for k, v in entries}
-
-
-def _pairs(d: dict[tuple[bool, Any], float]) -> list[list[Any]]:
-    return [[k[1], v] for k, v in d.items()]
-
-
-def _linear_parts(state: dict[str, Any]) -> dict[tuple[bool, Any], dict[str, Any]]:
-    """Per class (``None`` for a binary learner): weights, bias, accumulators as dicts."""
-    if state["learner"] == "Perceptron":
-        entries = [dict(state, label=None)]
-    else:
-        entries = state["classes"]
-    return {
-        _key(e["label"]): {
-            "label": e["label"],
-            "w": _vector(e["weights"]),
-            "b": float(e["bias"]),
-            "u": _vector(e["avg_weights_acc"]),
-            "ub": float(e["avg_bias_acc"]),
-        }
-        for e in entries
-    }
-
-
-def _check(states: Sequence[dict[str, Any]], weights: Sequence[float]) -> None:
+def check_mixable(states: Sequence[dict[str, Any]], weights: Sequence[float]) -> None:
     if not states or len(states) != len(weights):
         raise MixError("mixing needs one weight per state, and at least one state")
     if any(not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0) for w in weights):
@@ -68,8 +30,7 @@ def _check(states: Sequence[dict[str, Any]], weights: Sequence[float]) -> None:
     if not sum(weights) > 0:
         raise MixError("mixing weights sum to 0: nothing to mix")
     first = states[0]
-    if first.get("learner") not in _MIXABLE:
-        raise MixError(f"a {first.get('learner')!r} cannot be mixed (only {_MIXABLE})")
+    layout_of(first)  # a MixError for a learner whose states do not mix
     if (first.get("params") or {}).get("average_half_life") is not None:
         raise MixError("a forgetting average (average_half_life) cannot be mixed yet")
     for s in states[1:]:
@@ -78,18 +39,6 @@ def _check(states: Sequence[dict[str, Any]], weights: Sequence[float]) -> None:
                 f"cannot mix a {s.get('learner')}{s.get('params')} into a "
                 f"{first['learner']}{first['params']}: every worker must run the same model"
             )
-
-
-def _labels(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The binary label encoding of a mixed state: the first settled one of ``states``.
-
-    Every encoding maps its negative label to -1 and its positive one to +1 (``False``/``True``,
-    ``0``/``1``, ``-1``/``+1``), so weights learned under any of them mix as they are; only the
-    labels a model prints differ. The group's encoding is the mixture's (a fold lists it
-    first); a worker moving onto a mixture lists its own state first and keeps printing its
-    own spelling (partitions that spell labels ``true/false`` and ``1/0`` learn one model)."""
-    settled = [s["labels"] for s in states if s["labels"].get("settled")]
-    return dict(settled[0] if settled else states[0]["labels"])
 
 
 def mix_states(
@@ -134,11 +83,11 @@ def mix_states(
     ({'x': -1.25, 'z': 0.75}, 1.0, 2)
 
     """
-    _check(states, weights)
+    check_mixable(states, weights)
     total = math.fsum(weights)
     lambdas = [w / total for w in weights]
     t = max(s["n_seen"] for s in states) if n_seen is None else int(n_seen)
-    parts = [_linear_parts(s) for s in states]
+    parts = [linear_parts(s) for s in states]
     mixed: dict[tuple[bool, Any], dict[str, Any]] = {}
     for lam, part, state in zip(lambdas, parts, states):
         t_i = state["n_seen"] or 1  # what average_weights divides by
@@ -160,9 +109,9 @@ def mix_states(
         classes.append(
             {
                 "label": entry["label"],
-                "weights": _pairs(w),
+                "weights": pairs_of(w),
                 "bias": entry["b"],
-                "avg_weights_acc": _pairs(u),
+                "avg_weights_acc": pairs_of(u),
                 "avg_bias_acc": ub,
             }
         )
@@ -178,17 +127,9 @@ def mix_states(
         "max_norm": max(float(s["max_norm"]) for s in states),
         "rng": first["rng"],
     }
-    if first["learner"] == "Perceptron":
-        only = classes[0]
-        out.update(
-            labels=_labels(states),
-            weights=only["weights"],
-            bias=only["bias"],
-            avg_weights_acc=only["avg_weights_acc"],
-            avg_bias_acc=only["avg_bias_acc"],
-        )
-    else:
-        out["classes"] = classes
+    layout = layout_of(first)
+    layout.merge_labels(out, states)
+    layout.write(out, classes)
     return out
 
 
@@ -205,7 +146,7 @@ def divergence(local: dict[str, Any], mixed: dict[str, Any]) -> float:
     3.1622776601683795
 
     """
-    pa, pb = _linear_parts(local), _linear_parts(mixed)
+    pa, pb = linear_parts(local), linear_parts(mixed)
     squares = []
     for c in pa.keys() | pb.keys():
         ea, eb = pa.get(c), pb.get(c)
