@@ -37,6 +37,7 @@ from stream_perceptron.engine.shared_state import Expected, learner_of, model_of
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
 from stream_perceptron.sharing.increments import Form, fold, fold_step, share_of
+from stream_perceptron.sharing.layouts import layout_of
 from stream_perceptron.sharing.records import (
     MAX_KEY_BYTES,
     MAX_RECORD_BYTES,
@@ -369,15 +370,14 @@ class ModelView:
 def _as_delta(state: dict[str, Any]) -> dict[str, Any]:
     """A learner state's weights, biases and averaging accumulators in the increments'
     encoding (to check them)."""
-    classes = (
-        [{"label": None, "weights": state["weights"], "bias": state["bias"]}]
-        if state["learner"] == "Perceptron" else state["classes"]
-    )  # fmt: skip
+    try:
+        classes = layout_of(state).entries(state)
+    except MixError as e:
+        raise RecordFormatError(str(e)) from None
     return {
         "n": state["n_seen"],
         "classes": [{"label": c["label"], "weights": c["weights"], "bias": c["bias"],
-                     "acc": c.get("avg_weights_acc", state.get("avg_weights_acc", [])),
-                     "bias_acc": c.get("avg_bias_acc", state.get("avg_bias_acc", 0.0))}
+                     "acc": c.get("avg_weights_acc", []), "bias_acc": c.get("avg_bias_acc", 0.0)}
                     for c in classes],
     }  # fmt: skip
 
