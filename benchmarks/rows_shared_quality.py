@@ -97,7 +97,7 @@ def _run(bootstrap: str, records: list[bytes], learner: str, client: str, mix_ev
     from kafka.admin import KafkaAdminClient, NewTopic
 
     from connectors.kafka_model_topic import KafkaModelLog
-    from stream_perceptron.engine.pull_model import read_view
+    from stream_perceptron.sharing.pull import read_view
 
     run = uuid.uuid4().hex[:8]
     topic, model_topic, group = f"bench-q-{run}", f"bench-q-model-{run}", f"bench-q-group-{run}"

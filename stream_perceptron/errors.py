@@ -4,6 +4,8 @@ from __future__ import annotations
 
 __all__ = [
     "StreamPerceptronError",
+    "EngineError",
+    "BadRecordError",
     "LabelError",
     "StateError",
     "RecordError",
@@ -48,3 +50,11 @@ class ValueTooLargeError(RecordError):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__("value_too_large", detail)
+
+
+class EngineError(StreamPerceptronError):
+    """The run cannot go on (unusable header, unreadable source, failed checkpoint)."""
+
+
+class BadRecordError(EngineError):
+    """A bad record under ``on_error="fail"``."""

@@ -262,7 +262,7 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
     """``--model-topic``: this worker's coordinator (transactions, model topic, mixing) and
     its outputs, topic sinks writing into its transactions."""
     from connectors.kafka_transactions import TransactionalSink
-    from stream_perceptron.engine.shared_model import SharedModelCoordinator
+    from stream_perceptron.sharing.coordinator import SharedModelCoordinator
 
     client = args.kafka_client
     servers = args.bootstrap_servers.split(",")
@@ -335,7 +335,7 @@ def _pull_model(args: argparse.Namespace) -> int:
     from connectors import ConnectorError
     from connectors.kafka_model_topic import ModelTopicError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
-    from stream_perceptron.engine.pull_model import pull_model
+    from stream_perceptron.sharing.pull import pull_model
 
     client = resolve_client(args.kafka_client)
     unusable = missing_client(client)

@@ -434,8 +434,8 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
 def _start_metrics(
     args: argparse.Namespace, engine: Engine, source: Source | None
 ) -> MetricsExporter:
-    from stream_perceptron.engine.shared_model import SharedModelCoordinator
     from stream_perceptron.metrics import MetricsExporter
+    from stream_perceptron.sharing.coordinator import SharedModelCoordinator
 
     kafka_state = None
     if isinstance(source, PartitionedSource):

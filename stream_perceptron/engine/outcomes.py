@@ -13,20 +13,12 @@ from typing import Any
 from connectors import PositionKey, Record
 from stream_perceptron.engine.outputs import Outputs, PredictionBlock, prediction_line
 from stream_perceptron.engine.window import RecentWindow
-from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.errors import BadRecordError, EngineError
 from stream_perceptron.stats import RunStats
 
 __all__ = ["BadRecordError", "EngineError", "Outcomes"]
 
 logger = logging.getLogger(__name__)
-
-
-class EngineError(StreamPerceptronError):
-    """The run cannot go on (unusable header, unreadable source, failed checkpoint)."""
-
-
-class BadRecordError(EngineError):
-    """A bad record under ``on_error="fail"``."""
 
 
 class Outcomes:

@@ -21,7 +21,7 @@ class SharedModelCollector(Collector):
     Parameters
     ----------
     coordinator
-        The worker's :class:`~stream_perceptron.engine.shared_model.SharedModelCoordinator`.
+        The worker's :class:`~stream_perceptron.sharing.coordinator.SharedModelCoordinator`.
     lock
         The engine's lock (the coordinator's numbers change under it).
 

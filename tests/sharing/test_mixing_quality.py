@@ -15,7 +15,7 @@ import pytest
 from test_shared_coordinator import MODEL_TOPIC, TOPIC, Cluster, _noisy, _Stepper
 
 from stream_perceptron import Perceptron
-from stream_perceptron.engine.model_view import ModelView
+from stream_perceptron.sharing.view import ModelView
 
 
 def _accuracy(model: Perceptron, held_out: list[tuple[dict, int]]) -> float:

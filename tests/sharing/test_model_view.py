@@ -10,9 +10,9 @@ from model_topic_records import hostile_records
 from test_shared_coordinator import MODEL_TOPIC, TOPIC, Cluster, PartitionSource, _data, _worker
 
 from stream_perceptron import Perceptron
-from stream_perceptron.engine.model_view import ModelView
-from stream_perceptron.engine.pull_model import pull_model
 from stream_perceptron.sharing import Mixture, PartitionState
+from stream_perceptron.sharing.pull import pull_model
+from stream_perceptron.sharing.view import ModelView
 
 
 def _run(cluster: Cluster, written: list[tuple[bytes, bytes | None, list]], signer=None) -> None:

@@ -19,9 +19,9 @@ from connectors.kafka_transactions import TransactionalSink
 from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.engine.blocks import BlockPath
-from stream_perceptron.engine.model_view import ModelView
-from stream_perceptron.engine.shared_model import SharedModelCoordinator
 from stream_perceptron.formats import make_parser
+from stream_perceptron.sharing.coordinator import SharedModelCoordinator
+from stream_perceptron.sharing.view import ModelView
 
 MODEL_TOPIC, TOPIC = "model", "events"
 
@@ -454,7 +454,7 @@ def _worker_over(cluster, transactions, **kwargs) -> tuple[Engine, SharedModelCo
 
 
 def test_a_commit_that_fails_while_the_broker_is_away_is_committed_again(monkeypatch) -> None:
-    import stream_perceptron.engine.shared_model as shared_model
+    import stream_perceptron.sharing.coordinator as shared_model
 
     monkeypatch.setattr(shared_model.time, "sleep", lambda s: None)
     cluster, data = Cluster(), _data(2, 200)
@@ -641,7 +641,7 @@ def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touch
     increments no mixture holds yet), and pull-model gives the model back wrapped in the same
     hashing, so it predicts on the features' names."""
     from stream_perceptron import Preprocessed
-    from stream_perceptron.engine.pull_model import pull_model
+    from stream_perceptron.sharing.pull import pull_model
     from stream_perceptron.sharing.records import Increment, decode
 
     cluster, data = Cluster(), _sparse(2, 400, vocabulary=1_000_000)
@@ -691,7 +691,7 @@ def test_a_hashed_model_is_shared_with_increments_as_small_as_the_features_touch
 
 def test_a_worker_hashing_otherwise_than_the_group_is_refused_even_when_adopting() -> None:
     from stream_perceptron import Preprocessed
-    from stream_perceptron.engine.shared_state import SharedModelMismatch
+    from stream_perceptron.sharing.states import SharedModelMismatch
 
     cluster, data = Cluster(), _sparse(1, 60, vocabulary=1000)
     lead = _Stepper(cluster, "lead", [0], mix_every=10,
@@ -709,7 +709,7 @@ def test_a_record_too_large_for_a_kafka_message_is_refused_with_what_to_do() -> 
     """An increment or a mixture over the model topic's message size is refused before the
     broker would refuse it, saying what bounds it (the run ends; its open transaction is
     aborted, so nothing half-written is seen)."""
-    from stream_perceptron.engine.shared_state import SharedModelTooLarge
+    from stream_perceptron.sharing.states import SharedModelTooLarge
 
     cluster, data = Cluster(), _sparse(1, 300, vocabulary=1_000_000)
     engine, coordinator = _worker(cluster, "a", mix_every=10**6)
@@ -754,7 +754,7 @@ def test_the_leader_at_its_end_stays_while_the_others_commit(monkeypatch) -> Non
     """--exit-at-end: the leader, its partitions read to the end, stays (and mixes on) while
     another worker committed an increment within LINGER_S; a worker that does not mix never
     stays, and the leader ends once the others have been quiet for LINGER_S."""
-    from stream_perceptron.engine import shared_model
+    from stream_perceptron.sharing import cadence
 
     cluster, data = Cluster(), _data(2, 200)
     lead = _Stepper(cluster, "lead", [0], mix_every=100)
@@ -777,7 +777,7 @@ def test_the_leader_at_its_end_stays_while_the_others_commit(monkeypatch) -> Non
     assert not lead.coordinator.hold_at_end()
     lead.revoke()
     lead.assign([0])
-    monkeypatch.setattr(shared_model, "LINGER_S", 0.0)
+    monkeypatch.setattr(cadence, "LINGER_S", 0.0)
     lead.coordinator.interval = None
     assert not lead.coordinator.hold_at_end()
     plain = _Stepper(cluster, "plain", [0])  # no --mix-every / --mix-interval: nothing to mix

@@ -15,12 +15,12 @@ from test_shared_coordinator import MODEL_TOPIC, Cluster, _data
 
 from connectors.kafka_model_topic import LogRecord
 from stream_perceptron import Perceptron
-from stream_perceptron.engine.model_view import ModelView
-from stream_perceptron.engine.pull_model import pull_model
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.sharing import Increment
+from stream_perceptron.sharing.pull import pull_model
 from stream_perceptron.sharing.records import RecordFormatError
 from stream_perceptron.sharing.signing import HEADER, RecordSigner, load_key_file
+from stream_perceptron.sharing.view import ModelView
 
 KEY = b"k" * 32
 OTHER = b"o" * 32

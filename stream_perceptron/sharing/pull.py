@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from connectors import PositionKey
-from stream_perceptron.engine.model_view import ModelView
-from stream_perceptron.engine.outcomes import EngineError
-from stream_perceptron.engine.shared_state import learner_of
+from stream_perceptron.errors import EngineError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.sharing.signing import RecordSigner
+from stream_perceptron.sharing.states import learner_of
+from stream_perceptron.sharing.view import ModelView
 
 __all__ = ["pull_model", "read_view"]
 

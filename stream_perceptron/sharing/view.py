@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors import PositionKey
-from stream_perceptron.engine.shared_state import Expected, learner_of, model_of
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
 from stream_perceptron.sharing.increments import Form, fold, fold_step, share_of
@@ -48,6 +47,7 @@ from stream_perceptron.sharing.records import (
     parse_increment_key,
 )
 from stream_perceptron.sharing.signing import RecordSigner
+from stream_perceptron.sharing.states import Expected, learner_of, model_of
 
 __all__ = ["ModelView"]
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stream_perceptron.engine.outcomes import EngineError
-from stream_perceptron.errors import StateError
+from stream_perceptron.errors import EngineError, StateError
 from stream_perceptron.learners import Preprocessed, StreamClassifier
 from stream_perceptron.learners._core import take_over
 from stream_perceptron.learners.preprocessed import base_learner

@@ -1,0 +1,318 @@
+"""Shared-model mode: the engine's side of many workers learning one model through Kafka.
+
+Like a Kafka Streams task, the unit of ownership is the input partition. What this worker
+shares lives in the model topic (a compacted log, :class:`~connectors.kafka_model_topic.ModelLog`):
+
+* ``partition:<topic>:<n>``: the partition's next offset and the examples and mistakes learned
+  from it since the stream began (:class:`~stream_perceptron.sharing.PartitionState`);
+* ``increment:<worker>:<seq>``: what a worker learned between two of its commits
+  (:class:`~stream_perceptron.sharing.Increment`), until a mixture holds it;
+* ``mixture``: the numbered mixtures (:class:`~stream_perceptron.sharing.Mixture`).
+
+Every commit is one Kafka transaction (:class:`~connectors.kafka_transactions.TransactionalOutput`):
+the predictions and dead letters since the last commit, the owned partitions' records, this
+worker's increment and the consumed offsets. A ``kill -9`` loses exactly the open transaction:
+its records are read again, by whoever owns their partition next, from the offsets and counts
+that were committed with the increments that learned them.
+
+Mixing (:mod:`~stream_perceptron.sharing.increments`): one worker mixes, the one that owns the
+first input topic's partition 0 (Kafka's group assignment elects it, and moves the job with
+the partition). Every ``mix_every`` examples of some worker and/or ``mix_interval`` seconds,
+right after a commit, it folds every increment no mixture holds yet into the newest mixture
+(iterative parameter mixing: per worker the weighted average of the local changes, the sums of
+the running average added) and writes the next mixture, with tombstones for the increments it
+now holds, in its next transaction. Mixtures form one chain, so none is lost to a concurrent
+one. Every worker, after each commit, moves onto a newer mixture when there is one: its model
+becomes the mixture plus what it learned that the mixture does not hold yet, exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from connectors import ConnectorError, PositionKey
+from connectors.kafka_transactions import TransactionFailed
+from stream_perceptron.errors import EngineError
+from stream_perceptron.sharing import PartitionState
+from stream_perceptron.sharing.cadence import SharedCadence
+from stream_perceptron.sharing.increments import Form, form, to_state, translate, with_history
+from stream_perceptron.sharing.mixer import held_keys
+from stream_perceptron.sharing.states import (
+    SharedModelMismatch,
+    adopt,
+    is_averaged,
+    model_of,
+    shared_state,
+)
+
+__all__ = ["SharedModelCoordinator"]
+
+logger = logging.getLogger(__name__)
+
+#: a commit that took longer is logged (a client that waited out a broker outage inside the
+#: call, as kafka-python's retries do, committed it in place without failing)
+SLOW_COMMIT_S = 5.0
+
+
+class SharedModelCoordinator(SharedCadence):
+    """Commits (one transaction each), restores partitions and mixes, for one worker.
+
+    Parameters
+    ----------
+    log
+        The model topic.
+    output
+        The worker's transactions (the prediction and dead-letter sinks write into them).
+    topic
+        The model topic's name (records are produced there).
+    worker
+        This worker's id, stable across restarts (its transactional id derives from it).
+    every, interval
+        Commit after this many records / seconds (whichever first).
+    mix_every, mix_interval
+        Mix once the group learned this many examples no mixture holds / after this many
+        seconds (whichever first); with ``mix_every`` every worker also commits after its
+        share of that (``mix_every`` over the group's size) records.
+    leader
+        The input partition whose owner mixes (default: partition 0 of the first input topic
+        this worker is assigned).
+    adopt_settings
+        Take the hyperparameters of the model the topic holds when they differ from this
+        worker's (else :meth:`start` refuses them).
+    """
+
+    def start(self) -> None:
+        """Before the first record: check the model topic (compacted, one partition; created
+        if missing), fence a former self (aborting the transaction it left open), and start
+        from the newest mixture plus this worker's own increments it does not hold (a restart),
+        or from a fresh model (implicitly mixture 0, which the leader writes) when there is
+        none yet.
+
+        Raises
+        ------
+        SharedModelMismatch
+            If the topic's model is another learner or has other hyperparameters than this
+            worker's flags say, unless ``adopt_settings``.
+        """
+        self.log.ensure()
+        self.output.start()
+        self._read_log()
+        state = self._state
+        if state is None:
+            raise RuntimeError("SharedModelCoordinator.start before attach()")
+        with state.lock:
+            learner = state.learner
+            mixture = self.view.mixture
+            own = shared_state(learner)
+            if mixture is None:
+                base = own
+                self.version = 0
+            else:
+                base = mixture.state
+                self.version = mixture.version
+                self._check_settings(own, base)
+            self.view.expected = model_of(base)
+            included = self.view.included().get(self.worker, 0)
+            self._seq = max([included, *self.view.increments.get(self.worker, {})])
+            self._pending = self.view.steps(self.worker, included)
+            model = translate(base, [(1.0, self._step(i)) for i in self._pending],
+                              labels_from=[i.meta for i in self._pending])  # fmt: skip
+            if is_averaged(model) and self._pending:
+                model = to_state(model, with_history(
+                    form(model), self._history_on(base, self._pending, Form(0.0, {}))
+                ))  # fmt: skip
+            adopt(learner, model)
+            self._base = base
+            self._published = form(model)
+            self._anchor = self._published if is_averaged(model) else None
+            self.n_since = sum(i.examples for i in self._pending)
+            if mixture is not None:
+                logger.warning(
+                    "worker %s starts from mixture %d (%d examples)%s", self.worker,
+                    self.version, mixture.state["n_seen"],
+                    f" with {len(self._pending)} of its own increments ({self.n_since} "
+                    "examples) it does not hold yet" if self._pending else "",
+                )  # fmt: skip
+
+    def _check_settings(self, own: dict[str, Any], topic: dict[str, Any]) -> None:
+        """Refuse (or, with ``adopt_settings``, take with a warning) a topic's model other than
+        the one this worker's flags describe."""
+        mine, theirs = model_of(own), model_of(topic)
+        if mine == theirs:
+            return
+        differ = ", ".join(
+            f"{k}={theirs[1].get(k)!r} (here {mine[1].get(k)!r})"
+            for k in sorted(mine[1].keys() | theirs[1].keys())
+            if mine[1].get(k) != theirs[1].get(k)
+        )
+        what = (f"a {theirs[0]} (here a {mine[0]})" if mine[0] != theirs[0]
+                else f"a {theirs[0]} with {differ}")  # fmt: skip
+        # another learner, or other hashing (this worker's hasher is not the model's), is
+        # never adopted
+        fixed = mine[0] != theirs[0] or mine[1].get("hash_bits") != theirs[1].get("hash_bits")
+        if not self.adopt_settings or fixed:
+            raise SharedModelMismatch(
+                f"the model topic {self.topic!r} holds {what}: start this worker with the "
+                "group's model flags"
+                + ("" if fixed else ", or --adopt-model-settings to take them")
+            )
+        logger.warning("the model topic %r holds %s: adopting its settings", self.topic, what)
+
+    # -- partitions ----------------------------------------------------------------------------
+    def assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:
+        """Restore the partitions' state from the model topic before their first record."""
+        started = time.monotonic()
+        self._read_log()
+        state = self._state
+        assert state is not None
+        with state.lock:
+            for key in partitions:
+                saved = self.view.partitions.get(key)
+                if saved is not None:
+                    self.positions[key] = self.resume_from[key] = saved.next_offset
+                    self.counts[key] = [saved.n_seen, saved.n_mistakes]
+                else:
+                    self.positions.pop(key, None)
+                    self.resume_from.pop(key, None)
+                    self.counts[key] = [0, 0]
+                self.owned.add(key)
+        seconds = time.monotonic() - started
+        self.restores += len(partitions)
+        self.restore_seconds += seconds
+        logger.info("worker %s restored %s in %.3f s: %s", self.worker, partitions, seconds,
+                    {k: self.positions.get(k) for k in partitions})  # fmt: skip
+        return {k: self.positions[k] for k in partitions if k in self.positions}
+
+    def revoked(self, partitions: list[PositionKey]) -> None:
+        """Commit the partitions' state before another worker takes them."""
+        self.save()
+        state = self._state
+        assert state is not None
+        with state.lock:
+            for key in partitions:
+                self.owned.discard(key)
+                self.counts.pop(key, None)
+
+    # -- commit and mix ------------------------------------------------------------------------
+    def save(self) -> None:
+        """One transaction: what was output since the last one, the owned partitions' records,
+        this worker's increment, the next mixture when this worker is the leader and a mix is
+        due (with tombstones for the increments it folds in), and the consumed offsets; then
+        move onto the newest mixture."""
+        with self._saving:  # one save at a time (a revocation's comes from a helper thread)
+            if self._failed is not None:
+                # what was learned since the last commit went with the failed transaction (its
+                # increment, predictions and partition records): committing the offsets now,
+                # without them, would lose those examples for good; the worker that takes the
+                # partitions next reads them again from the last commit that landed
+                logger.warning("worker %s: not committing after its failed transaction (%s)",
+                               self.worker, self._failed)  # fmt: skip
+                return
+            try:
+                self._save()
+            except BaseException as e:
+                self._failed = e
+                raise
+
+    def _save(self) -> None:
+        state = self._state
+        if state is None:
+            raise RuntimeError("SharedModelCoordinator.save before attach()")
+        mixture = None
+        leader = self.is_leader
+        if leader:
+            # read before this transaction writes to the model topic: a read_committed reader
+            # waits for every open transaction on it, its own one too
+            leader = self._try_read_log()
+        with state.lock:
+            offsets = {k: self.positions[k] for k in sorted(self.owned, key=repr)
+                       if k in self.positions}  # fmt: skip
+            for (topic, partition), offset in offsets.items():
+                n, m = self.counts.get((topic, partition), (0, 0))
+                record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
+                self._send(record.key, record.encode())
+            self._publish(state.learner)
+            # the leader writes to the chain only in a transaction that sends consumed offsets:
+            # only those carry the group generation check (KIP-447), which fences a former
+            # leader that lost its partitions (a zombie) instead of letting it fork the chain
+            if leader and offsets:
+                for key in sorted(self.view.doomed):  # refused increments: deleted
+                    self._send(key, None)
+                mixture = self._next_mixture()
+            self.view.doomed.clear()
+            # the group's membership only where offsets go with the transaction: a worker
+            # stopped before it was assigned anything (its consumer closed or never opened)
+            # commits what it has without one
+            group = self._group() if offsets and self._group is not None else None
+            if offsets and group is None:
+                raise EngineError("shared-model mode commits offsets of a consumer group only")
+        # the commit outside the state's lock, which the metrics read under (a commit can wait
+        # out a broker outage); saves are serialised by their own lock
+        started = time.perf_counter()
+        try:
+            self.output.commit(offsets, group)
+        except TransactionFailed as e:
+            if not e.retriable:
+                raise
+            self._ride_out(e, offsets, group)
+        else:
+            took = time.perf_counter() - started
+            if took > SLOW_COMMIT_S:
+                logger.warning("worker %s: a commit took %.1f s (the broker slow or away)",
+                               self.worker, took)  # fmt: skip
+        with state.lock:
+            self.commit_seconds += time.perf_counter() - started
+            self.committed.update(offsets)
+            self.commits += 1
+            if offsets:
+                logger.info("worker %s committed %s", self.worker, _describe(offsets))
+            self.last_saved_at = time.time()
+            self._last_records = state.stats.records
+            self._last_time = time.monotonic()
+            if mixture is not None:  # committed: the chain goes on from it
+                held = held_keys(mixture, self.view)
+                self.view.ingest([(k.encode(), None) for k in held], own=True)
+                self.view.advance(mixture)
+        try:
+            self.mix(read=mixture is None)
+        except ConnectorError as e:  # the broker away: the next commit tries again
+            logger.warning("worker %s did not read the model topic: %s", self.worker, e)
+
+    def _ride_out(self, failure: TransactionFailed, offsets: dict[PositionKey, int],
+                  group: Any) -> None:  # fmt: skip
+        """Commit the failed transaction again, in a new one, until the broker is back (the
+        failed one was aborted: nothing of it is visible, so its outputs stay exactly once);
+        give up after ``outage_limit`` seconds, or at once when another producer or group
+        member took over."""
+        started = time.monotonic()
+        delay = 0.5
+        logger.warning(
+            "worker %s: the transaction failed (%s); %s when the broker is back", self.worker,
+            failure, "finishing its commit (in doubt: never sent again)"
+            if getattr(failure, "in_doubt", False) else "committing it again",
+        )  # fmt: skip
+        self.outages += 1
+        while True:
+            if time.monotonic() - started > self.outage_limit:
+                raise EngineError(
+                    f"the broker stayed unreachable for {self.outage_limit:g} s: {failure}"
+                ) from failure
+            time.sleep(delay)
+            delay = min(2 * delay, 5.0)
+            try:
+                self.output.retry(offsets, group)
+            except TransactionFailed as e:
+                if not e.retriable:
+                    raise
+                failure = e
+                logger.info("worker %s: the transaction failed again: %s", self.worker, e)
+                continue
+            logger.warning("worker %s: committed after %.1f s of broker outage", self.worker,
+                           time.monotonic() - started)  # fmt: skip
+            return
+
+
+def _describe(offsets: dict[PositionKey, int]) -> str:
+    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items(), key=repr))
