@@ -98,18 +98,12 @@ class RecordRun:
         return self.batch[:1], RecordRun(self.batch[1:])
 
 
-class LineRun:
-    """A line source's block of lines, whole (no record per line unless asked)."""
+class _WholeBlock:
+    """A run that is a source's block whole: its count, end and records are the block's."""
 
     __slots__ = ("block", "key")
 
-    def __init__(self, block: LineBlock) -> None:
-        self.block = block
-        self.key: PositionKey = (block.source, None)
-
-    @property
-    def start(self) -> int:
-        return self.block.start
+    block: LineBlock | MessageBlock
 
     @property
     def end(self) -> int:
@@ -121,6 +115,20 @@ class LineRun:
 
     def records(self) -> list[Record]:
         return self.block.records()
+
+
+class LineRun(_WholeBlock):
+    """A line source's block of lines, whole (no record per line unless asked)."""
+
+    __slots__ = ()
+
+    def __init__(self, block: LineBlock) -> None:
+        self.block: LineBlock = block
+        self.key: PositionKey = (block.source, None)
+
+    @property
+    def start(self) -> int:
+        return self.block.start
 
     def parse_dense(self, parser: DenseParser) -> DenseBatch | None:
         if not isinstance(parser, BlockParser):
@@ -143,29 +151,18 @@ class LineRun:
         return head, LineRun(rest)
 
 
-class MessageRun:
+class MessageRun(_WholeBlock):
     """A Kafka source's block of one partition's one-record messages, as columns."""
 
-    __slots__ = ("block", "key")
+    __slots__ = ()
 
     def __init__(self, block: MessageBlock) -> None:
-        self.block = block
+        self.block: MessageBlock = block
         self.key: PositionKey = (block.topic, block.partition)
 
     @property
     def start(self) -> int:
         return self.block.offsets[0]
-
-    @property
-    def end(self) -> int:
-        return self.block.end
-
-    @property
-    def count(self) -> int:
-        return self.block.count
-
-    def records(self) -> list[Record]:
-        return self.block.records()
 
     def parse_dense(self, parser: DenseParser) -> DenseBatch | None:
         return parser.parse_dense(self.block.values)
