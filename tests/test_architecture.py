@@ -61,7 +61,6 @@ LONG_MODULES: dict[str, int] = {
     "connectors/kafka_base.py": 521,
     "connectors/kafka_transactions.py": 578,
     "connectors/rdkafka_source.py": 468,
-    "stream_perceptron/cli/run.py": 488,
     "stream_perceptron/learners/multiclass.py": 635,
     "stream_perceptron/learners/perceptron.py": 539,
 }

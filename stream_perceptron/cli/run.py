@@ -19,12 +19,13 @@ from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.cli.learner_flags import LearnerFlags, make_learner, warn_ignored_flags
+from stream_perceptron.cli.run_checks import checked_run_args
 from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.drift_actions import forget_average, reset_learner
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
-from stream_perceptron.paths import FileRole, conflicts, is_regular_or_absent, state_file_problem
+from stream_perceptron.paths import is_regular_or_absent
 from stream_perceptron.progress import Progress
 from stream_perceptron.state import write_json
 from stream_perceptron.stats import RunStats
@@ -36,99 +37,8 @@ __all__ = ["run_command"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_KAFKA_METRICS_PORT = 9108
-
-_EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
-_EXTENSIONS.update({".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm"})
-
-
-def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
-    if args.format:
-        return args.format
-    ext = os.path.splitext(args.input)[1].lower() if args.input != "-" else ""
-    if args.source == "kafka":
-        parser.error("--format is required with --source kafka (jsonl, csv or libsvm)")
-    if ext in _EXTENSIONS:
-        return _EXTENSIONS[ext]
-    parser.error("--format is required (jsonl, csv or libsvm) when it cannot be told from --input")
-    raise AssertionError  # parser.error exits
-
-
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    fmt = _format_of(args, parser)
-    if args.resume and not args.checkpoint:
-        parser.error("--resume needs --checkpoint PATH")
-    if args.fresh and args.resume:
-        parser.error("give --resume or --fresh, not both")
-    if args.fresh and not args.checkpoint:
-        parser.error("--fresh needs --checkpoint PATH")
-    _check_files(args, parser)
-    if args.model_topic:
-        _check_shared_model(args, parser)
-    elif args.mix_every or args.mix_interval:
-        parser.error("--mix-every and --mix-interval need --model-topic")
-    elif args.model_topic_key_file:
-        parser.error("--model-topic-key-file needs --model-topic")
-    if (args.checkpoint_every or args.checkpoint_interval) and not (
-        args.checkpoint or args.model_topic
-    ):
-        parser.error("--checkpoint-every and --checkpoint-interval need --checkpoint PATH")
-    if args.source == "kafka":
-        missing = [
-            flag
-            for flag, value in (
-                ("--bootstrap-servers", args.bootstrap_servers),
-                ("--topic", args.topic),
-                ("--group", args.group),
-            )
-            if not value
-        ]
-        if missing:
-            parser.error(f"--source kafka needs {', '.join(missing)}")
-        if args.input != "-":
-            parser.error("--input is for --source stdin; Kafka input comes from --topic")
-        from stream_perceptron.cli.kafka import missing_client, resolve_client
-
-        args.kafka_client = resolve_client(args.kafka_client)
-        unusable = missing_client(args.kafka_client)
-        if unusable:
-            parser.error(unusable)
-        if args.metrics_port is None:
-            args.metrics_port = DEFAULT_KAFKA_METRICS_PORT
-    else:
-        kafka_only = ("predictions_topic", "dead_letter_topic", "bootstrap_servers", "group",
-                      "model_topic")  # fmt: skip
-        given = vars(args)
-        for flag in (*kafka_only, "instance_id"):
-            if given[flag]:
-                parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
-        if args.kafka_client != "auto":
-            parser.error("--kafka-client needs --source kafka")
-    if args.rff_gamma != 1.0 and args.rff_components is None:
-        parser.error("--rff-gamma needs --rff-components")
-    if args.on_drift != "none" and args.drift_detector == "none":
-        parser.error("--on-drift needs --drift-detector adwin")
-    if args.on_drift == "forget" and not (args.averaged and args.model in ("binary",
-                                                                         "multiclass")):
-        parser.error("--on-drift forget restarts the average: it needs --averaged (--model "
-                     "binary or multiclass)")  # fmt: skip
-    if args.on_drift != "none" and args.model_topic:
-        parser.error(
-            "--on-drift reset or forget is not for --model-topic: one worker would change the "
-            "group's model on its own; --drift-detector adwin alone reports each worker's drifts"
-        )
-    if args.average_half_life is not None and not args.averaged:
-        parser.error("--average-half-life needs --averaged")
-    if args.model in ("pa", "pa-multiclass") and args.bias == "r2":
-        parser.error("--model pa takes --bias learned or none")
-    if args.ui_linger is not None and not args.ui:
-        parser.error("--ui-linger needs --ui")
-    if args.ui and args.metrics_port is not None and args.metrics_port < 0:
-        parser.error("--ui serves its page on the metrics port: give a port, not -1")
-    if args.ui and args.metrics_port is None:
-        args.metrics_port = 0  # any free port; its address is printed
-    if args.metrics_port is not None and args.metrics_port < 0:
-        args.metrics_port = None
+    fmt = checked_run_args(args, parser)
     try:
         return _run(args, fmt)
     except (StreamPerceptronError, ConnectorError, OSError) as e:
@@ -357,32 +267,6 @@ def _exit_code(error: Exception) -> int:
     return 2 if isinstance(error, ModelTopicError) else getattr(error, "exit_code", 1)
 
 
-def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """--model-topic: usage errors."""
-    if args.source != "kafka":
-        parser.error("--model-topic needs --source kafka")
-    if args.model not in ("binary", "multiclass"):
-        parser.error("--model-topic mixes perceptrons: --model binary or multiclass")
-    if args.scale or args.rff_components:
-        parser.error(
-            "--scale and --rff-components are not for --model-topic yet: a mixture of models "
-            "standardised by different running statistics is not one model (--hash-bits is: "
-            "the buckets are the same in every worker)"
-        )
-    if args.average_half_life is not None:
-        parser.error("--model-topic mixes plain averages: not with --average-half-life")
-    for flag, value in (("--checkpoint", args.checkpoint), ("--predictions", args.predictions),
-                        ("--dead-letter", args.dead_letter)):  # fmt: skip
-        if value:
-            parser.error(
-                f"{flag} is not for --model-topic: the shared model and its outputs live in "
-                "Kafka (--predictions-topic, --dead-letter-topic, pull-model)"
-            )
-    from stream_perceptron.cli.kafka import model_topic_signer
-
-    args.model_topic_signer = model_topic_signer(args.model_topic_key_file, parser)
-
-
 def _close_metrics(exporter: MetricsExporter, args: argparse.Namespace) -> None:
     if not exporter.close():
         logger.error("the final push to %s failed", args.pushgateway)
@@ -405,30 +289,6 @@ def _linger(seconds: float | None) -> None:
 def _call_all(hooks: list[Callable[[float], None]], seconds: float) -> None:
     for hook in hooks:
         hook(seconds)
-
-
-def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """Usage errors, before anything is opened for writing: two roles on one file, or a
-    checkpoint that is not a regular file."""
-    named = [
-        ("--input", args.input if args.source != "kafka" else None),
-        ("--predictions", args.predictions),
-        ("--dead-letter", args.dead_letter),
-        ("--checkpoint", args.checkpoint),
-        ("--summary-json", args.summary_json),
-    ]
-    roles = [FileRole(flag, path) for flag, path in named if path]
-    for a, b in conflicts(roles):
-        parser.error(f"{a.flag} {a.path} and {b.flag} {b.path} are the same file")
-    if args.checkpoint:
-        problem = state_file_problem(args.checkpoint, replace=args.resume or args.fresh)
-        if problem == "exists":
-            problem += (
-                ": give --resume to continue from it, or --fresh to start a new model that "
-                "overwrites it"
-            )
-        if problem is not None:
-            parser.error(f"--checkpoint {args.checkpoint} {problem}")
 
 
 def _start_metrics(
