@@ -61,8 +61,6 @@ LONG_MODULES: dict[str, int] = {
     "connectors/kafka_base.py": 521,
     "connectors/kafka_transactions.py": 578,
     "connectors/rdkafka_source.py": 468,
-    "stream_perceptron/learners/multiclass.py": 635,
-    "stream_perceptron/learners/perceptron.py": 539,
 }
 
 #: ``getattr(args, ...)`` outside the CLI's parser, per file, that issue 27 has not replaced

@@ -41,7 +41,7 @@ from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._linear import BIAS_MODES
 
 if TYPE_CHECKING:
-    from stream_perceptron.learners.perceptron import Perceptron
+    from stream_perceptron.learners._perceptron_model import PerceptronModel
 
 __all__ = ["BIAS_CODES", "supported", "learn_dense", "checked_block", "refusal"]
 
@@ -70,7 +70,7 @@ def supported(model: Any) -> bool:
 
 
 def learn_dense(
-    model: Perceptron, features: Sequence[Any], X: np.ndarray, signs: np.ndarray
+    model: PerceptronModel, features: Sequence[Any], X: np.ndarray, signs: np.ndarray
 ) -> np.ndarray:
     """:meth:`Perceptron.learn_dense`'s work, for a model whose ``dense_capable`` is true."""
     c = native.dense

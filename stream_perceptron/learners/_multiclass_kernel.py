@@ -30,7 +30,7 @@ from stream_perceptron.learners._binary_kernel import (
 from stream_perceptron.learners._maths import check_class_kind
 
 if TYPE_CHECKING:
-    from stream_perceptron.learners.multiclass import MulticlassPerceptron
+    from stream_perceptron.learners._multiclass_model import MulticlassModel
 
 __all__ = ["supported", "learn_dense", "class_codes", "check_kinds", "write_classes",
            "checked_multiclass_block"]
@@ -138,7 +138,7 @@ def _zero_or_one(y: Any) -> bool:
 
 
 def _write_rescaled(
-    model: MulticlassPerceptron,
+    model: MulticlassModel,
     classes: list[Any],
     features: list[Any],
     U: np.ndarray,
@@ -154,7 +154,7 @@ def _write_rescaled(
 
 
 def learn_dense(
-    model: MulticlassPerceptron, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
+    model: MulticlassModel, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
 ) -> list[Any]:
     """:meth:`MulticlassPerceptron.learn_dense`'s work, for a model whose ``dense_capable`` is
     true."""

@@ -3,32 +3,28 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners import _multiclass_kernel as _multiclass
+from stream_perceptron.learners import _multiclass_model as _model
 from stream_perceptron.learners._base import UndoLog
 from stream_perceptron.learners._core import MULTICLASS_FIELDS, CoreFields, MulticlassCore
 from stream_perceptron.learners._init_weights import new_features
-from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
+from stream_perceptron.learners._linear import MulticlassLinearModel
 from stream_perceptron.learners._maths import (
     BOOL_TYPES,
     add_scaled,
     argmax,
     check_class_kind,
     norm_of,
-    softmax,
     too_large,
 )
-from stream_perceptron.learners._state import pairs, registered, to_json_key
-from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
+from stream_perceptron.learners._multiclass_model import MulticlassModel
+from stream_perceptron.learners._state import registered
 
 _INF = math.inf
 
-# The dict API's C helpers, or None (the pure-Python loops below, the reference).
-_speedups = native.speedups
 
 __all__ = ["MulticlassPerceptron"]
 
@@ -40,9 +36,7 @@ _DECLINED = object()
 
 
 @registered
-class MulticlassPerceptron(
-    MulticlassCore, CoreFields, NativeModelStore, LinearHyperparameters, MulticlassLinearModel
-):
+class MulticlassPerceptron(MulticlassCore, CoreFields, MulticlassModel):
     """Multi-class perceptron (not one-vs-rest): ``argmax_k w_k.x + b_k``, updated on mistakes.
 
     Learning ``(x, y)`` first predicts ``y_hat`` with the classes known so far; when
@@ -91,21 +85,6 @@ class MulticlassPerceptron(
 
     """
 
-    #: The model: the dicts ``_w``, ``_b``, ``_u``, ``_ub``, or native arrays (``_store``,
-    #: see NativeModelStore). With the C helpers built and ``init="zeros"``, the dict API moves
-    #: the model into a :class:`~stream_perceptron._speedups.ClassStore`, which then *is* the
-    #: model: the four dicts are None meanwhile, and reading one (the pure-Python
-    #: code, ``learn_dense``, a test) moves the model back into dicts
-    #: (:meth:`_release_store`); what only reads the model (``weights``, ``get_state``, the
-    #: margins) builds dicts from the store and leaves it. Never two copies to keep in step.
-    _w: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
-    _b: StoredModelDict[dict[Any, float]] = StoredModelDict()
-    _u: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
-    _ub: StoredModelDict[dict[Any, float]] = StoredModelDict()
-    _dict_w: dict[Any, dict[Any, float]] | None
-    _dict_b: dict[Any, float] | None
-    _dict_u: dict[Any, dict[Any, float]] | None
-    _dict_ub: dict[Any, float] | None
     _CORE_FIELDS = MULTICLASS_FIELDS
 
     def __init__(
@@ -134,7 +113,7 @@ class MulticlassPerceptron(
     def _predict_learn_one_py(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         store = self._store
-        if store is not None and _speedups is not None:
+        if store is not None and _model._speedups is not None:
             # the model in its store: straight to it (the store exists only where the learning
             # code is this class's, so nothing below is replaced by a subclass)
             if not self.averaged:
@@ -151,7 +130,7 @@ class MulticlassPerceptron(
                 self._release_store()
         if self.averaged:
             t = self._n_seen
-            if t and _speedups is not None and not self._init.random:
+            if t and _model._speedups is not None and not self._init.random:
                 # predict_one's averaged argmax and _learn's plain argmax and norm, one pass
                 d = self._avg_div(t)
                 got = self._avg_argmax(d, x, False)
@@ -163,77 +142,19 @@ class MulticlassPerceptron(
             return prediction
         return self._learn(x, y)
 
-    def _avg_argmax(self, d: float, x: dict, snapshot: bool) -> Any:
-        """``_speedups.avg_class_argmax`` of the model and ``x`` (``d`` the divisor D(t)):
-        from the model's store (:meth:`_take_store`) when it handles ``x``, else (the model
-        back in its dicts) from the module's function; None when that declines too (or the
-        C extension is off)."""
-        kernels = _speedups
-        if kernels is None:
-            return None
-        got = self._from_store("avg_class_argmax", d, x, snapshot)
-        if got is not None:
-            return got
-        return kernels.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, snapshot)
-
-    def _plain_argmax(self, x: dict, snapshot: bool) -> Any:
-        """``_speedups.class_argmax`` of the plain model and ``x``, as :meth:`_avg_argmax`:
-        from the model's store when it handles ``x``, else from the module's function on the
-        dicts; None when that declines too (or the C extension is off)."""
-        kernels = _speedups
-        if kernels is None:
-            return None
-        got = self._from_store("class_argmax", x, snapshot)
-        return got if got is not None else kernels.class_argmax(self._w, self._b, x, snapshot)
-
     # -- the model in a native store -----------------------------------------------------------
     def _take_store(self) -> Any:
         """Move the model from its dicts into a new ``ClassStore`` and return it; None (the
         dicts kept) when it cannot (see
         :meth:`~stream_perceptron.learners._stored.NativeModelStore._new_store`)."""
         store = self._new_store(
-            _speedups, MulticlassPerceptron,
+            _model._speedups, MulticlassPerceptron,
             (self._dict_w, self._dict_b, self._dict_u, self._dict_ub),
         )  # fmt: skip
         if store is not None:
             self._dict_w = self._dict_b = self._dict_u = self._dict_ub = None
             self._store = store
         return store
-
-    def _store_dicts(self, store: Any) -> dict[str, Any]:
-        w, b, u, ub = store.dicts()
-        return {"_dict_w": w, "_dict_b": b, "_dict_u": u, "_dict_ub": ub}
-
-    def _model_dicts(self) -> tuple[dict, dict, dict, dict]:
-        """``(w, b, u, ub)`` to read, not to change: the dicts, or dicts built from the store
-        (which keeps the model)."""
-        store = self._store
-        if store is not None:
-            return store.dicts()
-        return self._w, self._b, self._u, self._ub
-
-    def _weight_dicts(self) -> tuple[dict, dict]:
-        """``(w, b)`` to read (the metrics' weights and norms): from the store without the
-        accumulators' dicts."""
-        store = self._store
-        if store is not None:
-            b, _ = store.biases()
-            return {c: dict(store.pairs(c)) for c in b}, b
-        return self._w, self._b
-
-    @property
-    def classes(self) -> list[Any]:
-        """Classes in the order first seen."""
-        store = self._store
-        return list(self._w if store is None else store.classes)
-
-    def _add_class(self, c: Any) -> None:
-        if isinstance(c, BOOL_TYPES):
-            self._bool_classes = True
-        self._w[c] = {}
-        self._b[c] = 0.0
-        self._u[c] = {}
-        self._ub[c] = 0.0
 
     def _init_entries(self, c: Any, x: dict, t: int, log: UndoLog) -> None:
         wc = self._w[c]
@@ -256,9 +177,9 @@ class MulticlassPerceptron(
         score that overflows is not stored: ``NaN`` never beats another score in the argmax
         (so the first class wins when all are ``NaN``)."""
         store = self._store
-        if store is None and _speedups is not None:
+        if store is None and _model._speedups is not None:
             store = self._take_store()
-        if store is not None and _speedups is not None:
+        if store is not None and _model._speedups is not None:
             got = self._learn_stored(store, x, y, known)
             if got is not _DECLINED:
                 return got
@@ -271,13 +192,13 @@ class MulticlassPerceptron(
         if memo is not None:
             self._memo = None
         got = known
-        if got is None and _speedups is not None and not self._init.random:
+        if got is None and _model._speedups is not None and not self._init.random:
             # predict_one's argmax and norm when it was given this very dict, unchanged since,
             # and the model has not learned since; else computed
             if memo is not None:
-                got = _speedups.recall(memo, x, t - 1)
+                got = _model._speedups.recall(memo, x, t - 1)
             if got is None:
-                got = _speedups.class_argmax(self._w, self._b, x)
+                got = _model._speedups.class_argmax(self._w, self._b, x)
         log = None
         if got is not None:
             y_hat = got[0]
@@ -323,7 +244,7 @@ class MulticlassPerceptron(
             self._memo = None
         got = known
         if got is None and memo is not None:
-            got = _speedups.recall(memo, x, t - 1)  # type: ignore[union-attr]
+            got = _model._speedups.recall(memo, x, t - 1)  # type: ignore[union-attr]
         if got is None:
             got = store.class_argmax(x)
             if got is None:
@@ -418,7 +339,7 @@ class MulticlassPerceptron(
         if not (-_INF < by < _INF and -_INF < uby < _INF and -_INF < bh < _INF
                 and -_INF < ubh < _INF):  # fmt: skip
             raise too_large("a bias")
-        done = _speedups.axpy_finite(x, *targets) if _speedups is not None else None
+        done = _model._speedups.axpy_finite(x, *targets) if _model._speedups is not None else None
         if done is None:
             done = add_scaled(None, x, *targets)
         if not done:
@@ -459,177 +380,3 @@ class MulticlassPerceptron(
         ``init="zeros"``, a plain number as ``lr``, and the class does not replace the learning
         code the kernel reproduces."""
         return self._kernel_applies(MulticlassPerceptron) and _multiclass.supported(self)
-
-    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
-        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
-        ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
-        to the last bit, in C; return the predictions. ``X`` float64, all finite, one column
-        per name of ``features``. Needs :attr:`dense_capable`.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> model = MulticlassPerceptron()
-        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5]])
-        >>> model.learn_dense(["a", "b"], X, ["red", "blue", "red"])
-        [None, 'red', 'red']
-        >>> model.weights, model.n_mistakes
-        ({'red': {'a': 1.0, 'b': -1.0}, 'blue': {'a': 0.0, 'b': 1.0}}, 2)
-
-        """
-        self._require_dense()
-        return _multiclass.learn_dense(self, features, X, labels)
-
-    # -- prediction ----------------------------------------------------------------------------
-    @staticmethod
-    def _scores(x: dict, w: dict, b: dict) -> dict[Any, float]:
-        if _speedups is not None:
-            got = _speedups.class_scores(w, b, x)
-            if got is not None:
-                return got
-        scores = {}
-        for c, wc in w.items():
-            dot = 0.0
-            for k, v in x.items():
-                wk = wc.get(k)
-                if wk is not None:
-                    dot += wk * v
-            scores[c] = dot + b[c]
-        return scores
-
-    def _average_scores(self, x: dict) -> dict[Any, float]:
-        """The scores under the averaged weights and biases: ``s - (u.x + ub) / t`` per class,
-        ``s`` the plain score (``w - u/t`` is the average of the ``t`` weight vectors so far):
-        two dots over x's features and one division per class, whatever the size of the
-        model. The same numbers as ``average_weights``/``average_bias`` give, up to float
-        rounding (the tests hold them to an exact rational average)."""
-        t = self._avg_div(self._n_seen)
-        if _speedups is not None:
-            store = self._store
-            if store is None:
-                store = self._take_store()
-            if store is not None:
-                got = store.avg_class_scores(t, x)
-                if got is not None:
-                    return got
-                self._release_store()
-            got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
-            if got is not None:
-                return got
-        scores = {}
-        u, b, ub = self._u, self._b, self._ub
-        for c, wc in self._w.items():
-            uc = u[c]
-            dot = udot = 0.0
-            for k, v in x.items():
-                wk = wc.get(k)
-                if wk is not None:
-                    dot += wk * v
-                    uk = uc.get(k)
-                    if uk is not None:
-                        udot += uk * v
-            scores[c] = (dot + b[c]) - (udot + ub[c]) / t
-        return scores
-
-    def _predict_scores(self, x: dict) -> dict[Any, float]:
-        if self.averaged and self._n_seen:
-            return self._average_scores(x)
-        return self._plain_scores(x)
-
-    def _predict_one_py(self, x: dict, **kwargs: Any) -> Any:
-        if _speedups is not None:
-            t = self._n_seen
-            if not (self.averaged and t):
-                store = self._store
-                got = None if store is None else store.class_argmax(x, True)
-                if got is None:
-                    got = self._plain_argmax(x, True)
-                if got is not None:
-                    self._memo = (x, got, t)
-                    return got[0]
-            else:
-                store = self._store
-                if store is not None:  # no subclass replaces _avg_div then
-                    d = t if self.average_half_life is None else self._avg_div(t)
-                    got = store.avg_class_argmax(d, x, True)
-                else:
-                    d = self._avg_div(t)
-                    got = None
-                if got is None:
-                    got = self._avg_argmax(d, x, True)
-                if got is not None:
-                    # the plain argmax and norm, for the learn_one that usually follows
-                    self._memo = (x, got[1], t)
-                    return got[0]
-        return _argmax(self._predict_scores(x))
-
-    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
-        return softmax(self._predict_scores(x))
-
-    # -- the model as numbers ------------------------------------------------------------------
-    @property
-    def average_weights(self) -> dict[Any, dict[Any, float]]:
-        """The averaged weights used by predictions when ``averaged=True``."""
-        t = self._avg_div(self._n_seen or 1)
-        w, _, u, _ = self._model_dicts()
-        return {c: {k: wk - u[c].get(k, 0.0) / t for k, wk in wc.items()} for c, wc in w.items()}
-
-    @property
-    def average_bias(self) -> dict[Any, float]:
-        """The averaged biases used by predictions when ``averaged=True``."""
-        t = self._avg_div(self._n_seen or 1)
-        _, b, _, ub = self._model_dicts()
-        return {c: bc - ub[c] / t for c, bc in b.items()}
-
-    def _plain_scores(self, x: dict) -> dict[Any, float]:
-        store = self._store
-        if store is None and _speedups is not None:
-            store = self._take_store()
-        if store is not None:
-            got = store.class_scores(x)
-            if got is not None:
-                return got
-        w, b = self._weight_dicts()
-        return self._scores(x, w, b)
-
-    # -- state ---------------------------------------------------------------------------------
-    def _state_payload(self) -> dict[str, Any]:
-        store = self._store
-        weights: Callable[[Any], list[list[Any]]]
-        accumulators: Callable[[Any], list[list[Any]]]
-        if store is not None:  # the pairs straight from the arrays (no dicts built first)
-            b, ub = store.biases()
-            weights, accumulators = store.pairs, lambda c: store.pairs(c, True)
-        else:
-            w, b, u, ub = self._w, self._b, self._u, self._ub
-            weights, accumulators = lambda c: pairs(w[c]), lambda c: pairs(u[c])
-
-        classes = [
-            {
-                "label": to_json_key(c),
-                "weights": weights(c),
-                "bias": b[c],
-                "avg_weights_acc": accumulators(c),
-                "avg_bias_acc": ub[c],
-            }
-            for c in b
-        ]
-        return {
-            "classes": classes,
-            "avg_ref": self._avg_ref,
-            "rng": self._init.get_state(),
-        }
-
-    def _load_payload(self, state: dict[str, Any]) -> None:
-        self._memo = None
-        for entry in state["classes"]:
-            c = entry["label"]
-            self._add_class(c)
-            self._w[c] = {k: float(v) for k, v in entry["weights"]}
-            self._b[c] = float(entry["bias"])
-            self._u[c] = {k: float(v) for k, v in entry["avg_weights_acc"]}
-            self._ub[c] = float(entry["avg_bias_acc"])
-        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
-        if not 0 <= self._avg_ref <= self._n_seen:
-            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
-        self._init.set_state(state["rng"])

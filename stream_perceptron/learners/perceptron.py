@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
@@ -14,11 +11,10 @@ from stream_perceptron.learners import _binary_kernel as _binary
 from stream_perceptron.learners._base import UndoLog
 from stream_perceptron.learners._core import BINARY_FIELDS, BinaryCore, CoreFields
 from stream_perceptron.learners._init_weights import new_features
-from stream_perceptron.learners._linear import BinaryLinearModel, LinearHyperparameters
-from stream_perceptron.learners._maths import add_scaled, norm, norm_of, sparse_dot, too_large
-from stream_perceptron.learners._state import pairs, registered
-from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
-from stream_perceptron.learners.binary_blocks import BinaryBlocks
+from stream_perceptron.learners._linear import BinaryLinearModel
+from stream_perceptron.learners._maths import add_scaled, norm_of, sparse_dot, too_large
+from stream_perceptron.learners._perceptron_model import ROW, PerceptronModel
+from stream_perceptron.learners._state import registered
 from stream_perceptron.learners.labels import BinaryLabels
 
 _INF = math.inf
@@ -28,16 +24,10 @@ _speedups = native.speedups
 
 __all__ = ["Perceptron"]
 
-#: The label of the store's one class (its weights are ``_w``, its accumulators ``_u``; the
-#: biases stay attributes of the learner).
-_ROW = 0
 
 
 @registered
-class Perceptron(
-    BinaryCore, CoreFields, NativeModelStore, LinearHyperparameters, BinaryBlocks,
-    BinaryLinearModel,
-):  # fmt: skip
+class Perceptron(BinaryCore, CoreFields, PerceptronModel):
     """Binary perceptron, learning one example at a time and only from its mistakes.
 
     The score is ``s = w.x + b``. An example ``(x, y)`` with ``y`` in {-1, +1} is a mistake when
@@ -94,19 +84,6 @@ class Perceptron(
 
     """
 
-    #: The weights and averaging accumulators: the dicts ``_w`` and ``_u``, or native arrays
-    #: (``_store``, see NativeModelStore). With the C helpers built and ``init="zeros"``, the
-    #: dict API moves them into a :class:`~stream_perceptron._speedups.ClassStore` of one
-    #: class, which then *is* the model: the two dicts are None meanwhile, and reading one
-    #: (the pure-Python code, ``learn_dense``, a test) moves them back (``_release_store``);
-    #: what only reads the model (``weights``, ``get_state``, the margins) builds dicts from
-    #: the store and leaves it. Scoring is one index lookup per feature (none when the
-    #: example's key objects are the last one's) instead of one dict lookup per feature and
-    #: dict (two when averaged).
-    _w: StoredModelDict[dict[Any, float]] = StoredModelDict()
-    _u: StoredModelDict[dict[Any, float]] = StoredModelDict()
-    _dict_w: dict[Any, float] | None
-    _dict_u: dict[Any, float] | None
     _CORE_FIELDS = BINARY_FIELDS
 
     def __init__(
@@ -274,7 +251,7 @@ class Perceptron(
                     raise too_large("the bias")
                 done = None
                 if store is not None:  # the biases are the learner's: the store's stay 0
-                    done = store.update(x, _ROW, None, step, 0, c if averaging else None)
+                    done = store.update(x, ROW, None, step, 0, c if averaging else None)
                     if done is None:  # not handled: the update on the dicts
                         self._release_store()
                         store = None
@@ -319,31 +296,12 @@ class Perceptron(
         """Move the weights and accumulators from their dicts into a new ``ClassStore`` of one
         class and return it; None (the dicts kept) when it cannot (see
         :meth:`~stream_perceptron.learners._stored.NativeModelStore._new_store`)."""
-        dicts = ({_ROW: self._dict_w}, {_ROW: 0.0}, {_ROW: self._dict_u}, {_ROW: 0.0})
+        dicts = ({ROW: self._dict_w}, {ROW: 0.0}, {ROW: self._dict_u}, {ROW: 0.0})
         store = self._new_store(_speedups, Perceptron, dicts)
         if store is not None:
             self._dict_w = self._dict_u = None
             self._store = store
         return store
-
-    def _store_dicts(self, store: Any) -> dict[str, Any]:
-        w, _, u, _ = store.dicts()
-        return {"_dict_w": w[_ROW], "_dict_u": u[_ROW]}
-
-    def _weight_dict(self) -> dict[Any, float]:
-        """The weights to read (the metrics' weights and norm): from the store without the
-        accumulators' dict."""
-        store = self._store
-        return dict(store.pairs(_ROW)) if store is not None else self._w
-
-    def _model_dicts(self) -> tuple[dict[Any, float], dict[Any, float]]:
-        """``(w, u)`` to read, not to change: the dicts, or dicts built from the store (which
-        keeps the model)."""
-        store = self._store
-        if store is not None:
-            w, _, u, _ = store.dicts()
-            return w[_ROW], u[_ROW]
-        return self._w, self._u
 
     def _dot_norm(self, x: dict, snapshot: bool) -> Any:
         """``_speedups.dot_norm`` of the weights and ``x``: from the model's store when it
@@ -386,33 +344,6 @@ class Perceptron(
         (a random init draws weights per new feature), a plain number as ``lr``, and the
         class does not replace the learning code the kernel reproduces."""
         return self._kernel_applies(Perceptron) and _binary.supported(self)
-
-    def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
-        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
-        ``dict(zip(features, row))`` would, to the last bit (predictions, mistakes, weights
-        and their key order, bias, averaging accumulators, counters, ``max_norm``), in C.
-
-        ``features``: the distinct names of ``X``'s columns; ``X``: float64, all finite;
-        ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
-        see :func:`stream_perceptron.learners.binary_blocks.encode_labels`), ``0`` for an unlabelled
-        row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
-        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`. A row
-        ``_learn`` would refuse (its update would make the model non-finite) raises
-        :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> model = Perceptron()
-        >>> X = np.array([[1.0, 0.0], [-1.0, 2.0], [2.0, 1.0]])
-        >>> model.learn_dense(["a", "b"], X, np.array([1, -1, 1])).tolist()
-        [-1, -1, 1]
-        >>> model.weights, model.bias, model.n_mistakes
-        ({'a': 2.0, 'b': -2.0}, 0.0, 2)
-
-        """
-        self._require_dense()
-        return _binary.learn_dense(self, features, X, signs)
 
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:
@@ -486,54 +417,7 @@ class Perceptron(
                     return labels.positive if score > 0 else labels.negative
         return self._labels.decode(1 if self._score(x) > 0 else -1)
 
-    # -- the model as numbers ------------------------------------------------------------------
-    @property
-    def average_weights(self) -> dict[Any, float]:
-        """The averaged weights predictions use when ``averaged=True``."""
-        d = self._avg_div(self._n_seen or 1)
-        w, u = self._model_dicts()
-        return {k: wk - u.get(k, 0.0) / d for k, wk in w.items()}
-
-    @property
-    def average_bias(self) -> float:
-        """The averaged bias predictions use when ``averaged=True``."""
-        return self._b - self._ub / self._avg_div(self._n_seen or 1)
-
     # -- state ---------------------------------------------------------------------------------
-    @property
-    def weights(self) -> dict[Any, float]:
-        """Feature -> weight (a copy)."""
-        store = self._store
-        return dict(store.pairs(_ROW)) if store is not None else dict(self._w)
 
-    @property
-    def weight_norm(self) -> float:
-        """||w||, the bias excluded."""
-        return norm(self._weight_dict().values())
 
-    def _state_payload(self) -> dict[str, Any]:
-        store = self._store
-        if store is not None:  # the pairs straight from the arrays (no dicts built first)
-            weights, accumulators = store.pairs(_ROW), store.pairs(_ROW, True)
-        else:
-            weights, accumulators = pairs(self._w), pairs(self._u)
-        return {
-            "labels": self._labels.get_state(),
-            "weights": weights,
-            "bias": self._b,
-            "avg_weights_acc": accumulators,
-            "avg_bias_acc": self._ub,
-            "avg_ref": self._avg_ref,
-            "rng": self._init.get_state(),
-        }
 
-    def _load_payload(self, state: dict[str, Any]) -> None:
-        self._memo = None
-        self._store_reset()  # the state replaces the whole model
-        self._load_linear_payload(state)
-        self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
-        self._ub = float(state["avg_bias_acc"])
-        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
-        if not 0 <= self._avg_ref <= self._n_seen:
-            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
-        self._init.set_state(state["rng"])

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners._multiclass_model as multiclass_model_module
 from connectors import LineSource, MemorySink
 from stream_perceptron import MulticlassPassiveAggressive, MulticlassPerceptron, Perceptron
 from stream_perceptron.engine import Engine, Outputs
@@ -153,13 +153,13 @@ def test_r_is_a_plain_left_fold_in_every_tier():
     dense.learn_dense(features, X, labels)
     for row, y in zip(X.tolist(), labels):
         helpers.learn_one(dict(zip(features, row)), y)  # the dict API's C helpers
-    saved = multiclass_module._speedups
-    multiclass_module._speedups = None  # the pure-Python reference
+    saved = multiclass_model_module._speedups
+    multiclass_model_module._speedups = None  # the pure-Python reference
     try:
         for row, y in zip(X.tolist(), labels):
             pure.learn_one(dict(zip(features, row)), y)
     finally:
-        multiclass_module._speedups = saved
+        multiclass_model_module._speedups = saved
     assert math.sqrt(math.fsum([1e16, 1.0, 1.0, 1.0])) == math.sqrt(1e16 + 4.0) != 1e8
     assert pure.max_norm == 1e8
     for model in (dense, helpers):

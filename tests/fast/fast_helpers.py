@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners._multiclass_model as multiclass_model_module
 import stream_perceptron.learners.passive_aggressive as pa_module
 import stream_perceptron.learners.perceptron as perceptron_module
 import stream_perceptron.learners.scaling as scaling_module
@@ -39,7 +39,7 @@ needs_c = pytest.mark.skipif(not HAS_C, reason="the C extension is not built")
 @contextmanager
 def pure_python() -> Iterator[None]:
     """The learners' per-record code with their C helpers off: the pure-Python reference."""
-    modules = (perceptron_module, multiclass_module, pa_module)
+    modules = (perceptron_module, multiclass_model_module, pa_module)
     saved = [m._speedups for m in modules], scaling_module._speedup
     for m in modules:
         m._speedups = None

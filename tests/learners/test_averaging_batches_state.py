@@ -167,7 +167,7 @@ def test_averaged_scores_are_the_exact_average_to_float_rounding():
     of the averaged weights ``w - u/t``: each dot of n terms is off by at most about n * eps *
     (the sum of the terms' magnitudes) (Higham, recursive summation), so the bound used is
     4 * (n + 2) * eps * (sum |w v| + |b| + (sum |u v| + |ub|) / t)."""
-    from stream_perceptron.learners import multiclass as mc
+    from stream_perceptron.learners import _multiclass_model as mc
 
     model = MulticlassPerceptron(averaged=True)
     for x, y in SEGMENTS[:200]:

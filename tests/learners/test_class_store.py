@@ -24,7 +24,7 @@ from core_helpers import bits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners._multiclass_model as multiclass_model_module
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import ValueTooLargeError
@@ -226,7 +226,7 @@ def run(model: MulticlassPerceptron, data: list, api: str) -> list:
 #: Per learner kind: its class, its module (whose kernels a test swaps), the stream, its
 #: model dicts, and the module's kernels on dicts that a model in its store never calls.
 KINDS = {
-    "multiclass": (MulticlassPerceptron, multiclass_module, stream, ("_w", "_b", "_u", "_ub"),
+    "multiclass": (MulticlassPerceptron, multiclass_model_module, stream, ("_w", "_b", "_u", "_ub"),
                    ("avg_class_argmax", "avg_class_scores", "class_argmax", "class_scores")),
     "binary": (Perceptron, perceptron_module, binary_stream, ("_w", "_u"),
                ("dot_norm", "avg_dot_norm", "axpy_finite")),
@@ -358,7 +358,7 @@ def test_a_state_saved_before_the_store_resumes_exactly(name, api, pure, monkeyp
     saved = fixture["models"][name]
     data = [(x, y) for x, y in fixture["stream"][200:]]
     if pure:
-        monkeypatch.setattr(multiclass_module, "_speedups", None)
+        monkeypatch.setattr(multiclass_model_module, "_speedups", None)
     model = MulticlassPerceptron.from_state(saved["before"])
     assert run(model, data, api) == saved["predictions"]
     assert (model._store is None) == pure
@@ -406,7 +406,7 @@ def test_a_state_saved_before_the_binary_and_plain_stores_resumes_exactly(
     saved = fixture["models"][name]
     binary = name.startswith("binary")
     cls, module = (Perceptron, perceptron_module) if binary else (
-        MulticlassPerceptron, multiclass_module)  # fmt: skip
+        MulticlassPerceptron, multiclass_model_module)  # fmt: skip
     data = [(x, y == "red" if binary else y) for x, y in fixture["stream"][200:]]
     if pure:
         monkeypatch.setattr(module, "_speedups", None)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners._multiclass_model as multiclass_model_module
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import CentroidClassifier, MulticlassPerceptron, Perceptron, native
 from stream_perceptron.errors import LabelError, RecordError, ValueTooLargeError
@@ -144,7 +144,7 @@ def test_multiclass_refuses_and_stays_finite(config, predict_first):
     helped = MulticlassPerceptron(**config)
     got, refused = _run(helped, stream, predict_first)
     pure = MulticlassPerceptron(**config)
-    with _pure(multiclass_module):
+    with _pure(multiclass_model_module):
         want, _ = _run(pure, stream, predict_first)
     assert got == want
     assert _bits(helped.get_state()) == _bits(pure.get_state())

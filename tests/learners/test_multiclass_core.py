@@ -26,7 +26,7 @@ from core_helpers import (
     run,
 )
 
-import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners._multiclass_model as multiclass_model_module
 from stream_perceptron import MulticlassPerceptron
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners._core import MULTICLASS_FIELDS
@@ -76,7 +76,7 @@ def test_the_c_methods_are_the_python_reference(
 
     fast = make()
     got = run(fast, data, api)
-    pure, want = pure_run(multiclass_module, make, data, api, monkeypatch)
+    pure, want = pure_run(multiclass_model_module, make, data, api, monkeypatch)
     assert got == want
     assert bits(fast.get_state()) == bits(pure.get_state())
     assert pure._fast_steps == 0
@@ -98,8 +98,9 @@ def test_other_labels_are_left_to_python(classes, monkeypatch):
     fast = MulticlassPerceptron(averaged=True)
     got = run(fast, data, "split")
     pure, want = pure_run(
-        multiclass_module, lambda: MulticlassPerceptron(averaged=True), data, "split", monkeypatch
-    )
+        multiclass_model_module, lambda: MulticlassPerceptron(averaged=True), data, "split",
+        monkeypatch,
+    )  # fmt: skip
     assert got == want
     model = (fast.weights, fast.bias, fast.average_weights, fast.n_mistakes, fast.max_norm)
     assert bits(model) == bits(
@@ -135,7 +136,7 @@ def test_the_memo_serves_only_the_same_unchanged_dict(change, monkeypatch):
     pure._store_retry_at = float("inf")  # the reference stays in its dicts
 
     def learn_pure(x: dict, y: str) -> None:
-        monkeypatch.setattr(multiclass_module, "_speedups", None)
+        monkeypatch.setattr(multiclass_model_module, "_speedups", None)
         pure.learn_one(x, y)
 
     check_memo_serves(model, "g", change, learn_pure)
@@ -216,8 +217,9 @@ def test_ties_and_class_counts_are_the_reference(n_classes, averaged, api, monke
     fast = MulticlassPerceptron(averaged=averaged)
     got = run(fast, data, api)
     pure, want = pure_run(
-        multiclass_module, lambda: MulticlassPerceptron(averaged=averaged), data, api, monkeypatch
-    )
+        multiclass_model_module, lambda: MulticlassPerceptron(averaged=averaged), data, api,
+        monkeypatch,
+    )  # fmt: skip
     assert got == want
     assert bits(fast.get_state()) == bits(pure.get_state())
     assert fast._fast_steps > 500

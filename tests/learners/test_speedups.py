@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import stream_perceptron.learners.multiclass as multiclass_module
+import stream_perceptron.learners._multiclass_model as multiclass_model_module
 import stream_perceptron.learners.perceptron as perceptron_module
 from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.learners.multiclass import _argmax
@@ -66,12 +66,12 @@ class Counting:
 @contextmanager
 def kernels(module: Any) -> Iterator[None]:
     """Run the learners with ``module`` as their kernels (None: the pure-Python loops)."""
-    saved = perceptron_module._speedups, multiclass_module._speedups
-    perceptron_module._speedups = multiclass_module._speedups = module
+    saved = perceptron_module._speedups, multiclass_model_module._speedups
+    perceptron_module._speedups = multiclass_model_module._speedups = module
     try:
         yield
     finally:
-        perceptron_module._speedups, multiclass_module._speedups = saved
+        perceptron_module._speedups, multiclass_model_module._speedups = saved
 
 
 # -- exact comparison ----------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_the_extension_is_built():
     if os.environ.get("STREAM_PERCEPTRON_PURE_PYTHON", "") in ("", "0"):
         assert native.speedups is _speedups
         assert perceptron_module._speedups is _speedups
-        assert multiclass_module._speedups is _speedups
+        assert multiclass_model_module._speedups is _speedups
 
 
 def test_the_environment_variable_turns_the_kernels_off():

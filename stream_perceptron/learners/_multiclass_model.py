@@ -1,0 +1,278 @@
+"""The multi-class perceptron's model: per class its weights, bias and accumulators (dicts, or a
+native store), the scores and predictions made from it, the model as numbers, its state as
+JSON, and its block learning in C. The learning rule, the reference, is
+:class:`~stream_perceptron.learners.MulticlassPerceptron`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from stream_perceptron import native
+from stream_perceptron.learners import _multiclass_kernel as _multiclass
+from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
+from stream_perceptron.learners._maths import BOOL_TYPES, argmax, softmax
+from stream_perceptron.learners._state import pairs, to_json_key
+from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
+
+__all__ = ["MulticlassModel"]
+
+# The dict API's C helpers of the multi-class perceptron (its learning rule in
+# ``multiclass.py`` reads them here too), or None: the pure-Python loops, the reference.
+_speedups = native.speedups
+
+
+class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearModel):
+    """What :class:`~stream_perceptron.learners.MulticlassPerceptron` holds and how it is
+    read, scored, saved and learned in blocks (a base of it, after its C core)."""
+
+    #: The model: the dicts ``_w``, ``_b``, ``_u``, ``_ub``, or native arrays (``_store``,
+    #: see NativeModelStore). With the C helpers built and ``init="zeros"``, the dict API moves
+    #: the model into a :class:`~stream_perceptron._speedups.ClassStore`, which then *is* the
+    #: model: the four dicts are None meanwhile, and reading one (the pure-Python
+    #: code, ``learn_dense``, a test) moves the model back into dicts
+    #: (:meth:`_release_store`); what only reads the model (``weights``, ``get_state``, the
+    #: margins) builds dicts from the store and leaves it. Never two copies to keep in step.
+    _w: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
+    _b: StoredModelDict[dict[Any, float]] = StoredModelDict()
+    _u: StoredModelDict[dict[Any, dict[Any, float]]] = StoredModelDict()
+    _ub: StoredModelDict[dict[Any, float]] = StoredModelDict()
+    _dict_w: dict[Any, dict[Any, float]] | None
+    _dict_b: dict[Any, float] | None
+    _dict_u: dict[Any, dict[Any, float]] | None
+    _dict_ub: dict[Any, float] | None
+
+    # -- the model in a native store -----------------------------------------------------------
+    def _store_dicts(self, store: Any) -> dict[str, Any]:
+        w, b, u, ub = store.dicts()
+        return {"_dict_w": w, "_dict_b": b, "_dict_u": u, "_dict_ub": ub}
+
+    def _model_dicts(self) -> tuple[dict, dict, dict, dict]:
+        """``(w, b, u, ub)`` to read, not to change: the dicts, or dicts built from the store
+        (which keeps the model)."""
+        store = self._store
+        if store is not None:
+            return store.dicts()
+        return self._w, self._b, self._u, self._ub
+
+    def _weight_dicts(self) -> tuple[dict, dict]:
+        """``(w, b)`` to read (the metrics' weights and norms): from the store without the
+        accumulators' dicts."""
+        store = self._store
+        if store is not None:
+            b, _ = store.biases()
+            return {c: dict(store.pairs(c)) for c in b}, b
+        return self._w, self._b
+
+    @property
+    def classes(self) -> list[Any]:
+        """Classes in the order first seen."""
+        store = self._store
+        return list(self._w if store is None else store.classes)
+
+    def _add_class(self, c: Any) -> None:
+        if isinstance(c, BOOL_TYPES):
+            self._bool_classes = True
+        self._w[c] = {}
+        self._b[c] = 0.0
+        self._u[c] = {}
+        self._ub[c] = 0.0
+
+    # -- dense blocks --------------------------------------------------------------------------
+    def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
+        """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
+        ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
+        to the last bit, in C; return the predictions. ``X`` float64, all finite, one column
+        per name of ``features``. Needs :attr:`dense_capable`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from stream_perceptron import MulticlassPerceptron
+        >>> model = MulticlassPerceptron()
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5]])
+        >>> model.learn_dense(["a", "b"], X, ["red", "blue", "red"])
+        [None, 'red', 'red']
+        >>> model.weights, model.n_mistakes
+        ({'red': {'a': 1.0, 'b': -1.0}, 'blue': {'a': 0.0, 'b': 1.0}}, 2)
+
+        """
+        self._require_dense()
+        return _multiclass.learn_dense(self, features, X, labels)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _avg_argmax(self, d: float, x: dict, snapshot: bool) -> Any:
+        """``_speedups.avg_class_argmax`` of the model and ``x`` (``d`` the divisor D(t)):
+        from the model's store (:meth:`_take_store`) when it handles ``x``, else (the model
+        back in its dicts) from the module's function; None when that declines too (or the
+        C extension is off)."""
+        kernels = _speedups
+        if kernels is None:
+            return None
+        got = self._from_store("avg_class_argmax", d, x, snapshot)
+        if got is not None:
+            return got
+        return kernels.avg_class_argmax(self._w, self._b, self._u, self._ub, d, x, snapshot)
+
+    def _plain_argmax(self, x: dict, snapshot: bool) -> Any:
+        """``_speedups.class_argmax`` of the plain model and ``x``, as :meth:`_avg_argmax`:
+        from the model's store when it handles ``x``, else from the module's function on the
+        dicts; None when that declines too (or the C extension is off)."""
+        kernels = _speedups
+        if kernels is None:
+            return None
+        got = self._from_store("class_argmax", x, snapshot)
+        return got if got is not None else kernels.class_argmax(self._w, self._b, x, snapshot)
+
+    @staticmethod
+    def _scores(x: dict, w: dict, b: dict) -> dict[Any, float]:
+        if _speedups is not None:
+            got = _speedups.class_scores(w, b, x)
+            if got is not None:
+                return got
+        scores = {}
+        for c, wc in w.items():
+            dot = 0.0
+            for k, v in x.items():
+                wk = wc.get(k)
+                if wk is not None:
+                    dot += wk * v
+            scores[c] = dot + b[c]
+        return scores
+
+    def _average_scores(self, x: dict) -> dict[Any, float]:
+        """The scores under the averaged weights and biases: ``s - (u.x + ub) / t`` per class,
+        ``s`` the plain score (``w - u/t`` is the average of the ``t`` weight vectors so far):
+        two dots over x's features and one division per class, whatever the size of the
+        model. The same numbers as ``average_weights``/``average_bias`` give, up to float
+        rounding (the tests hold them to an exact rational average)."""
+        t = self._avg_div(self._n_seen)
+        if _speedups is not None:
+            store = self._store
+            if store is None:
+                store = self._take_store()
+            if store is not None:
+                got = store.avg_class_scores(t, x)
+                if got is not None:
+                    return got
+                self._release_store()
+            got = _speedups.avg_class_scores(self._w, self._b, self._u, self._ub, t, x)
+            if got is not None:
+                return got
+        scores = {}
+        u, b, ub = self._u, self._b, self._ub
+        for c, wc in self._w.items():
+            uc = u[c]
+            dot = udot = 0.0
+            for k, v in x.items():
+                wk = wc.get(k)
+                if wk is not None:
+                    dot += wk * v
+                    uk = uc.get(k)
+                    if uk is not None:
+                        udot += uk * v
+            scores[c] = (dot + b[c]) - (udot + ub[c]) / t
+        return scores
+
+    def _predict_scores(self, x: dict) -> dict[Any, float]:
+        if self.averaged and self._n_seen:
+            return self._average_scores(x)
+        return self._plain_scores(x)
+
+    def _predict_one_py(self, x: dict, **kwargs: Any) -> Any:
+        if _speedups is not None:
+            t = self._n_seen
+            if not (self.averaged and t):
+                store = self._store
+                got = None if store is None else store.class_argmax(x, True)
+                if got is None:
+                    got = self._plain_argmax(x, True)
+                if got is not None:
+                    self._memo = (x, got, t)
+                    return got[0]
+            else:
+                store = self._store
+                if store is not None:  # no subclass replaces _avg_div then
+                    d = t if self.average_half_life is None else self._avg_div(t)
+                    got = store.avg_class_argmax(d, x, True)
+                else:
+                    d = self._avg_div(t)
+                    got = None
+                if got is None:
+                    got = self._avg_argmax(d, x, True)
+                if got is not None:
+                    # the plain argmax and norm, for the learn_one that usually follows
+                    self._memo = (x, got[1], t)
+                    return got[0]
+        return argmax(self._predict_scores(x))
+
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
+        return softmax(self._predict_scores(x))
+
+    # -- the model as numbers ------------------------------------------------------------------
+    @property
+    def average_weights(self) -> dict[Any, dict[Any, float]]:
+        """The averaged weights used by predictions when ``averaged=True``."""
+        t = self._avg_div(self._n_seen or 1)
+        w, _, u, _ = self._model_dicts()
+        return {c: {k: wk - u[c].get(k, 0.0) / t for k, wk in wc.items()} for c, wc in w.items()}
+
+    @property
+    def average_bias(self) -> dict[Any, float]:
+        """The averaged biases used by predictions when ``averaged=True``."""
+        t = self._avg_div(self._n_seen or 1)
+        _, b, _, ub = self._model_dicts()
+        return {c: bc - ub[c] / t for c, bc in b.items()}
+
+    def _plain_scores(self, x: dict) -> dict[Any, float]:
+        store = self._store
+        if store is None and _speedups is not None:
+            store = self._take_store()
+        if store is not None:
+            got = store.class_scores(x)
+            if got is not None:
+                return got
+        w, b = self._weight_dicts()
+        return self._scores(x, w, b)
+
+    # -- state ---------------------------------------------------------------------------------
+    def _state_payload(self) -> dict[str, Any]:
+        store = self._store
+        weights: Callable[[Any], list[list[Any]]]
+        accumulators: Callable[[Any], list[list[Any]]]
+        if store is not None:  # the pairs straight from the arrays (no dicts built first)
+            b, ub = store.biases()
+            weights, accumulators = store.pairs, lambda c: store.pairs(c, True)
+        else:
+            w, b, u, ub = self._w, self._b, self._u, self._ub
+            weights, accumulators = lambda c: pairs(w[c]), lambda c: pairs(u[c])
+
+        classes = [
+            {
+                "label": to_json_key(c),
+                "weights": weights(c),
+                "bias": b[c],
+                "avg_weights_acc": accumulators(c),
+                "avg_bias_acc": ub[c],
+            }
+            for c in b
+        ]
+        return {
+            "classes": classes,
+            "avg_ref": self._avg_ref,
+            "rng": self._init.get_state(),
+        }
+
+    def _load_payload(self, state: dict[str, Any]) -> None:
+        self._memo = None
+        for entry in state["classes"]:
+            c = entry["label"]
+            self._add_class(c)
+            self._w[c] = {k: float(v) for k, v in entry["weights"]}
+            self._b[c] = float(entry["bias"])
+            self._u[c] = {k: float(v) for k, v in entry["avg_weights_acc"]}
+            self._ub[c] = float(entry["avg_bias_acc"])
+        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
+        if not 0 <= self._avg_ref <= self._n_seen:
+            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
+        self._init.set_state(state["rng"])
