@@ -8,6 +8,14 @@ from typing import Any
 
 import pytest
 
+try:
+    from stream_perceptron import _speedups
+except ImportError:  # the C extension is not built
+    _speedups = None
+
+#: A test module of the C tier skips itself without the C extension (``pytestmark``).
+needs_speedups = pytest.mark.skipif(_speedups is None, reason="the C extension is not built")
+
 
 def bits(v: Any) -> Any:
     """A value's identity for comparison: its type and, for floats, its bits (NaN: NaN),

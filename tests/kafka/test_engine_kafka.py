@@ -36,6 +36,26 @@ def make_topic(bootstrap: str, partitions: int = 1) -> str:
     return topic
 
 
+def read_topic(bootstrap: str, topic: str, n: int) -> list:
+    """The first ``n`` messages of ``topic`` (fewer if 10 s pass without one)."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+        group_id=_name("reader"),
+    )
+    try:
+        out = []
+        for message in consumer:
+            out.append(message)
+            if len(out) == n:
+                break
+        return out
+    finally:
+        consumer.close()
+
+
 def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     try:
@@ -320,31 +340,13 @@ def test_predictions_and_dead_letters_go_to_their_topics(kafka_bootstrap, tmp_pa
     )
     assert proc.returncode == 0, proc.stderr.decode()
 
-    def read_all(t: str, n: int):
-        consumer = KafkaConsumer(
-            t,
-            bootstrap_servers=kafka_bootstrap,
-            auto_offset_reset="earliest",
-            consumer_timeout_ms=10_000,
-            group_id=_name("reader"),
-        )
-        try:
-            out = []
-            for message in consumer:
-                out.append(message)
-                if len(out) == n:
-                    break
-            return out
-        finally:
-            consumer.close()
-
-    predictions = read_all(preds_topic, 50)
+    predictions = read_topic(kafka_bootstrap, preds_topic, 50)
     assert len(predictions) == 50
     first = json.loads(predictions[0].value)
     assert predictions[0].key == b"k0"
     assert (first["topic"], first["partition"], first["offset"]) == (topic, 0, 0)
     assert {"prediction", "label", "mistake"} <= set(first)
-    dead = read_all(dead_topic, 2)
+    dead = read_topic(kafka_bootstrap, dead_topic, 2)
     assert [m.value for m in dead] == values[25:27]
     assert [m.key for m in dead] == [b"k25", b"k26"]
     headers = [dict(m.headers) for m in dead]

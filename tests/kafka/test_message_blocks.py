@@ -9,8 +9,7 @@ import uuid
 
 import pytest
 from cli_helpers import binary_examples, model_of, run_cli
-from kafka import KafkaConsumer
-from test_engine_kafka import direct, kafka_args, make_topic, produce
+from test_engine_kafka import direct, kafka_args, make_topic, produce, read_topic
 
 from stream_perceptron import Perceptron
 
@@ -29,25 +28,6 @@ BAD = {
 
 def _name(kind: str) -> str:
     return f"test-{kind}-{uuid.uuid4().hex[:10]}"
-
-
-def _read(bootstrap: str, topic: str, n: int) -> list:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10_000,
-        group_id=_name("reader"),
-    )
-    try:
-        out = []
-        for message in consumer:
-            out.append(message)
-            if len(out) == n:
-                break
-        return out
-    finally:
-        consumer.close()
 
 
 def _messages(fmt: str) -> tuple[list[bytes], list[tuple[int, dict, int | None]]]:
@@ -121,7 +101,7 @@ def test_block_path_predicts_keys_and_dead_letters_as_the_per_record_rule(
         expected.append(_expected_line(topic, offset, reference.predict_one(x), y))
         if y is not None:
             reference.learn_one(x, y)
-    got = _read(kafka_bootstrap, preds, len(good))
+    got = read_topic(kafka_bootstrap, preds, len(good))
     assert [json.loads(m.value) for m in got] == expected
     assert [m.key for m in got] == [f"k{offset}".encode() for offset, _, _ in good]
 
@@ -135,7 +115,7 @@ def test_block_path_predicts_keys_and_dead_letters_as_the_per_record_rule(
         {"source": topic, "partition": 0, "next_offset": len(values)}
     ]
 
-    letters = _read(kafka_bootstrap, dead, len(bad))
+    letters = read_topic(kafka_bootstrap, dead, len(bad))
     assert [m.value for m in letters] == [value for value, _ in bad.values()]
     assert [m.key for m in letters] == [f"k{offset}".encode() for offset in bad]
     headers = [dict(m.headers) for m in letters]
@@ -162,7 +142,7 @@ def test_block_path_keys_every_prediction_of_several_partitions(
     )
     proc = run_cli(*args)
     assert proc.returncode == 0, proc.stderr.decode()
-    got = _read(kafka_bootstrap, preds, len(values))
+    got = read_topic(kafka_bootstrap, preds, len(values))
     seen = {}
     for message in got:
         line = json.loads(message.value)
@@ -205,7 +185,7 @@ def test_block_path_keys_the_lines_of_multi_line_messages(kafka_bootstrap, tmp_p
     for offset, (x, y) in zip(where, examples):
         expected.append(_expected_line(topic, offset, reference.predict_one(x), y))
         reference.learn_one(x, y)
-    got = _read(kafka_bootstrap, preds, len(lines))
+    got = read_topic(kafka_bootstrap, preds, len(lines))
     assert [json.loads(m.value) for m in got] == expected
     assert [m.key for m in got] == [f"k{offset}".encode() for offset in where]
     assert model_of(ck).get_state() == reference.get_state()

@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from core_helpers import (
     MEMO_CHANGES,
+    _speedups,
     bits,
     check_copies_carry_the_fields,
     check_memo_serves,
+    needs_speedups,
     pure_run,
     run,
 )
@@ -31,12 +33,7 @@ from stream_perceptron import Perceptron
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners._core import BINARY_FIELDS
 
-try:
-    from stream_perceptron import _speedups
-except ImportError:
-    _speedups = None
-
-pytestmark = pytest.mark.skipif(_speedups is None, reason="the C extension is not built")
+pytestmark = needs_speedups
 
 
 def stream(n: int, labels: tuple[Any, Any], seed: int = 3) -> list[tuple[dict, Any]]:

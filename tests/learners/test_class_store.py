@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from core_helpers import bits
+from core_helpers import _speedups, bits, needs_speedups
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,12 +30,7 @@ from stream_perceptron import MulticlassPerceptron, Perceptron
 from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners._state import pairs
 
-try:
-    from stream_perceptron import _speedups
-except ImportError:
-    _speedups = None
-
-pytestmark = pytest.mark.skipif(_speedups is None, reason="the C extension is not built")
+pytestmark = needs_speedups
 
 
 def model_dicts() -> tuple[dict, dict, dict, dict]:

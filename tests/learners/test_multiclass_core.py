@@ -22,6 +22,7 @@ from core_helpers import (
     bits,
     check_copies_carry_the_fields,
     check_memo_serves,
+    needs_speedups,
     pure_run,
     run,
 )
@@ -31,12 +32,7 @@ from stream_perceptron import MulticlassPerceptron
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners._core import MULTICLASS_FIELDS
 
-try:
-    from stream_perceptron import _speedups
-except ImportError:
-    _speedups = None
-
-pytestmark = pytest.mark.skipif(_speedups is None, reason="the C extension is not built")
+pytestmark = needs_speedups
 
 
 def stream(n: int, classes: list[Any], seed: int = 5) -> list[tuple[dict, Any]]:
