@@ -111,6 +111,10 @@ class RdKafkaModelLog(ModelLogBase):
         config = merge_client_options(
             {
                 "reconnect.backoff.max.ms": 5000,
+                # the reader's fetch, waiting for new records of a quiet topic, holds the
+                # broker connection: the end's query behind it waited up to 500 ms (the
+                # default) in every read, 60 s of a one-worker run of 480k records
+                "fetch.wait.max.ms": 20,
                 "max.partition.fetch.bytes": 16 * 1024 * 1024,
                 "fetch.max.bytes": 64 * 1024 * 1024,
                 **QUIET_LOGS,

@@ -77,12 +77,16 @@ class SharedCadence(SharedMixing):
         now = time.monotonic()
         if now - self._last_peek < self.peek_s:
             return False
-        self._last_peek = now
         try:
             self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
         except ConnectorError as e:  # the commit, when due, says so
             logger.debug("worker %s did not read the model topic: %s", self.worker, e)
             return False
+        finally:
+            # counted from the end of the read: a read can wait for the broker longer than
+            # peek_s (behind the log consumer's fetch), and the engine hands over a block a
+            # partition, several a poll: from its start, every block would read the log
+            self._last_peek = time.monotonic()
         return self.mix_due(self.view.fresh(), now)
 
     def hold_at_end(self) -> bool:
