@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_perceptron import native
-from stream_perceptron.learners._binary_kernel import (
+from stream_perceptron.learners._binary_kernel import (  # the same configurations: supported
     BIAS_CODES,
-    MIN_HALF_LIFE,
     refusal,
     rescale_outside,
+    supported,
 )
 from stream_perceptron.learners._maths import check_class_kind
 
@@ -34,22 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["supported", "learn_dense", "class_codes", "check_kinds", "write_classes",
            "checked_multiclass_block"]
-
-
-def supported(model: Any) -> bool:
-    """Whether the kernel handles this configuration (the C extension aside): averaged or
-    not (the forgetting average with ``average_half_life >= MIN_HALF_LIFE`` too),
-    ``init="zeros"``, any bias mode, a plain number as ``lr``."""
-    lr = model.lr
-    half_life = model.average_half_life
-    return (
-        not model._init.random
-        and (half_life is None or half_life >= MIN_HALF_LIFE)
-        and model._bias_mode in BIAS_CODES
-        and isinstance(lr, (int, float))
-        and not isinstance(lr, bool)
-        and float(lr) == lr
-    )
 
 
 def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, None]) -> None:
