@@ -96,7 +96,7 @@ def _run(bootstrap: str, records: list[bytes], learner: str, client: str, mix_ev
     """One run: ``(pulled model state, mixtures, examples, mistakes)``."""
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from connectors.kafka_model_topic import KafkaModelLog
+    from connectors.kafka.kafka_python import KafkaModelLog
     from stream_perceptron.sharing.pull import read_view
 
     run = uuid.uuid4().hex[:8]

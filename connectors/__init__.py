@@ -35,7 +35,7 @@ from connectors.base import (
 )
 from connectors.errors import ConnectorError
 from connectors.files import FileSink, open_sink
-from connectors.kafka_common import TopicPartitionKey
+from connectors.kafka.common import TopicPartitionKey
 from connectors.line_block import LineBlock
 from connectors.lines import LineSource
 from connectors.memory import MemorySink, MemorySource
@@ -44,18 +44,18 @@ from connectors.open_lines import open_line_source
 from connectors.record import LINE_TOO_LONG, Position, Record, build_records
 
 if TYPE_CHECKING:
-    from connectors.kafka_sink import KafkaSink
-    from connectors.kafka_source import KafkaSource
-    from connectors.rdkafka_sink import RdKafkaSink
-    from connectors.rdkafka_source import RdKafkaSource
+    from connectors.kafka.kafka_python import KafkaSource
+    from connectors.kafka.kafka_python_producer import KafkaSink
+    from connectors.kafka.librdkafka import RdKafkaSource
+    from connectors.kafka.librdkafka_producer import RdKafkaSink
 
 #: The Kafka connectors, imported when first used: a run on stdin does not load them (nor the
 #: client libraries they import).
 _KAFKA = {
-    "KafkaSink": "connectors.kafka_sink",
-    "KafkaSource": "connectors.kafka_source",
-    "RdKafkaSink": "connectors.rdkafka_sink",
-    "RdKafkaSource": "connectors.rdkafka_source",
+    "KafkaSink": "connectors.kafka.kafka_python_producer",
+    "KafkaSource": "connectors.kafka.kafka_python",
+    "RdKafkaSink": "connectors.kafka.librdkafka_producer",
+    "RdKafkaSource": "connectors.kafka.librdkafka",
 }
 
 

@@ -49,9 +49,34 @@ class MessageBlock:
         """Offset after the block's last message."""
         return self.offsets[-1] + 1
 
+    @classmethod
+    def runs(
+        cls, topics: list[str], partitions: list[int], values: list[bytes], offsets: list[int],
+        keys: list[bytes | None],
+    ) -> list[MessageBlock]:  # fmt: skip
+        """Messages given as columns (in poll order, several partitions interleaved) as one block
+        per run of one partition.
+
+        Examples
+        --------
+        >>> MessageBlock.runs(["t"] * 3, [0, 1, 1], [b"a", b"b", b"c"], [5, 2, 3], [None] * 3)
+        [MessageBlock(t[0]@5..6, 1 records), MessageBlock(t[1]@2..4, 2 records)]
+        """
+        n = len(values)
+        if partitions.count(partitions[0]) == n and topics.count(topics[0]) == n:
+            return [cls(topics[0], partitions[0], values, offsets, keys)]
+        blocks: list[MessageBlock] = []
+        start = 0
+        for i in range(1, n + 1):
+            if i == n or partitions[i] != partitions[start] or topics[i] != topics[start]:
+                blocks.append(cls(topics[start], partitions[start], values[start:i],
+                                  offsets[start:i], keys[start:i]))  # fmt: skip
+                start = i
+        return blocks
+
     def split_lines(self) -> MessageBlock | None:
         """The block with each message's lines as records (what
-        :func:`~connectors.kafka_common.split_message` gives, each line with its message's
+        :func:`~connectors.kafka.common.split_message` gives, each line with its message's
         offset and key), made by C-level loops; ``None`` when a line ends with ``\\r`` or a
         message with a newline (then split message by message).
 

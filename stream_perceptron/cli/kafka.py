@@ -237,23 +237,23 @@ def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:
 
 
 def _transactions_class(client: str) -> Any:
-    """The :class:`~connectors.kafka_transactions.TransactionalOutput` of ``client``."""
+    """The :class:`~connectors.kafka.transactions.TransactionalOutput` of ``client``."""
     if client == CONFLUENT_KAFKA:
-        from connectors.rdkafka_transactions import RdKafkaTransactions
+        from connectors.kafka.librdkafka_producer import RdKafkaTransactions
 
         return RdKafkaTransactions
-    from connectors.kafka_transactions import KafkaTransactions
+    from connectors.kafka.kafka_python_producer import KafkaTransactions
 
     return KafkaTransactions
 
 
 def _model_log_class(client: str) -> Any:
-    """The :class:`~connectors.kafka_model_topic.ModelLog` of ``client``."""
+    """The :class:`~connectors.kafka.model_log.ModelLog` of ``client``."""
     if client == CONFLUENT_KAFKA:
-        from connectors.rdkafka_model_topic import RdKafkaModelLog
+        from connectors.kafka.librdkafka import RdKafkaModelLog
 
         return RdKafkaModelLog
-    from connectors.kafka_model_topic import KafkaModelLog
+    from connectors.kafka.kafka_python import KafkaModelLog
 
     return KafkaModelLog
 
@@ -261,7 +261,7 @@ def _model_log_class(client: str) -> Any:
 def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outputs]:
     """``--model-topic``: this worker's coordinator (transactions, model topic, mixing) and
     its outputs, topic sinks writing into its transactions."""
-    from connectors.kafka_transactions import TransactionalSink
+    from connectors.kafka.topic_sink import TransactionalSink
     from stream_perceptron.sharing.coordinator import SharedModelCoordinator
 
     client = args.kafka_client
@@ -333,7 +333,7 @@ def pull_model_command(args: argparse.Namespace) -> int:
 def _pull_model(args: argparse.Namespace) -> int:
     """``stream-perceptron pull-model``: the cluster's current model as a checkpoint file."""
     from connectors import ConnectorError
-    from connectors.kafka_model_topic import ModelTopicError
+    from connectors.kafka.model_log import ModelTopicError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
     from stream_perceptron.sharing.pull import pull_model
 

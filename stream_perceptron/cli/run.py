@@ -262,7 +262,7 @@ def _exit_if_still_running(seconds: float, signal_name: str) -> None:
 def _exit_code(error: Exception) -> int:
     """2 for what the user must change (flags against the model topic's model, a model topic
     that is not one partition compacted), 1 for the rest."""
-    from connectors.kafka_model_topic import ModelTopicError
+    from connectors.kafka.model_log import ModelTopicError
 
     return 2 if isinstance(error, ModelTopicError) else getattr(error, "exit_code", 1)
 

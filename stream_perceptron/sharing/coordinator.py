@@ -1,7 +1,7 @@
 """Shared-model mode: the engine's side of many workers learning one model through Kafka.
 
 Like a Kafka Streams task, the unit of ownership is the input partition. What this worker
-shares lives in the model topic (a compacted log, :class:`~connectors.kafka_model_topic.ModelLog`):
+shares lives in the model topic (a compacted log, :class:`~connectors.kafka.model_log.ModelLog`):
 
 * ``partition:<topic>:<n>``: the partition's next offset and the examples and mistakes learned
   from it since the stream began (:class:`~stream_perceptron.sharing.PartitionState`);
@@ -9,7 +9,7 @@ shares lives in the model topic (a compacted log, :class:`~connectors.kafka_mode
   (:class:`~stream_perceptron.sharing.Increment`), until a mixture holds it;
 * ``mixture``: the numbered mixtures (:class:`~stream_perceptron.sharing.Mixture`).
 
-Every commit is one Kafka transaction (:class:`~connectors.kafka_transactions.TransactionalOutput`):
+Every commit is one Kafka transaction (:class:`~connectors.kafka.transactions.TransactionalOutput`):
 the predictions and dead letters since the last commit, the owned partitions' records, this
 worker's increment and the consumed offsets. A ``kill -9`` loses exactly the open transaction:
 its records are read again, by whoever owns their partition next, from the offsets and counts
@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from connectors import ConnectorError, PositionKey
-from connectors.kafka_transactions import TransactionFailed
+from connectors.kafka.transactions import TransactionFailed
 from stream_perceptron.errors import EngineError
 from stream_perceptron.sharing import PartitionState
 from stream_perceptron.sharing.cadence import SharedCadence

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from connectors import PositionKey, Source
-from connectors.kafka_model_topic import ModelLog
-from connectors.kafka_transactions import MAX_MESSAGE_BYTES, GroupMember, TransactionalOutput
+from connectors.kafka.model_log import ModelLog
+from connectors.kafka.transactions import MAX_MESSAGE_BYTES, GroupMember, TransactionalOutput
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.sharing import Increment
 from stream_perceptron.sharing.increments import Form, credited, form, history

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from connectors.kafka_transactions import TransactionFailed, TransactionsBase
+from connectors.kafka.transactions import TransactionFailed, TransactionsBase
 
 
 class Timeout(Exception):

@@ -170,7 +170,7 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
 
 def partition_records(bootstrap: str, model_topic: str) -> dict:
     """The latest partition state of each input partition in the model topic."""
-    from connectors.kafka_model_topic import KafkaModelLog
+    from connectors.kafka.kafka_python import KafkaModelLog
     from stream_perceptron.sharing.pull import read_view
 
     with closing(KafkaModelLog(bootstrap, model_topic)) as log:

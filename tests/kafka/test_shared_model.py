@@ -135,7 +135,7 @@ def test_a_hashed_million_feature_model_is_shared_with_small_increments(kafka_bo
     last iterate on this noisy stream swings between 74 % and 96 % held-out accuracy over
     its last 2,000 examples, so one run against one sequential number tests that swing
     (2 runs of 8 fell more than 3 points below); the plain bar is row 14's, over 10 seeds."""
-    from connectors.kafka_model_topic import KafkaModelLog
+    from connectors.kafka.kafka_python import KafkaModelLog
     from stream_perceptron import Preprocessed
     from stream_perceptron.sharing.records import Increment, decode
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from connectors import Position, Record, Source
-from connectors.kafka_model_topic import LogRecord
-from connectors.kafka_transactions import TransactionalSink
+from connectors.kafka.model_log import LogRecord
+from connectors.kafka.topic_sink import TransactionalSink
 from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.engine.blocks import BlockPath
@@ -424,7 +424,7 @@ class _FlakyTransactions(MemoryTransactions):
         self.failures, self.retriable, self.attempts = failures, retriable, 0
 
     def commit(self, offsets, group_metadata) -> None:
-        from connectors.kafka_transactions import TransactionFailed
+        from connectors.kafka.transactions import TransactionFailed
 
         self.attempts += 1
         if self.failures:
@@ -469,7 +469,7 @@ def test_a_commit_that_fails_while_the_broker_is_away_is_committed_again(monkeyp
 
 
 def test_a_fenced_commit_is_not_retried() -> None:
-    from connectors.kafka_transactions import TransactionFailed
+    from connectors.kafka.transactions import TransactionFailed
 
     cluster, data = Cluster(), _data(1, 100)
     engine, coordinator, transactions = _flaky_worker(cluster, failures=9, retriable=False)
@@ -489,7 +489,7 @@ class _AbortingTransactions(MemoryTransactions):
         self.fail_at, self.attempts = fail_at, 0
 
     def commit(self, offsets, group_metadata) -> None:
-        from connectors.kafka_transactions import TransactionFailed
+        from connectors.kafka.transactions import TransactionFailed
 
         self.attempts += 1
         if self.attempts == self.fail_at:
@@ -503,7 +503,7 @@ def test_after_a_failed_transaction_nothing_more_is_committed_and_a_restart_is_e
     out would carry the offsets of records whose increment and predictions went with the
     aborted transaction (issue 24's outage test lost 2,000 examples so). Restarted, it reads
     them again from its last commit that landed: every record learned and predicted once."""
-    from connectors.kafka_transactions import TransactionFailed
+    from connectors.kafka.transactions import TransactionFailed
 
     cluster, data = Cluster(), _data(2, 300)
     transactions = _AbortingTransactions(cluster, fail_at=3)

@@ -13,7 +13,7 @@ from model_topic_records import hostile_records
 from test_model_view import _run
 from test_shared_coordinator import MODEL_TOPIC, Cluster, _data
 
-from connectors.kafka_model_topic import LogRecord
+from connectors.kafka.model_log import LogRecord
 from stream_perceptron import Perceptron
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.sharing import Increment

@@ -11,13 +11,14 @@ import pytest
 @pytest.mark.parametrize(
     "name",
     [
-        "connectors.kafka_common",
-        "connectors.kafka_source",
-        "connectors.kafka_sink",
-        "connectors.kafka_client",
-        "connectors.kafka_sink_base",
-        "connectors.rdkafka_source",
-        "connectors.rdkafka_sink",
+        "connectors.kafka.common",
+        "connectors.kafka.kafka_python",
+        "connectors.kafka.kafka_python_producer",
+        "connectors.kafka.librdkafka",
+        "connectors.kafka.librdkafka_producer",
+        "connectors.kafka.model_log",
+        "connectors.kafka.poll_units",
+        "connectors.kafka.topic_sink",
     ],
 )
 def test_docstring_examples(name: str) -> None:

@@ -114,7 +114,7 @@ def test_exit_at_end_waits_out_a_rebalance_held_up_by_a_dead_member(
     import subprocess
     import sys
 
-    caplog.set_level(logging.WARNING, logger="connectors.kafka_source")
+    caplog.set_level(logging.WARNING, logger="connectors.kafka")
     topic = make_topic(1)
     produce(topic, [b"%d" % i for i in range(20)])
     holder = subprocess.Popen(

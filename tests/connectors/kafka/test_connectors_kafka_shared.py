@@ -9,10 +9,12 @@ import uuid
 import pytest
 
 from connectors import ConnectorError
-from connectors.kafka_model_topic import KafkaModelLog, ModelLog
-from connectors.kafka_transactions import KafkaTransactions, TransactionalOutput
-from connectors.rdkafka_model_topic import RdKafkaModelLog
-from connectors.rdkafka_transactions import RdKafkaTransactions
+from connectors.kafka.kafka_python import KafkaModelLog
+from connectors.kafka.kafka_python_producer import KafkaTransactions
+from connectors.kafka.librdkafka import RdKafkaModelLog
+from connectors.kafka.librdkafka_producer import RdKafkaTransactions
+from connectors.kafka.model_log import ModelLog
+from connectors.kafka.transactions import TransactionalOutput
 
 LOGS = {"kafka-python": KafkaModelLog, "confluent-kafka": RdKafkaModelLog}
 TRANSACTIONS = {"kafka-python": KafkaTransactions, "confluent-kafka": RdKafkaTransactions}
@@ -92,7 +94,7 @@ def test_a_model_topic_that_could_lose_the_model_is_refused(kafka_bootstrap, kaf
     creating is not asked (``pull-model``), is refused; a proper one is used as it is."""
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from connectors.kafka_model_topic import ModelTopicError
+    from connectors.kafka.model_log import ModelTopicError
 
     name = f"test-model-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
@@ -170,7 +172,7 @@ def test_a_commit_in_doubt_is_finished_never_sent_twice(kafka_bootstrap, kafka_c
     """A commit sent but not answered in time (here: a time limit far below the broker's
     answer) may have landed: the retry waits for that same commit on the same producer,
     and every message is committed exactly once."""
-    from connectors.kafka_transactions import TransactionFailed
+    from connectors.kafka.transactions import TransactionFailed
 
     topic = f"test-doubt-{uuid.uuid4().hex[:12]}"
     log = LOGS[kafka_client](kafka_bootstrap, topic)

@@ -19,7 +19,7 @@ from connectors_kafka_testutil import (
 from kafka_broker import free_port
 
 from connectors import ConnectorError, KafkaSource, RdKafkaSource, Source
-from connectors.kafka_source import split_message
+from connectors.kafka.common import split_message
 
 # kafka-python 3.0 loads its protocol schemas with a deprecated importlib.resources API.
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")

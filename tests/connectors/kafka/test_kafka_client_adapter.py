@@ -1,4 +1,6 @@
-"""``connectors.kafka_client`` against the installed kafka-python (fails when it changes).
+"""The kafka-python adapter's private internals (``connectors.kafka.kafka_python`` and
+``connectors.kafka.kafka_python_producer``) against the installed kafka-python (fails when it
+changes).
 
 The adapter holds the connectors' only uses of kafka-python private internals; these
 tests check that they still exist and still do what the source relies on: on a
@@ -14,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from connectors import ConnectorError, kafka_client
+from connectors import ConnectorError
+from connectors.kafka import kafka_python as kafka_client
+from connectors.kafka import kafka_python_producer as producer_client
 
 _NOWHERE = "127.0.0.1:9"  # nothing listens there; nothing here needs to connect
 
@@ -255,12 +259,12 @@ def test_the_installed_producer_has_what_the_transactions_rely_on() -> None:
     producer = KafkaProducer(bootstrap_servers=_NOWHERE, api_version=(3, 0),
                              transactional_id="adapter-test")  # fmt: skip
     try:
-        kafka_client.require_producer_internals(producer)
+        producer_client.require_producer_internals(producer)
         pending = TransactionalRequestResult()
         assert pending.wait(timeout_ms=10) is False  # not completed: False, no exception
         pending.done()
         assert pending.wait(timeout_ms=10) is True
-        kafka_client.wait_transactional(producer, pending, 0.01, "a finished request")
+        producer_client.wait_transactional(producer, pending, 0.01, "a finished request")
     finally:
         producer.close(timeout=1)
 
@@ -270,9 +274,9 @@ def test_a_changed_producer_fails_loudly_naming_what_changed() -> None:
         _sender = None
 
     with pytest.raises(ConnectorError, match="KafkaProducer._transaction_manager.begin_commit"):
-        kafka_client.require_producer_internals(Producer())
+        producer_client.require_producer_internals(Producer())
     with pytest.raises(ConnectorError, match="_transaction_manager.begin_commit"):
-        kafka_client.begin_commit(Producer())
+        producer_client.begin_commit(Producer())
 
 
 def test_wait_transactional_times_out_and_keeps_the_request() -> None:
@@ -290,6 +294,6 @@ def test_wait_transactional_times_out_and_keeps_the_request() -> None:
 
     pending = TransactionalRequestResult()
     with pytest.raises(KafkaTimeoutError):
-        kafka_client.wait_transactional(Producer(), pending, 0.01, "committing")
+        producer_client.wait_transactional(Producer(), pending, 0.01, "committing")
     pending.done()
-    kafka_client.wait_transactional(Producer(), pending, 0.01, "committing")
+    producer_client.wait_transactional(Producer(), pending, 0.01, "committing")

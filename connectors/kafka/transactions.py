@@ -3,59 +3,39 @@ outputs, the model-topic records and the consumed offsets of a step, all or noth
 (Kafka Streams' ``exactly_once_v2``).
 
 :class:`TransactionalOutput` is the client-neutral interface the engine uses;
-:class:`TransactionsBase` holds what every client does alike; :class:`KafkaTransactions`
-implements it with kafka-python 3 (imported lazily),
-:class:`~connectors.rdkafka_transactions.RdKafkaTransactions` with confluent-kafka.
-:class:`TransactionalSink` is a :class:`~connectors.base.MessageSink` whose messages go into
-the current transaction.
+:class:`TransactionsBase` holds what every client does alike; each client adapter
+(:mod:`connectors.kafka.kafka_python`, :mod:`connectors.kafka.librdkafka`) adds its producer's
+calls. :class:`~connectors.kafka.topic_sink.TransactionalSink` writes into the current
+transaction.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from connectors import kafka_client
-from connectors.base import Closing, MessageSink
+from connectors.base import Closing
 from connectors.errors import ConnectorError
-from connectors.kafka_common import (
-    TopicPartitionKey,
-    check_offsets,
-    check_topic,
-    merge_client_options,
-)
-
-if TYPE_CHECKING:
-    from kafka.producer import KafkaProducer
+from connectors.kafka.common import TopicPartitionKey, check_offsets
 
 __all__ = [
+    "CALL_TIMEOUT_S",
+    "MAX_MESSAGE_BYTES",
+    "TRANSACTION_TIMEOUT_MS",
     "GroupMember",
-    "KafkaTransactions",
     "TransactionFailed",
     "TransactionalOutput",
-    "TransactionalSink",
     "TransactionsBase",
 ]
 
 logger = logging.getLogger(__name__)
 
-_RESERVED = frozenset(
-    {"bootstrap_servers", "transactional_id", "enable_idempotence", "key_serializer",
-     "value_serializer"}
-)  # fmt: skip
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
 #: how long one transactional call may wait for the broker (kafka-python's own methods wait
 #: without a limit: a commit caught by a broker restart could hang there for good)
 CALL_TIMEOUT_S = 30.0
 TRANSACTION_TIMEOUT_MS = 10_000  # a dead worker's open transaction stops blocking readers soon
-#: kafka-python errors saying another producer or group member took over: retrying cannot help
-_KAFKA_PYTHON_FENCED = frozenset(
-    {"ProducerFencedError", "InvalidProducerEpochError", "FencedInstanceIdError",
-     "IllegalGenerationError", "UnknownMemberIdError", "CommitFailedError",
-     "TransactionalIdAuthorizationFailedError"}
-)  # fmt: skip
 
 
 class TransactionFailed(ConnectorError):
@@ -414,165 +394,3 @@ class TransactionsBase(Closing):
 
     def _close(self, producer: Any, timeout_s: float) -> None:
         raise NotImplementedError
-
-
-class KafkaTransactions(TransactionsBase):
-    """A kafka-python transactional producer.
-
-    Parameters
-    ----------
-    bootstrap_servers
-        ``"host:port"`` or a list of them.
-    transactional_id
-        Stable per worker: a restarted worker with the same id fences its former self and
-        aborts the transaction it left open.
-    client_options
-        Further ``KafkaProducer`` settings. Defaults here: ``transaction_timeout_ms=10000``
-        (a dead worker's open transaction stops blocking readers soon), ``linger_ms=5``,
-        ``max_request_size`` 16 MiB.
-
-    Examples
-    --------
-    No connection is made before the first send:
-
-    >>> out = KafkaTransactions("127.0.0.1:9", "workers-w0")
-    >>> isinstance(out, TransactionalOutput)
-    True
-    >>> out.close()
-    """
-
-    def _configure(
-        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        config = merge_client_options(
-            {
-                "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
-                "linger_ms": 5,
-                "max_request_size": MAX_MESSAGE_BYTES,
-                "reconnect_backoff_max_ms": 5000,
-            },
-            client_options,
-            _RESERVED,
-        )
-        config.update(bootstrap_servers=bootstrap_servers, transactional_id=self.transactional_id)
-        return config
-
-    def _client_errors(self) -> tuple[type[BaseException], ...]:
-        from kafka.errors import KafkaError
-
-        return (KafkaError,)
-
-    def _fenced(self, exc: BaseException) -> bool:
-        return type(exc).__name__ in _KAFKA_PYTHON_FENCED
-
-    def _create(self) -> KafkaProducer:
-        from kafka.producer import KafkaProducer
-
-        producer = KafkaProducer(**self._config)
-        kafka_client.require_producer_internals(producer)
-        producer.init_transactions()
-        return producer
-
-    def _begin(self, producer: KafkaProducer) -> None:
-        producer.begin_transaction()
-
-    def _send(
-        self, producer: KafkaProducer, topic: str, value: bytes | None, key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
-    ) -> Any:  # fmt: skip
-        return producer.send(topic, value=value, key=key, headers=headers)
-
-    def _undelivered(self, delivery: Any) -> bool:
-        return delivery is not None and bool(delivery.is_done) and bool(delivery.failed())
-
-    def _send_offsets(
-        self, producer: KafkaProducer, offsets: dict[TopicPartitionKey, int], group_metadata: Any
-    ) -> None:
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
-        if offsets:
-            result = kafka_client.send_offsets_to_transaction(
-                producer,
-                {TopicPartition(*tp): OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()},
-                group_metadata,
-            )  # fmt: skip
-            kafka_client.wait_transactional(
-                producer, result, self.call_timeout_s, "sending the offsets to the transaction"
-            )
-
-    def _end(self, producer: KafkaProducer) -> None:
-        self._committing = kafka_client.begin_commit(producer)
-        self._ending = True
-        self._resume_commit(producer)
-
-    def _resume_commit(self, producer: KafkaProducer) -> None:
-        kafka_client.wait_transactional(
-            producer, self._committing, self.call_timeout_s, "committing the transaction"
-        )
-
-    def _unanswered(self, exc: BaseException) -> bool:
-        from kafka.errors import KafkaTimeoutError
-
-        return isinstance(exc, KafkaTimeoutError)
-
-    def _abort(self, producer: KafkaProducer) -> None:
-        kafka_client.wait_transactional(
-            producer, kafka_client.begin_abort(producer), self.call_timeout_s,
-            "aborting the transaction",
-        )  # fmt: skip
-
-    def _close(self, producer: KafkaProducer, timeout_s: float) -> None:
-        producer.close(timeout=timeout_s)
-
-
-class TransactionalSink(Closing, MessageSink):
-    """A topic sink writing into a :class:`TransactionalOutput`'s current transaction.
-
-    :meth:`flush` and :meth:`close` do nothing: the owner of the transactions commits them.
-    ``headers`` gives headers added to every message (for instance the model version).
-
-    Examples
-    --------
-    >>> class Memory:
-    ...     def __init__(self): self.sent = []
-    ...     def send(self, topic, value, key=None, headers=None):
-    ...         self.sent.append((topic, value, key, headers))
-    >>> out = Memory()
-    >>> sink = TransactionalSink(out, "predictions", headers=lambda: [("v", b"3")])
-    >>> sink.send(b"p", key=b"k"); sink.write(b"q")
-    >>> out.sent
-    [('predictions', b'p', b'k', [('v', b'3')]), ('predictions', b'q', None, [('v', b'3')])]
-    """
-
-    def __init__(
-        self,
-        output: Any,
-        topic: str,
-        *,
-        headers: Callable[[], list[tuple[str, bytes]]] | None = None,
-    ) -> None:
-        self._output = output
-        self.topic = check_topic(topic)
-        self._headers = headers
-
-    def write(self, line: bytes) -> None:
-        self.send(line)
-
-    def send(
-        self,
-        value: bytes,
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        extra = self._headers() if self._headers is not None else []
-        merged = [*(headers or []), *extra] or None
-        self._output.send(self.topic, value, key, merged)
-
-    def flush(self) -> None:
-        """Nothing: the transaction's commit makes the messages visible."""
-
-    def close(self) -> None:
-        """Nothing: the transactions' owner closes the producer."""
-
-    def __repr__(self) -> str:
-        return f"TransactionalSink(topic={self.topic!r})"

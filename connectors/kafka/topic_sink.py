@@ -1,24 +1,24 @@
-"""The client-neutral half of a Kafka sink: argument checks, failure accounting, flush and close.
-
-:class:`TopicSink` is shared by :class:`~connectors.kafka_sink.KafkaSink` (kafka-python) and
-:class:`~connectors.rdkafka_sink.RdKafkaSink` (confluent-kafka); a client adds how to open,
-produce to, flush and close its producer.
+"""Kafka topic sinks whatever the client: :class:`TopicSink` (argument checks, failure
+accounting, flush and close; a client adapter adds how to open, produce to, flush and close its
+producer) and :class:`TransactionalSink` (messages into the current transaction of a
+:class:`~connectors.kafka.transactions.TransactionalOutput`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
-from connectors.base import BatchMessageSink, Closing
+from connectors.base import BatchMessageSink, Closing, MessageSink
 from connectors.errors import ConnectorError
-from connectors.kafka_common import check_topic
+from connectors.kafka.common import check_topic
 
-__all__ = ["TopicSink", "check_message"]
+__all__ = ["TopicSink", "TransactionalSink", "check_message"]
 
-logger = logging.getLogger("connectors.kafka_sink")  # the sinks' own log
+logger = logging.getLogger(__name__)
 
 _BYTES = (bytes, bytearray, memoryview)
 
@@ -58,7 +58,7 @@ def check_message(value: object, key: object, headers: object) -> None:
 
 class TopicSink(Closing, BatchMessageSink):
     """What a Kafka sink does whatever its client (a base class; see
-    :class:`~connectors.kafka_sink.KafkaSink` for the behaviour).
+    :class:`~connectors.kafka.kafka_python.KafkaSink` for the behaviour).
 
     A client subclass implements ``_open()`` (create the producer), ``_produce(value, key,
     headers)`` (queue one message; delivery failures go to :meth:`_failure`),
@@ -227,3 +227,56 @@ class TopicSink(Closing, BatchMessageSink):
                 self._first_failure = exc
         if first:
             logger.warning("a message to Kafka topic %r was not delivered: %r", self.topic, exc)
+
+
+class TransactionalSink(Closing, MessageSink):
+    """A topic sink writing into a :class:`TransactionalOutput`'s current transaction.
+
+    :meth:`flush` and :meth:`close` do nothing: the owner of the transactions commits them.
+    ``headers`` gives headers added to every message (for instance the model version).
+
+    Examples
+    --------
+    >>> class Memory:
+    ...     def __init__(self): self.sent = []
+    ...     def send(self, topic, value, key=None, headers=None):
+    ...         self.sent.append((topic, value, key, headers))
+    >>> out = Memory()
+    >>> sink = TransactionalSink(out, "predictions", headers=lambda: [("v", b"3")])
+    >>> sink.send(b"p", key=b"k"); sink.write(b"q")
+    >>> out.sent
+    [('predictions', b'p', b'k', [('v', b'3')]), ('predictions', b'q', None, [('v', b'3')])]
+    """
+
+    def __init__(
+        self,
+        output: Any,
+        topic: str,
+        *,
+        headers: Callable[[], list[tuple[str, bytes]]] | None = None,
+    ) -> None:
+        self._output = output
+        self.topic = check_topic(topic)
+        self._headers = headers
+
+    def write(self, line: bytes) -> None:
+        self.send(line)
+
+    def send(
+        self,
+        value: bytes,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        extra = self._headers() if self._headers is not None else []
+        merged = [*(headers or []), *extra] or None
+        self._output.send(self.topic, value, key, merged)
+
+    def flush(self) -> None:
+        """Nothing: the transaction's commit makes the messages visible."""
+
+    def close(self) -> None:
+        """Nothing: the transactions' owner closes the producer."""
+
+    def __repr__(self) -> str:
+        return f"TransactionalSink(topic={self.topic!r})"

@@ -1,9 +1,8 @@
-"""The client-neutral half of a Kafka group source: arguments, the iteration loop, closing, and
-the books (what is assigned, read, committed, where each partition ends).
+"""A Kafka group source whatever its client: arguments, the iteration loop, what a poll hands
+on, committing and closing (its books are :class:`~connectors.kafka.books.GroupBooks`).
 
-:class:`GroupSource` is shared by :class:`~connectors.kafka_source.KafkaSource` (kafka-python)
-and :class:`~connectors.rdkafka_source.RdKafkaSource` (confluent-kafka); a client adds how to
-open, poll, commit and close its consumer, and how it handles an assignment.
+A client adapter (:mod:`connectors.kafka.kafka_python`, :mod:`connectors.kafka.librdkafka`)
+subclasses :class:`GroupSource` with its broker calls: the hooks listed there.
 """
 
 from __future__ import annotations
@@ -12,34 +11,106 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from operator import attrgetter
 from typing import Any
 
-from connectors.base import Closing
+from connectors.base import Closing, PartitionedSource
 from connectors.errors import ConnectorError
-from connectors.kafka_common import SourceState, TopicPartitionKey, check_offsets
+from connectors.kafka.books import RETRY_PAUSE_S, GroupBooks
+from connectors.kafka.common import TopicPartitionKey, check_offsets
+from connectors.kafka.poll_units import PollUnit, held_to_limit, units_of
 from connectors.message_block import MessageBlock
-from connectors.record import LINE_TOO_LONG, Record
+from connectors.record import Record
 
 __all__ = ["GroupSource", "PollUnit"]
 
-#: What a poll hands on: a partition's run of one-record messages as a block, or records.
-PollUnit = MessageBlock | list[Record]
-
-_value_of = attrgetter("value")
-
-logger = logging.getLogger("connectors.kafka_source")  # the sources' own log
+logger = logging.getLogger(__name__)
 
 
-class GroupSource(SourceState, Closing):
-    """What a Kafka group source does whatever its client (a base class; see
-    :class:`~connectors.kafka_source.KafkaSource` for the parameters).
+class GroupSource(GroupBooks, Closing, PartitionedSource):
+    """Consume Kafka topics as a member of a consumer group, in batches of records (a base
+    class: a client adapter adds its broker calls).
 
-    A client subclass implements ``_open()`` (create and subscribe the consumer),
-    ``_poll(consumer)`` (one poll's units, ``[]`` for none: its records as one list, or with
-    ``_as_blocks`` set its partitions' runs of one-record messages as
-    :class:`~connectors.MessageBlock` s), ``_at_end(consumer, refresh=)``,
-    ``_commit_offsets(todo)``, ``_group_metadata(consumer)`` and ``_close_client(consumer)``.
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    topics
+        Topics to subscribe to.
+    group_id
+        Consumer group; partitions are shared among the group's members.
+    on_assign
+        Called with newly assigned partitions; returns the offsets the caller wants to resume
+        from (its checkpoint), for any of them. Each partition starts at the larger of that
+        offset and the group's committed offset; with neither, the client's offset reset
+        (``earliest`` here) applies.
+    on_revoke
+        Called with partitions about to be given up (rebalance, or :meth:`close`), while they
+        can still be committed: checkpoint and call :meth:`commit` in it. Only partitions
+        reported by ``on_assign`` are passed. Also called when the group membership was lost
+        (the commit then fails).
+    on_idle
+        Called, from the iterating thread between two batches, after a poll that returned no
+        message: time for timed work such as a checkpoint of what the last batches did.
+    exit_at_end
+        Stop iterating once the group is stable, partitions are assigned and each is read up
+        to the end offset it had when it was assigned. An empty assignment never ends the
+        iteration: a member with nothing to read waits for partitions.
+    hold_at_end
+        With ``exit_at_end``, asked once this member's partitions are read to their end: while
+        it returns True the member stays (polling every ``HOLD_POLL_MS``, calling ``on_idle``)
+        instead of ending, for a member whose timed work others still depend on.
+    poll_timeout_ms
+        Longest wait for messages in one poll.
+    max_poll_records
+        Most messages per poll, hence per batch (``MAX_POLL_RECORDS`` unless given).
+    split_lines
+        Make one record per line of a message (see :func:`split_message`), all with the
+        message's position; otherwise one record per message.
+    client_options
+        Further settings of the client's consumer (security, timeouts...), in its own names;
+        ``reconnect backoff max`` is 5000 ms unless given (a returning broker is found within
+        seconds).
+    commit_timeout_ms
+        Longest wait of :meth:`commit` for the broker.
+    assignment_timeout_s
+        With ``exit_at_end``, how long an empty assignment is waited out before it is an error
+        (a group still rebalancing is waited for without end, with a warning this often); also
+        the longest time spent retrying the broker calls that handle an assignment.
+    max_line_bytes
+        A longer message (or line of one) comes as a record with ``error="line_too_long"``
+        holding its first bytes, as a line source gives one (``None``: no limit).
+
+    Attributes
+    ----------
+    rebalances : int
+        Number of times the assignment changed (the first one included); a rebalance that
+        gives back the same partitions does not count.
+
+    Notes
+    -----
+    *Threads.* ``on_assign`` and ``on_revoke`` never run concurrently with the iterating
+    thread's code: the client runs them inside a poll (or :meth:`close`). An exception raised
+    by one is re-raised unchanged by :meth:`batches` (or :meth:`close`).
+
+    *Broker outages.* Iteration goes on: polls return nothing while the broker is away
+    (losing and finding it is logged) and the client reconnects by itself; a poll that raises
+    a retriable error is logged and retried after a short pause. Errors that retrying cannot
+    fix (authorization, configuration) raise :class:`~connectors.errors.ConnectorError`.
+    :meth:`commit` returns ``False`` while the broker is away. If the group membership
+    expired meanwhile, the partitions are revoked (``on_revoke``; its commit fails) and
+    assigned again (``on_assign``), resuming at the checkpoint.
+
+    *Lag.* :meth:`lag` uses end offsets read at assignment, then those the client saw in its
+    fetches (refreshed every few seconds); it makes no network call and is safe to call from
+    another thread.
+
+    *What a client adds* (the port): ``_configure`` (its settings), ``_open`` (create and
+    subscribe the consumer, its rebalance callbacks calling ``_assign`` and ``_revoke``),
+    ``_consume`` (one poll as one :class:`~connectors.MessageBlock` per partition run,
+    tombstones as ``None``), ``_topic_names``, ``_commit_offsets``, ``_group_metadata``,
+    ``_close_client``, ``_client_errors`` and ``_fatal``; for the books ``_committed_of``,
+    ``_place`` (seek each partition to its start), ``_assignment_of``, ``_read_positions``,
+    ``_highwaters``, ``_stable``; and ``_watch`` (note brokers lost and found).
     """
 
     _consumer: Any
@@ -67,10 +138,6 @@ class GroupSource(SourceState, Closing):
         assignment_timeout_s: float = 60.0,
         max_line_bytes: int | None = None,
     ) -> None:
-        """Check the arguments and set the state every client shares; the client's settings
-        come from ``_configure``. ``max_line_bytes``: a longer message (or line of one) comes
-        as a record with ``error="line_too_long"`` holding its first bytes, as a line source
-        gives one (``None``: no limit)."""
         max_poll_records = self.MAX_POLL_RECORDS if max_poll_records is None else max_poll_records
         if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
             raise ConnectorError(f"topics must be a non-empty list of str, got {topics!r}")
@@ -85,8 +152,6 @@ class GroupSource(SourceState, Closing):
                 raise ConnectorError(f"{label} must be an int >= {low}, got {value!r}")
         self.topics = list(topics)
         self.group_id = group_id
-        self._on_assign = on_assign
-        self._on_revoke = on_revoke
         self._on_idle = on_idle
         self._exit_at_end = exit_at_end
         self._hold_at_end = hold_at_end
@@ -95,22 +160,8 @@ class GroupSource(SourceState, Closing):
         self._split_lines = split_lines
         self._max_line_bytes = max_line_bytes
         self._commit_timeout_ms = commit_timeout_ms
-        self._assignment_timeout_s = float(assignment_timeout_s)
-        self.rebalances = 0
+        self._open_books(on_assign, on_revoke, assignment_timeout_s)
         self._consumer = None
-        self._lock = threading.Lock()  # guards the state below (read by metrics threads)
-        self._assigned = []
-        self._positions = {}
-        self._ends = {}  # for lag(), refreshed
-        self._stop_at = {}  # for exit_at_end, noted at assignment
-        self._committed = {}  # by this source
-        self._floor = {}  # never commit at or below
-        self._callback_error = None
-        self._had_partitions = False
-        self._joined = False  # an assignment (maybe empty) came from the group
-        self._lost_since = None
-        self._last_assignment = set()
-        self._ends_refreshed = 0.0
         self._poll_lock = threading.Lock()  # held by the iterating thread while it polls
         self._close_lock = threading.Lock()
         self._started = False
@@ -118,33 +169,6 @@ class GroupSource(SourceState, Closing):
         self._as_blocks = False  # message_blocks() is iterated, not batches()
         self._poll_count = max_poll_records  # messages asked of the next poll
         self._config = self._configure(bootstrap_servers, client_options)
-
-    # -- state for metrics ---------------------------------------------------------------------
-    @property
-    def assignment(self) -> list[TopicPartitionKey]:
-        """Partitions currently assigned (and announced to ``on_assign``), sorted."""
-        with self._lock:
-            return list(self._assigned)
-
-    def lag(self) -> dict[TopicPartitionKey, int]:
-        """Messages not yet read, per assigned partition (end offset - position).
-
-        Returns
-        -------
-        dict
-            ``{(topic, partition): lag}``; uses cached end offsets, no network call.
-        """
-        with self._lock:
-            return {
-                tp: max(0, self._ends[tp] - self._positions[tp])
-                for tp in self._assigned
-                if tp in self._ends and tp in self._positions
-            }
-
-    def committed_offsets(self) -> dict[TopicPartitionKey, int]:
-        """Offsets last committed successfully by this source, per partition."""
-        with self._lock:
-            return dict(self._committed)
 
     # -- Source --------------------------------------------------------------------------------
     def batches(self) -> Iterator[list[Record]]:
@@ -276,7 +300,7 @@ class GroupSource(SourceState, Closing):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(topics={self.topics!r}, group_id={self.group_id!r})"
 
-    # -- what a client implements --------------------------------------------------------------
+    # -- what a client adds --------------------------------------------------------------------
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
@@ -286,11 +310,13 @@ class GroupSource(SourceState, Closing):
     def _open(self) -> Any:
         raise NotImplementedError
 
-    def _poll(self, consumer: Any) -> list[PollUnit]:
+    def _consume(self, consumer: Any) -> list[MessageBlock]:
+        """One poll of up to ``_poll_count`` messages as a block per partition run (values
+        ``None`` for tombstones); the client's errors raise."""
         raise NotImplementedError
 
-    def _at_end(self, consumer: Any, *, refresh: bool) -> bool:
-        raise NotImplementedError
+    def _watch(self, consumer: Any, got: bool) -> None:
+        """After a poll (``got``: it returned messages): note brokers lost and found."""
 
     def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
         raise NotImplementedError
@@ -302,6 +328,35 @@ class GroupSource(SourceState, Closing):
     def _close_client(self, consumer: Any) -> None:
         """Close ``consumer`` (logging, not raising, what the client reports)."""
         raise NotImplementedError
+
+    # -- a poll --------------------------------------------------------------------------------
+    def _poll(self, consumer: Any) -> list[PollUnit]:
+        try:
+            runs = self._consume(consumer)
+        except self._client_errors() as exc:
+            self._raise_callback_error()
+            if self._fatal(exc):
+                raise ConnectorError(f"consuming {self.topics!r} failed: {exc!r}") from exc
+            logger.warning("polling %s failed, retrying: %r", self.topics, exc)
+            time.sleep(RETRY_PAUSE_S)
+            return []
+        self._raise_callback_error()
+        self._refresh_ends(consumer)
+        self._watch(consumer, bool(runs))
+        return self._units(runs) if runs else []
+
+    def _units(self, runs: list[MessageBlock]) -> list[PollUnit]:
+        units, positions, messages, read = units_of(runs, self._split_lines, self._as_blocks)
+        self._note_read(positions)
+        self._note_batch(messages, read)
+        return units
+
+    def _note_batch(self, messages: int, records: int) -> None:
+        """Ask the next poll for about ``max_poll_records`` records, however many lines the
+        messages have (a poll of many-line messages could hold a whole topic)."""
+        if records:
+            wanted = self._max_poll_records * messages // records
+            self._poll_count = max(1, min(self._max_poll_records, wanted))
 
     # -- closing -------------------------------------------------------------------------------
     def _close_consumer(self) -> None:
@@ -342,7 +397,9 @@ class GroupSource(SourceState, Closing):
             if self._closed:
                 break
             if units:
-                yield from map(self._held_to_limit, units)
+                if self._max_line_bytes is not None:
+                    units = [held_to_limit(unit, self._max_line_bytes) for unit in units]
+                yield from units
             elif self._on_idle is not None:
                 self._on_idle()
             if self._exit_at_end:
@@ -368,28 +425,6 @@ class GroupSource(SourceState, Closing):
         ``METADATA_TIMEOUT_S``); without asking, so that none is created."""
         raise NotImplementedError
 
-    def _held_to_limit(self, unit: PollUnit) -> PollUnit:
-        """``unit`` with every value longer than ``max_line_bytes`` cut to it and marked
-        ``line_too_long`` (a block holding one comes as records)."""
-        limit = self._max_line_bytes
-        if limit is None:
-            return unit
-        if isinstance(unit, MessageBlock):
-            if max(map(len, unit.values), default=0) <= limit:
-                return unit
-            records = unit.records()
-        else:
-            if max(map(len, map(_value_of, unit)), default=0) <= limit:
-                return unit
-            records = unit
-        too_long = [i for i, r in enumerate(records) if len(r.value) > limit]
-        logger.debug("%d messages longer than %d bytes: line_too_long", len(too_long), limit)
-        held = list(records)
-        for i in too_long:
-            r = held[i]
-            held[i] = Record(r.value[:limit], r.position, r.key, error=LINE_TOO_LONG)
-        return held
-
     def _wait_for_partitions(self, deadline: float) -> float:
         """With ``exit_at_end``, before any partition came: while the group is still joining or
         rebalancing (members that died leave it only after their session timeout), wait on and
@@ -411,111 +446,3 @@ class GroupSource(SourceState, Closing):
         )
         return now + self._assignment_timeout_s
 
-    # -- the books -----------------------------------------------------------------------------
-    def _note_batch(self, messages: int, records: int) -> None:
-        """Ask the next poll for about ``max_poll_records`` records, however many lines the
-        messages have (a poll of many-line messages could hold a whole topic)."""
-        if records:
-            wanted = self._max_poll_records * messages // records
-            self._poll_count = max(1, min(self._max_poll_records, wanted))
-
-    def _note_read(self, positions: dict[TopicPartitionKey, int]) -> None:
-        """Positions (next offsets) reached by a poll; they only move forward."""
-        with self._lock:
-            for tp, offset in positions.items():
-                if tp in self._positions:
-                    self._positions[tp] = max(offset, self._positions[tp])
-
-    def _starts(
-        self,
-        keys: list[TopicPartitionKey],
-        committed: dict[TopicPartitionKey, int | None],
-    ) -> tuple[dict[TopicPartitionKey, int], dict[TopicPartitionKey, int]]:
-        """Ask ``on_assign`` for the checkpoint of newly assigned ``keys``; return it and where
-        each partition starts: the larger of checkpoint and committed offset (a partition with
-        neither is left out: the client's offset reset applies)."""
-        wanted = check_offsets(self._on_assign(list(keys)) if self._on_assign else {}, "on_assign")
-        starts: dict[TopicPartitionKey, int] = {}
-        for key in keys:
-            known = [o for o in (wanted.get(key), committed.get(key)) if o is not None]
-            if known:
-                starts[key] = max(known)
-        return wanted, starts
-
-    def _note_assigned(
-        self,
-        keys: list[TopicPartitionKey],
-        positions: dict[TopicPartitionKey, int],
-        ends: dict[TopicPartitionKey, int],
-        committed: dict[TopicPartitionKey, int | None],
-        wanted: dict[TopicPartitionKey, int],
-    ) -> None:
-        """Record an assignment once the client has sought each partition to its start."""
-        with self._lock:
-            self._assigned = sorted(set(self._assigned) | set(keys))
-            for key in keys:
-                self._positions[key] = positions[key]
-                self._ends[key] = self._stop_at[key] = ends[key]
-                done = committed.get(key)
-                if done is not None:
-                    self._floor[key] = max(done, self._floor.get(key, -1))
-            self._had_partitions = True
-        self._count_change(keys)
-        logger.info(
-            "group %r assigned %s: starting at %s (checkpoint %s, committed %s), end %s",
-            self.group_id,
-            keys,
-            [positions[key] for key in keys],
-            [wanted.get(key) for key in keys],
-            [committed.get(key) for key in keys],
-            [ends[key] for key in keys],
-        )
-
-    def _count_change(self, added: list[TopicPartitionKey]) -> None:
-        with self._lock:
-            current = set(self._assigned) | set(added)
-            if current != self._last_assignment:
-                self._last_assignment = current
-                self.rebalances += 1
-
-    def _revoke(self, partitions: list[TopicPartitionKey]) -> None:
-        """Give up ``partitions``: ``on_revoke`` for those announced to ``on_assign``, then
-        forget them."""
-        with self._lock:
-            announced = set(self._assigned)
-        keys = sorted(k for k in partitions if k in announced)
-        if not keys:
-            return
-        logger.info("group %r gives up %s", self.group_id, keys)
-        try:
-            if self._on_revoke is not None:
-                self._on_revoke(list(keys))
-        finally:
-            with self._lock:
-                self._assigned = [k for k in self._assigned if k not in keys]
-                for key in keys:
-                    self._positions.pop(key, None)
-                    self._ends.pop(key, None)
-                    self._stop_at.pop(key, None)
-
-    def _pending(self, current: list[TopicPartitionKey]) -> list[TopicPartitionKey] | None:
-        """Of the client's ``current`` assignment (sorted), the partitions not yet read up to
-        the end they had when assigned; ``None`` while nothing is assigned or an assignment is
-        being handled."""
-        with self._lock:
-            if not current or current != self._assigned:
-                return None
-            return [tp for tp in current if self._positions[tp] < self._stop_at[tp]]
-
-    def _note_ends(self, highwaters: dict[TopicPartitionKey, int | None]) -> None:
-        """End offsets seen by the client since the last refresh (for :meth:`lag`)."""
-        with self._lock:
-            for tp in self._assigned:
-                end = highwaters.get(tp)
-                if end is not None:
-                    self._ends[tp] = end
-
-    def _raise_callback_error(self) -> None:
-        error, self._callback_error = self._callback_error, None
-        if error is not None:
-            raise error

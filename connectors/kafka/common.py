@@ -1,17 +1,14 @@
-"""What the Kafka source and sink share: client options, message splitting, offsets, errors."""
+"""What every Kafka role and client shares: client options, message splitting, offsets, checks."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from connectors.base import PositionKey
 from connectors.errors import ConnectorError
-from connectors.record import Record
 
 __all__ = [
-    "SourceState",
     "TopicPartitionKey",
     "check_topic",
     "merge_client_options",
@@ -23,32 +20,6 @@ __all__ = [
 
 #: ``(topic, partition)``: the connectors' position key; a partition is never None here.
 TopicPartitionKey = PositionKey
-
-
-class SourceState:
-    """The Kafka source's state, as its mixins (rebalance handling, progress tracking) see it:
-    declared once here, set by :class:`~connectors.kafka_source.KafkaSource`, guarded by
-    ``_lock``."""
-
-    group_id: str
-    topics: list[str]
-    rebalances: int
-    _lock: threading.Lock
-    _assigned: list[TopicPartitionKey]  # announced to on_assign, not yet revoked
-    _positions: dict[TopicPartitionKey, int]  # next offset to read
-    _ends: dict[TopicPartitionKey, int]  # end offsets, for lag()
-    _stop_at: dict[TopicPartitionKey, int]  # end offsets seen at assignment, for exit_at_end
-    _committed: dict[TopicPartitionKey, int]  # by this source
-    _floor: dict[TopicPartitionKey, int]  # never commit at or below
-    _last_assignment: set[TopicPartitionKey]
-    _ends_refreshed: float
-    _had_partitions: bool
-    _joined: bool  # an assignment (maybe empty) came from the group
-    _lost_since: float | None  # when the group coordinator was lost
-    _callback_error: BaseException | None
-    _assignment_timeout_s: float
-    _on_assign: Callable[[list[TopicPartitionKey]], dict[TopicPartitionKey, int]] | None
-    _on_revoke: Callable[[list[TopicPartitionKey]], None] | None
 
 
 def merge_client_options(
@@ -175,47 +146,6 @@ def needs_split(values: list[bytes]) -> bool:
     """
     joined = b"".join(values)
     return b"\n" in joined or b"\r" in joined
-
-
-def last_offsets(records: list[Record], partitions: int) -> dict[TopicPartitionKey, int]:
-    """The next offset after the last record of each partition among ``records`` (at most
-    ``partitions`` of them: the scan from the end stops once each is seen).
-
-    Examples
-    --------
-    >>> from connectors.record import Position
-    >>> records = [Record(b"", Position("t", o, o % 2)) for o in range(5)]
-    >>> last_offsets(records, 2)
-    {('t', 0): 5, ('t', 1): 4}
-    """
-    positions: dict[TopicPartitionKey, int] = {}
-    for record in reversed(records):
-        position = record.position
-        key = (position.source, position.partition)
-        if key not in positions:
-            positions[key] = position.offset + 1
-            if len(positions) >= partitions:
-                break
-    return positions
-
-
-def fatal_errors() -> tuple[type[Exception], ...]:
-    """kafka-python errors that retrying cannot fix (configuration, rights)."""
-    import kafka.errors as errors
-
-    return (
-        errors.AuthorizationError,
-        errors.SaslAuthenticationFailedError,
-        errors.UnsupportedSaslMechanismError,
-        errors.IllegalSaslStateError,
-        errors.KafkaConfigurationError,
-        errors.IllegalStateError,
-        errors.UnsupportedVersionError,
-        errors.InvalidTopicError,
-        errors.InvalidGroupIdError,
-        errors.InvalidSessionTimeoutError,
-        errors.FencedInstanceIdError,
-    )
 
 
 def check_topic(topic: object) -> str:

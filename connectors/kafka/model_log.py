@@ -1,9 +1,8 @@
 """The compacted model topic of shared-model mode: created when missing, read to its end.
 
 :class:`ModelLog` is the client-neutral interface; :class:`ModelLogBase` holds what every
-client does alike (reading to the end past open transactions); :class:`KafkaModelLog`
-implements it with kafka-python 3 (imported lazily),
-:class:`~connectors.rdkafka_model_topic.RdKafkaModelLog` with confluent-kafka.
+client does alike (reading to the end past open transactions); each client adapter
+(:mod:`connectors.kafka.kafka_python`, :mod:`connectors.kafka.librdkafka`) adds its calls.
 The topic has one partition (every worker reads all of it, in one order) and
 ``cleanup.policy=compact`` (only the latest record of each key is kept).
 Reads are ``read_committed``: a worker's records count once its transaction is committed.
@@ -13,16 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from connectors.errors import ConnectorError
-from connectors.kafka_common import check_topic, merge_client_options
-
-if TYPE_CHECKING:
-    from kafka.consumer import KafkaConsumer
+from connectors.kafka.common import check_topic
 
 __all__ = [
-    "KafkaModelLog",
     "LogRecord",
     "ModelLog",
     "ModelLogBase",
@@ -45,10 +41,6 @@ TOPIC_CONFIG = {
     # reads the whole log (without it, up to 1 GiB or 7 days of every worker's commits)
     "segment.ms": "600000",
 }
-_RESERVED = frozenset(
-    {"bootstrap_servers", "group_id", "enable_auto_commit", "isolation_level",
-     "key_deserializer", "value_deserializer"}
-)  # fmt: skip
 
 
 class LogRecord(tuple[bytes | None, bytes | None]):
@@ -104,7 +96,7 @@ def check_model_topic(topic: str, partitions: int, policy: str) -> None:
     >>> check_model_topic("model", 3, "compact")
     Traceback (most recent call last):
     ...
-    connectors.kafka_model_topic.ModelTopicError: the model topic 'model' has 3 partitions ...
+    connectors.kafka.model_log.ModelTopicError: the model topic 'model' has 3 partitions ...
     """
     problems = []
     if partitions != 1:
@@ -129,7 +121,9 @@ class ModelLogBase:
     """What every client's :class:`ModelLog` does alike: read the one partition to its last
     stable offset, past transactions still open (up to ``stable_wait_s``).
 
-    A client implements :meth:`ensure`, :meth:`close` and the hooks :meth:`_stable_end`
+    A client implements :meth:`close`, the admin hooks of :meth:`ensure` (``_admin``,
+    ``_topics``, ``_create_topic``, ``_partitions``, ``_cleanup_policy``, ``_close_admin``)
+    and the reader's :meth:`_stable_end`
     (the ``read_committed`` end, opening the reader ``_consumer`` when needed), :meth:`_high`
     (the high watermark, ``None`` unknown: asked of the broker by a ``read_uncommitted``
     handle ``_latest``, since what a reader's fetches last saw is stale once it is at its end),
@@ -153,8 +147,27 @@ class ModelLogBase:
         self._carry: list[tuple[bytes | None, bytes | None]] = []  # read by a failed call
         self._next = 0  # the offset after the last record read: a reopened reader starts there
 
+    def ensure(self, create: bool = True) -> None:
+        """Check the topic (one partition, compacted only; else :class:`ModelTopicError`);
+        create it when it does not exist and ``create``, else raise ModelTopicError."""
+        admin = self._admin()
+        try:
+            if self.topic not in self._topics(admin):
+                if not create:
+                    raise missing_model_topic(self.topic)
+                if self._create_topic(admin):
+                    logger.warning("created the model topic %r (compacted, 1 partition)",
+                                   self.topic)  # fmt: skip
+                    return
+            partitions = self._wait_for_creation(lambda: self._partitions(admin))
+            check_model_topic(self.topic, partitions, self._cleanup_policy(admin))
+        except (KeyError, TypeError, ValueError) + self._client_errors() as exc:
+            raise ConnectorError(f"cannot check the model topic {self.topic!r}: {exc!r}") from exc
+        finally:
+            self._close_admin(admin)
+
     def _wait_for_creation(
-        self, partitions: Any, timeout_s: float = CREATION_WAIT_S
+        self, partitions: Callable[[], int | None], timeout_s: float = CREATION_WAIT_S
     ) -> int:
         """The topic's partition count, once ``partitions()`` knows it: a topic another
         worker has just created can be missing from the metadata, or partitionless, for a
@@ -230,11 +243,31 @@ class ModelLogBase:
             logger.debug("closing the model-topic reader failed: %r", exc)
         self._consumer = self._latest = None
 
-    def _created(self) -> None:
-        logger.warning("created the model topic %r (compacted, 1 partition)", self.topic)
-
     def close(self) -> None:
         raise NotImplementedError
+
+    # the topic, through the client's admin client
+    def _admin(self) -> Any:
+        raise NotImplementedError
+
+    def _topics(self, admin: Any) -> set[str]:
+        raise NotImplementedError
+
+    def _create_topic(self, admin: Any) -> bool:
+        """Create the topic (one partition, ``TOPIC_CONFIG``, the cluster's replication);
+        False when another worker was first."""
+        raise NotImplementedError
+
+    def _partitions(self, admin: Any) -> int | None:
+        """The topic's partition count; ``None`` (or ``LookupError``) while it is being
+        created."""
+        raise NotImplementedError
+
+    def _cleanup_policy(self, admin: Any) -> str:
+        raise NotImplementedError
+
+    def _close_admin(self, admin: Any) -> None:
+        """Close ``admin`` (nothing to do for a client whose admin goes with its reference)."""
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -250,129 +283,3 @@ class ModelLogBase:
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         raise NotImplementedError
-
-
-class KafkaModelLog(ModelLogBase):
-    """The model topic through kafka-python.
-
-    Parameters
-    ----------
-    bootstrap_servers
-        ``"host:port"`` or a list of them.
-    topic
-        The model topic.
-    client_options
-        Security and other ``KafkaConsumer``/``KafkaAdminClient`` settings.
-
-    Examples
-    --------
-    No connection is made before the first call:
-
-    >>> log = KafkaModelLog("127.0.0.1:9", "model")
-    >>> isinstance(log, ModelLog)
-    True
-    >>> log.close()
-    """
-
-    def _client_errors(self) -> tuple[type[BaseException], ...]:
-        from kafka.errors import KafkaError
-
-        return (KafkaError,)
-
-    def ensure(self, create: bool = True) -> None:
-        from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
-        from kafka.errors import KafkaError, TopicAlreadyExistsError
-
-        security = {k: v for k, v in self._options.items()
-                    if k.startswith(("security_", "sasl_", "ssl_"))}  # fmt: skip
-        try:
-            admin = KafkaAdminClient(bootstrap_servers=self._servers, **security)
-        except (KafkaError, ValueError, TypeError) as exc:
-            raise ConnectorError(f"cannot reach Kafka to create {self.topic!r}: {exc!r}") from exc
-        try:
-            if self.topic not in admin.list_topics():
-                if not create:
-                    raise missing_model_topic(self.topic)
-                try:
-                    # replication -1: the cluster's default.replication.factor
-                    admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs=TOPIC_CONFIG)])
-                    self._created()
-                    return
-                except TopicAlreadyExistsError:
-                    pass  # another worker was first: check it as any existing topic
-
-            def partitions_known() -> int | None:  # None while its creation is under way
-                (described,) = admin.describe_topics([self.topic])
-                return len(described["partitions"]) or None
-
-            partitions = self._wait_for_creation(partitions_known)
-            resource = ConfigResource(ConfigResourceType.TOPIC, self.topic, None)
-            configs = admin.describe_configs([resource], config_filter="all")
-            policy = configs["topic"][self.topic]["cleanup.policy"]["value"]
-            check_model_topic(self.topic, partitions, policy)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConnectorError(
-                f"cannot describe the model topic {self.topic!r}: {exc!r}"
-            ) from exc
-        except KafkaError as exc:
-            raise ConnectorError(f"cannot create the model topic {self.topic!r}: {exc!r}") from exc
-        finally:
-            admin.close()
-
-    def _open(self) -> KafkaConsumer:
-        from kafka.consumer import KafkaConsumer
-        from kafka.structs import TopicPartition
-
-        config = merge_client_options(
-            {"reconnect_backoff_max_ms": 5000, "max_partition_fetch_bytes": 16 * 1024 * 1024,
-             "allow_auto_create_topics": False},
-            self._options,
-            _RESERVED,
-        )
-        config.update(
-            bootstrap_servers=self._servers,
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-        consumer = KafkaConsumer(**config)
-        tp = TopicPartition(self.topic, 0)
-        consumer.assign([tp])
-        if self._next:
-            consumer.seek(tp, self._next)
-        else:
-            consumer.seek_to_beginning()
-        self._consumer = consumer
-        self._latest = KafkaConsumer(**{**config, "isolation_level": "read_uncommitted"})
-        return consumer
-
-    def _tp(self) -> Any:
-        from kafka.structs import TopicPartition
-
-        return TopicPartition(self.topic, 0)
-
-    def _stable_end(self) -> int:
-        consumer, tp = self._consumer or self._open(), self._tp()
-        return int(consumer.end_offsets([tp], timeout_ms=10_000)[tp])
-
-    def _high(self) -> int | None:
-        tp = self._tp()
-        return int(self._latest.end_offsets([tp], timeout_ms=10_000)[tp])
-
-    def _position(self) -> int:
-        return int(self._consumer.position(self._tp(), timeout_ms=10_000))
-
-    def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
-        polled = self._consumer.poll(timeout_ms=200, max_records=10_000).values()
-        out: list[tuple[bytes | None, bytes | None]] = [
-            LogRecord(m.key, m.value, m.headers) for messages in polled for m in messages
-        ]
-        if out:
-            self._next = max(m.offset for messages in polled for m in messages) + 1
-        return out
-
-    def close(self) -> None:
-        for consumer in (self._consumer, self._latest):
-            if consumer is not None:
-                consumer.close(autocommit=False)
-        self._consumer = self._latest = None

@@ -1,0 +1,265 @@
+"""The kafka-python adapter's producers (kafka-python 3.x, imported lazily): the topic sink and
+the transactional producer, and their uses of the library's private internals.
+
+The transactional calls with a time limit: ``KafkaProducer.commit_transaction()`` and its kin
+wait without one (a commit caught by a broker restart could hang a worker for good), and a
+commit that timed out must be waited for again, never begun again (it may have landed). So
+they are started through ``KafkaProducer._transaction_manager`` (:func:`begin_commit`,
+:func:`begin_abort`, :func:`send_offsets_to_transaction`), ``KafkaProducer._sender`` is woken
+and the request's result waited on with a limit (:func:`wait_transactional`);
+:func:`require_producer_internals` checks them when the producer is created.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from connectors.errors import ConnectorError
+from connectors.kafka.common import TopicPartitionKey, make_client, merge_client_options
+from connectors.kafka.kafka_python import (
+    TESTED_WITH,
+    kafka_errors,
+    offsets_of,
+    private_method,
+)
+from connectors.kafka.topic_sink import TopicSink
+from connectors.kafka.transactions import (
+    MAX_MESSAGE_BYTES,
+    TRANSACTION_TIMEOUT_MS,
+    TransactionsBase,
+)
+
+__all__ = ["KafkaSink", "KafkaTransactions"]
+
+logger = logging.getLogger(__name__)
+
+#: kafka-python errors saying another producer or group member took over: retrying cannot help
+_FENCED = frozenset(
+    {"ProducerFencedError", "InvalidProducerEpochError", "FencedInstanceIdError",
+     "IllegalGenerationError", "UnknownMemberIdError", "CommitFailedError",
+     "TransactionalIdAuthorizationFailedError"}
+)  # fmt: skip
+
+
+def _producer_part(producer: Any, owner: str, method: str) -> Callable[..., Any]:
+    return private_method(producer, owner, method, "KafkaProducer")
+
+
+def require_producer_internals(producer: Any) -> None:
+    """Check what the transactional calls below rely on, without calling it."""
+    for method in ("begin_commit", "begin_abort", "send_offsets_to_transaction"):
+        _producer_part(producer, "_transaction_manager", method)
+    _producer_part(producer, "_sender", "wakeup")
+
+
+def begin_commit(producer: Any) -> Any:
+    """Start committing the open transaction; the request's result."""
+    return _producer_part(producer, "_transaction_manager", "begin_commit")()
+
+
+def begin_abort(producer: Any) -> Any:
+    """Start aborting the open transaction; the request's result."""
+    return _producer_part(producer, "_transaction_manager", "begin_abort")()
+
+
+def send_offsets_to_transaction(producer: Any, offsets: Any, group_metadata: Any) -> Any:
+    """Start adding consumed offsets to the open transaction; the request's result."""
+    send = _producer_part(producer, "_transaction_manager", "send_offsets_to_transaction")
+    return send(offsets, group_metadata)
+
+
+def wait_transactional(producer: Any, result: Any, timeout_s: float, what: str) -> None:
+    """Wake the producer's sender and wait up to ``timeout_s`` for ``result`` (its
+    ``wait(timeout_ms=)`` returns whether it completed and raises its error);
+    ``KafkaTimeoutError`` when it did not complete (waiting again picks it up)."""
+    from kafka.errors import KafkaTimeoutError
+
+    _producer_part(producer, "_sender", "wakeup")()
+    wait = getattr(result, "wait", None)
+    if not callable(wait):
+        raise ConnectorError(
+            f"kafka-python's transactional request result {result!r} has no wait() (tested "
+            f"with {TESTED_WITH}): see connectors/kafka/kafka_python_producer.py"
+        )
+    if not wait(timeout_ms=int(timeout_s * 1000)):
+        raise KafkaTimeoutError(f"{what} took more than {timeout_s:g} s")
+
+
+class KafkaSink(TopicSink):
+    """Produce messages to a Kafka topic.
+
+    The producer (``acks="all"``, ``linger_ms=5``) is created on the first
+    send. Sends are asynchronous; :meth:`flush` waits for all of them and
+    reports any that failed.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    topic
+        Topic to write to.
+    client_options
+        Further kafka-python ``KafkaProducer`` settings (``security_protocol``,
+        ``sasl_mechanism``, ``ssl_cafile``, ``acks``, ``linger_ms``,
+        ``reconnect_backoff_max_ms`` (5000 here)...).
+
+    Examples
+    --------
+    No connection is made before the first send:
+
+    >>> sink = KafkaSink("127.0.0.1:9", "predictions")
+    >>> sink.flush(); sink.close()
+    """
+
+    _RESERVED = frozenset({"bootstrap_servers", "key_serializer", "value_serializer"})
+
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
+            {"acks": "all", "linger_ms": 5, "reconnect_backoff_max_ms": 5000},
+            client_options,
+            self._RESERVED,
+        )
+        config["bootstrap_servers"] = bootstrap_servers
+        return config
+
+    def _open(self) -> Any:
+        from kafka.errors import KafkaError
+        from kafka.producer import KafkaProducer
+
+        servers = self._config["bootstrap_servers"]
+        producer = make_client(
+            lambda: KafkaProducer(**self._config), "producer", servers, (KafkaError,), self._config
+        )
+        logger.debug("created the Kafka producer of %r", self.topic)
+        return producer
+
+    def _produce(
+        self, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]] | None
+    ) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            future = self._producer.send(self.topic, value=value, key=key, headers=headers)
+        except (KafkaError, ValueError, TypeError) as exc:
+            raise ConnectorError(f"cannot send to Kafka topic {self.topic!r}: {exc!r}") from exc
+        future.add_errback(self._failure)
+
+    def _flush_producer(self) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer.flush()
+        except KafkaError as exc:
+            raise ConnectorError(f"flushing Kafka topic {self.topic!r} failed: {exc!r}") from exc
+
+    def _close_producer(self) -> None:
+        self._producer.close()
+
+
+class KafkaTransactions(TransactionsBase):
+    """A kafka-python transactional producer.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    transactional_id
+        Stable per worker: a restarted worker with the same id fences its former self and
+        aborts the transaction it left open.
+    client_options
+        Further ``KafkaProducer`` settings. Defaults here: ``transaction_timeout_ms=10000``
+        (a dead worker's open transaction stops blocking readers soon), ``linger_ms=5``,
+        ``max_request_size`` 16 MiB.
+
+    Examples
+    --------
+    No connection is made before the first send:
+
+    >>> from connectors.kafka.transactions import TransactionalOutput
+    >>> out = KafkaTransactions("127.0.0.1:9", "workers-w0")
+    >>> isinstance(out, TransactionalOutput)
+    True
+    >>> out.close()
+    """
+
+    _RESERVED = frozenset({"bootstrap_servers", "transactional_id", "enable_idempotence",
+                           "key_serializer", "value_serializer"})  # fmt: skip
+
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
+            {
+                "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+                "linger_ms": 5,
+                "max_request_size": MAX_MESSAGE_BYTES,
+                "reconnect_backoff_max_ms": 5000,
+            },
+            client_options,
+            self._RESERVED,
+        )
+        config.update(bootstrap_servers=bootstrap_servers, transactional_id=self.transactional_id)
+        return config
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        return kafka_errors()
+
+    def _fenced(self, exc: BaseException) -> bool:
+        return type(exc).__name__ in _FENCED
+
+    def _create(self) -> Any:
+        from kafka.producer import KafkaProducer
+
+        producer = KafkaProducer(**self._config)
+        require_producer_internals(producer)
+        producer.init_transactions()
+        return producer
+
+    def _begin(self, producer: Any) -> None:
+        producer.begin_transaction()
+
+    def _send(
+        self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> Any:  # fmt: skip
+        return producer.send(topic, value=value, key=key, headers=headers)
+
+    def _undelivered(self, delivery: Any) -> bool:
+        return delivery is not None and bool(delivery.is_done) and bool(delivery.failed())
+
+    def _send_offsets(
+        self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
+    ) -> None:
+        if offsets:
+            result = send_offsets_to_transaction(producer, offsets_of(offsets), group_metadata)
+            wait_transactional(
+                producer, result, self.call_timeout_s, "sending the offsets to the transaction"
+            )
+
+    def _end(self, producer: Any) -> None:
+        self._committing = begin_commit(producer)
+        self._ending = True
+        self._resume_commit(producer)
+
+    def _resume_commit(self, producer: Any) -> None:
+        wait_transactional(
+            producer, self._committing, self.call_timeout_s, "committing the transaction"
+        )
+
+    def _unanswered(self, exc: BaseException) -> bool:
+        from kafka.errors import KafkaTimeoutError
+
+        return isinstance(exc, KafkaTimeoutError)
+
+    def _abort(self, producer: Any) -> None:
+        wait_transactional(
+            producer, begin_abort(producer), self.call_timeout_s,
+            "aborting the transaction",
+        )  # fmt: skip
+
+    def _close(self, producer: Any, timeout_s: float) -> None:
+        producer.close(timeout=timeout_s)

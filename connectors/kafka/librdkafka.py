@@ -1,0 +1,450 @@
+"""The confluent-kafka (librdkafka) adapter's consumers: the group source and the model-log
+reader, with the behaviour of the kafka-python ones, several times faster (the producers are in
+:mod:`connectors.kafka.librdkafka_producer`).
+
+confluent-kafka is an optional dependency (``stream-perceptron[rdkafka]``), imported when a
+client is created. librdkafka serves rebalance callbacks inside ``consume()``, on the iterating
+thread, where blocking calls (committed offsets, commits, watermarks) are allowed, so no helper
+thread is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import partial
+from itertools import repeat
+from operator import is_not
+from typing import Any
+
+from connectors.errors import ConnectorError
+from connectors.kafka.common import (
+    TopicPartitionKey,
+    make_client,
+    merge_client_options,
+    servers_text,
+)
+from connectors.kafka.group_source import GroupSource
+from connectors.kafka.model_log import TOPIC_CONFIG, LogRecord, ModelLogBase
+from connectors.message_block import MessageBlock
+
+__all__ = ["QUIET_LOGS", "RdKafkaModelLog", "RdKafkaSource", "is_fatal", "require_confluent_kafka"]
+
+logger = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 10.0  # one broker call made while handling an assignment
+
+# librdkafka error names that retrying cannot fix (configuration, rights).
+_FATAL = frozenset(
+    {"_AUTHENTICATION", "_INVALID_ARG", "_UNKNOWN_PROTOCOL", "_UNSUPPORTED_FEATURE",
+     "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED",
+     "CLUSTER_AUTHORIZATION_FAILED", "INVALID_SESSION_TIMEOUT", "INVALID_GROUP_ID",
+     "FENCED_INSTANCE_ID", "UNSUPPORTED_VERSION", "TOPIC_EXCEPTION",
+     # the client handle is being destroyed (a fenced consumer closing): nothing to retry
+     "_DESTROY"}
+)  # fmt: skip
+_BROKERS_DOWN = frozenset({"_ALL_BROKERS_DOWN", "_TRANSPORT"})
+
+#: librdkafka logs through Python logging, critical messages only: it would log every failed
+#: reconnection (several a second while a broker is away); errors come to ``error_cb`` instead.
+QUIET_LOGS: dict[str, Any] = {"log_level": 2, "logger": logging.getLogger("connectors.rdkafka")}
+
+
+def require_confluent_kafka() -> Any:
+    """Import and return ``confluent_kafka``, or a ConnectorError saying how to install it."""
+    try:
+        import confluent_kafka
+    except ImportError as exc:
+        raise ConnectorError(
+            "the Kafka client confluent-kafka is not installed: pip install"
+            " 'stream-perceptron[rdkafka]' (or confluent-kafka)"
+        ) from exc
+    return confluent_kafka
+
+
+def rdkafka_errors() -> tuple[type[BaseException], ...]:
+    """confluent-kafka's exception."""
+    return (require_confluent_kafka().KafkaException,)
+
+
+def is_fatal(error: Any) -> bool:
+    """Whether a ``confluent_kafka.KafkaError`` cannot be cured by retrying."""
+    return bool(error.fatal()) or error.name() in _FATAL
+
+
+def _error_of(exc: BaseException) -> Any:
+    """The ``KafkaError`` a ``KafkaException`` carries, or ``None``."""
+    error = exc.args[0] if exc.args else None
+    return error if hasattr(error, "fatal") else None
+
+
+class _Closing(ConnectorError):
+    """The consumer's handle is being destroyed (``_DESTROY``) under a rebalance callback."""
+
+
+class RdKafkaSource(GroupSource):
+    """A :class:`~connectors.kafka.group_source.GroupSource` on confluent-kafka;
+    ``client_options`` are librdkafka settings (``security.protocol``, ``sasl.mechanism``,
+    ``ssl.ca.location``, ``session.timeout.ms``, ``group.instance.id``...), and ``on_assign``
+    / ``on_revoke`` run on the iterating thread, inside a poll. The partition assignment
+    strategy must be an eager one (librdkafka's default ``range,roundrobin``).
+
+    Examples
+    --------
+    No connection is made before :meth:`batches` is iterated:
+
+    >>> source = RdKafkaSource("127.0.0.1:9", ["events"], "learners")
+    >>> source.assignment, source.lag(), source.committed_offsets(), source.rebalances
+    ([], {}, {}, 0)
+    >>> source.close()
+    """
+
+    MAX_POLL_RECORDS = 10_000
+    _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit",
+                           "enable.auto.offset.store", "enable.partition.eof", "on_commit",
+                           "error_cb"})  # fmt: skip
+
+    def _configure(
+        self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        config = merge_client_options(
+            {
+                "auto.offset.reset": "earliest",
+                "reconnect.backoff.max.ms": 5000,
+                # Read ahead: librdkafka fetches in its own threads while Python works.
+                "queued.max.messages.kbytes": 262144,
+                # Once queued.min.messages wait, librdkafka pauses fetching for this long
+                # (default 1 s): draining faster than that, a consumer would wait half the
+                # time (measured: 120k messages/s instead of 200k here).
+                "fetch.queue.backoff.ms": 10,
+                **QUIET_LOGS,
+            },
+            client_options,
+            self._RESERVED,
+        )
+        config.update({
+            "bootstrap.servers": servers_text(bootstrap_servers), "group.id": self.group_id,
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "enable.partition.eof": True,  # tells exit_at_end where a partition ends
+            "error_cb": self._client_error,
+        })  # fmt: skip
+        return config
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        return rdkafka_errors()
+
+    def _fatal(self, exc: BaseException) -> bool:
+        error = _error_of(exc)
+        return error is not None and is_fatal(error)
+
+    def _failed(self, what: str, exc: BaseException) -> ConnectorError:
+        error = _error_of(exc)
+        if error is not None and error.name() == "_DESTROY":
+            return _Closing(f"{what}: the consumer closed")
+        return super()._failed(what, exc)
+
+    def _open(self) -> Any:
+        ck = require_confluent_kafka()
+        config = self._config
+        consumer = make_client(lambda: ck.Consumer(config), "consumer",
+                               config["bootstrap.servers"], rdkafka_errors())  # fmt: skip
+        consumer.subscribe(
+            self.topics,
+            on_assign=self._guarded(lambda c, keys: self._assign(c, keys)),
+            on_revoke=self._guarded(self._revoked),
+            on_lost=self._guarded(self._revoked),
+        )
+        self._consumer = consumer
+        logger.info("subscribed to %s as group %r (confluent-kafka)", self.topics, self.group_id)
+        return consumer
+
+    def _topic_names(self, consumer: Any) -> set[str]:
+        try:
+            metadata = consumer.list_topics(timeout=self.METADATA_TIMEOUT_S)
+        except rdkafka_errors() as exc:
+            raise ConnectorError(
+                f"cannot reach the Kafka brokers {self._config['bootstrap.servers']} (no topic "
+                f"list within {self.METADATA_TIMEOUT_S:g} s): {exc.args[0] if exc.args else exc}"
+            ) from exc
+        return set(metadata.topics)
+
+    def _guarded(
+        self, handler: Callable[[Any, list[TopicPartitionKey]], None]
+    ) -> Callable[[Any, list[Any]], None]:
+        """A rebalance callback whose failure is kept for the iterating thread to raise (an
+        exception inside librdkafka's callback would leave the assignment half-done)."""
+
+        def callback(consumer: Any, partitions: list[Any]) -> None:
+            keys = sorted((tp.topic, tp.partition) for tp in partitions)
+            try:
+                handler(consumer, keys)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the polling thread
+                self._keep_failure(exc, keys, moot=isinstance(exc, _Closing))
+
+        return callback
+
+    def _consume(self, consumer: Any) -> list[MessageBlock]:
+        messages = consumer.consume(self._poll_count, self._poll_timeout_ms / 1000)
+        if not messages:
+            return []
+        message_type = type(messages[0])
+        errors = list(map(message_type.error, messages))
+        if any(map(is_not, errors, repeat(None))):  # (KafkaError == None is an error)
+            good = [m for m, error in zip(messages, errors) if error is None]
+            for message, error in zip(messages, errors):
+                if error is not None:
+                    self._message_error(message, error)
+            messages = good
+        if not messages:
+            return []
+        return MessageBlock.runs(
+            list(map(message_type.topic, messages)), list(map(message_type.partition, messages)),
+            list(map(message_type.value, messages)), list(map(message_type.offset, messages)),
+            list(map(message_type.key, messages)),
+        )  # fmt: skip
+
+    def _message_error(self, message: Any, error: Any) -> None:
+        if error.name() == "_PARTITION_EOF":
+            self._note_read({(message.topic(), message.partition()): message.offset()})
+        elif is_fatal(error):
+            raise ConnectorError(f"consuming {self.topics!r} failed: {error!r}")
+        else:
+            logger.warning("consuming %s: %r", self.topics, error)
+
+    def _watch(self, consumer: Any, got: bool) -> None:
+        if got:
+            self._found("the brokers")
+
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback (served inside ``consume()``): log, note broker loss."""
+        if error.name() in _BROKERS_DOWN:
+            self._lost(f"the brokers ({error.str()})")
+            return
+        if is_fatal(error):
+            self._callback_error = ConnectorError(f"consuming {self.topics!r} failed: {error!r}")
+        logger.warning("Kafka client error for %s: %r", self.topics, error)
+
+    def _commit_offsets(self, todo: dict[TopicPartitionKey, int]) -> bool:
+        ck = require_confluent_kafka()
+        offsets = [ck.TopicPartition(t, p, o) for (t, p), o in todo.items()]
+        try:
+            done = self._consumer.commit(offsets=offsets, asynchronous=False)
+            failed: Any = [tp for tp in done or [] if tp.error is not None]
+        except ck.KafkaException as exc:
+            failed = exc
+        if failed:
+            logger.warning("committing %s for group %r failed: %r", todo, self.group_id, failed)
+        return not failed
+
+    def _group_metadata(self, consumer: Any) -> Any:
+        return consumer.consumer_group_metadata()
+
+    def _close_client(self, consumer: Any) -> None:
+        try:
+            self._revoke(self.assignment)  # librdkafka's own revoke then finds nothing to do
+        finally:
+            try:
+                consumer.close()
+            except RuntimeError as exc:  # already closed
+                logger.debug("closing the Kafka consumer of %s: %r", self.topics, exc)
+            except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                logger.warning("closing the Kafka consumer of %s failed: %r", self.topics, exc)
+
+    def _revoked(self, consumer: Any, keys: list[TopicPartitionKey]) -> None:
+        try:
+            self._revoke(keys)
+        finally:
+            try:
+                consumer.unassign()
+            except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                logger.debug("unassign after a revocation: %r", exc)
+
+    # -- the books' broker calls ---------------------------------------------------------------
+    def _committed_of(self, consumer: Any, keys: list[TopicPartitionKey]) -> dict[Any, Any]:
+        ck = require_confluent_kafka()
+        found = consumer.committed([ck.TopicPartition(*k) for k in keys], timeout=REQUEST_TIMEOUT_S)
+        return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
+
+    def _place(
+        self, consumer: Any, keys: list[TopicPartitionKey], starts: dict[TopicPartitionKey, int]
+    ) -> tuple[dict[TopicPartitionKey, int], dict[TopicPartitionKey, int]]:
+        ck = require_confluent_kafka()
+        positions, ends = dict(starts), {}
+        latest = str(self._config.get("auto.offset.reset")) in ("latest", "largest", "end")
+
+        def watermarks(key: TopicPartitionKey) -> tuple[int, int]:
+            low, high = consumer.get_watermark_offsets(ck.TopicPartition(*key),
+                                                       timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+            return low, high
+
+        for key in keys:
+            low, high = self._retrying("reading end offsets", partial(watermarks, key))
+            ends[key] = high
+            if key not in positions:  # auto.offset.reset applies
+                positions[key] = high if latest else low
+        consumer.assign([ck.TopicPartition(t, p, positions[(t, p)]) for t, p in keys])
+        return positions, ends
+
+    def _assignment_of(self, consumer: Any) -> list[TopicPartitionKey]:
+        return sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+
+    def _read_positions(
+        self, consumer: Any, keys: list[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, int]:
+        ck = require_confluent_kafka()
+        moved = consumer.position([ck.TopicPartition(*key) for key in keys])
+        return {(tp.topic, tp.partition): tp.offset for tp in moved if tp.offset >= 0}
+
+    def _highwaters(self, consumer: Any) -> dict[TopicPartitionKey, int | None]:
+        ck, highwaters = require_confluent_kafka(), {}
+        for key in self.assignment:
+            try:
+                _low, high = consumer.get_watermark_offsets(ck.TopicPartition(*key), cached=True)
+            except ck.KafkaException:
+                continue
+            highwaters[key] = high if high >= 0 else None
+        return highwaters
+
+
+class RdKafkaModelLog(ModelLogBase):
+    """The model topic through confluent-kafka.
+
+    The parameters are those of :class:`~connectors.kafka.kafka_python.KafkaModelLog`, except
+    that ``client_options`` are librdkafka consumer settings (the admin client takes the
+    ``security.*``, ``sasl.*`` and ``ssl.*`` ones).
+
+    Examples
+    --------
+    No connection is made before the first call; a topic is needed:
+
+    >>> from connectors.kafka.model_log import ModelLog
+    >>> isinstance(RdKafkaModelLog("h:9", "model"), ModelLog)
+    True
+    >>> RdKafkaModelLog("h:9", "")
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: topic must be a non-empty str, got ''
+    """
+
+    _tp: Any = None  # the topic's partition, once the reader is open
+    _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit",
+                           "isolation.level", "enable.partition.eof"})  # fmt: skip
+
+    def _client_errors(self) -> tuple[type[BaseException], ...]:
+        return rdkafka_errors()
+
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        config = {k: v for k, v in self._options.items()
+                  if k.startswith(("security.", "sasl.", "ssl."))}  # fmt: skip
+        config.update(QUIET_LOGS, **{"bootstrap.servers": servers_text(self._servers)})
+        return make_client(lambda: AdminClient(config), "admin client", self._servers, ())
+
+    def _topics(self, admin: Any) -> set[str]:
+        return set(admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics)
+
+    def _create_topic(self, admin: Any) -> bool:
+        from confluent_kafka.admin import NewTopic
+
+        # replication -1: the cluster's default.replication.factor
+        new = NewTopic(self.topic, 1, -1, config=dict(TOPIC_CONFIG))
+        try:
+            admin.create_topics([new])[self.topic].result(REQUEST_TIMEOUT_S)
+        except rdkafka_errors() as exc:
+            if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                return False
+            raise
+        return True
+
+    def _partitions(self, admin: Any) -> int | None:
+        topic = admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S).topics.get(self.topic)
+        ok = topic is not None and topic.error is None
+        return len(topic.partitions) if ok and topic.partitions else None
+
+    def _cleanup_policy(self, admin: Any) -> str:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        resource = ConfigResource(ResourceType.TOPIC, self.topic)
+        configs = admin.describe_configs([resource])[resource].result(REQUEST_TIMEOUT_S)
+        return str(configs["cleanup.policy"].value)
+
+    def _open(self) -> Any:
+        ck = require_confluent_kafka()
+        config = merge_client_options(
+            {
+                "reconnect.backoff.max.ms": 5000,
+                # the reader's fetch, waiting for new records of a quiet topic, holds the
+                # broker connection: the end's query behind it waited up to 500 ms (the
+                # default) in every read, 60 s of a one-worker run of 480k records
+                "fetch.wait.max.ms": 20,
+                "max.partition.fetch.bytes": 16 * 1024 * 1024,
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                **QUIET_LOGS,
+            },
+            self._options,
+            self._RESERVED,
+        )
+        config.update({
+            "bootstrap.servers": servers_text(self._servers),
+            "group.id": f"stream-perceptron-model-reader-{self.topic}",  # never joins
+            "enable.auto.commit": False, "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+        })  # fmt: skip
+        consumer = make_client(lambda: ck.Consumer(config), "consumer", self._servers,
+                               (ck.KafkaException,))  # fmt: skip
+        self._tp = ck.TopicPartition(self.topic, 0)
+        start = self._next or ck.OFFSET_BEGINNING
+        consumer.assign([ck.TopicPartition(self.topic, 0, start)])
+        self._consumer = consumer
+        latest = {**config, "isolation.level": "read_uncommitted"}
+        self._latest = make_client(lambda: ck.Consumer(latest), "consumer", self._servers,
+                                   (ck.KafkaException,))  # fmt: skip
+        return consumer
+
+    def _stable_end(self) -> int:
+        consumer = self._consumer or self._open()
+        # a read_committed consumer's watermark query answers the last stable offset
+        _low, end = consumer.get_watermark_offsets(self._tp, timeout=REQUEST_TIMEOUT_S)
+        return int(end)
+
+    def _high(self) -> int | None:
+        _low, high = self._latest.get_watermark_offsets(self._tp, timeout=REQUEST_TIMEOUT_S)
+        return int(high) if high is not None and high >= 0 else None
+
+    def _position(self) -> int:
+        (tp,) = self._consumer.position([self._tp])
+        return int(tp.offset) if tp.offset >= 0 else 0  # nothing fetched yet: the start
+
+    def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
+        out: list[tuple[bytes | None, bytes | None]] = []
+        # consume(n, timeout) waits for n messages or the timeout: asked for 10,000 with 200
+        # left, every read of the model topic took the whole timeout (a worker spent 8 of
+        # its 10 s there, 30 reads). poll() returns with the first message; consume(n, 0)
+        # then takes what is already fetched.
+        first = self._consumer.poll(0.2)
+        messages = [] if first is None else [first]
+        for message in messages + self._consumer.consume(10_000, 0):
+            error = message.error()
+            if error is None:
+                out.append(LogRecord(message.key(), message.value(), message.headers()))
+                self._next = message.offset() + 1
+            elif error.name() == "GROUP_AUTHORIZATION_FAILED":
+                # the reader's group id is one librdkafka insists on: it never joins or
+                # commits, so a principal needs no ACL on it (librdkafka still looks up its
+                # coordinator, which an authorizer refuses; the fetches do not need it)
+                logger.debug("reading the model topic %r: %r (ignored)", self.topic, error)
+            elif is_fatal(error):
+                raise ConnectorError(f"reading the model topic {self.topic!r}: {error!r}")
+            else:
+                logger.warning("reading the model topic %r: %r", self.topic, error)
+        return out
+
+    def close(self) -> None:
+        for consumer in (self._consumer, self._latest):
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
+                    logger.warning("closing the model-topic reader failed: %r", exc)
+        self._consumer = self._latest = None
