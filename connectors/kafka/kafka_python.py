@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from connectors.errors import ConnectorError
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 TESTED_WITH = "kafka-python 3.0.12"
 REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
+_value, _key, _offset = attrgetter("value"), attrgetter("key"), attrgetter("offset")
 
 
 # -- the private internals ---------------------------------------------------------------------
@@ -197,8 +199,8 @@ class KafkaSource(GroupSource):
     def _consume(self, consumer: Any) -> list[MessageBlock]:
         polled = consumer.poll(timeout_ms=self._poll_timeout_ms, max_records=self._poll_count)
         return [
-            MessageBlock(tp.topic, tp.partition, [m.value for m in messages],
-                         [m.offset for m in messages], [m.key for m in messages])
+            MessageBlock(tp.topic, tp.partition, list(map(_value, messages)),
+                         list(map(_offset, messages)), list(map(_key, messages)))
             for tp, messages in polled.items() if messages
         ]  # fmt: skip
 
