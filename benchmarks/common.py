@@ -42,7 +42,10 @@ class Sizes:
     hashed_small: int = 100_000
     hashed_large: int = 5_000_000
     quality: int = 50_000  # synthetic streams of the learning-quality row (9)
-    shared: int = 480_000  # row 11: long enough that start-up and group join do not dominate
+    # row 11: one worker drains some 180k records/s, and a member that joins reaches the others
+    # at their next heartbeat (up to 3 s): shorter, the first worker read it all before the
+    # second had partitions, which then waited out the first's session (45 s) to end
+    shared: int = 1_440_000
     shared_quality: int = 30_000  # row 14: records per run (produced over about 8 s)
     shared_seeds: int = 10  # row 14: seeds per setting
 

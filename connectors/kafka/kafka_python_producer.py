@@ -88,22 +88,9 @@ def wait_transactional(producer: Any, result: Any, timeout_s: float, what: str) 
 
 
 class KafkaSink(TopicSink):
-    """Produce messages to a Kafka topic.
-
-    The producer (``acks="all"``, ``linger_ms=5``) is created on the first
-    send. Sends are asynchronous; :meth:`flush` waits for all of them and
-    reports any that failed.
-
-    Parameters
-    ----------
-    bootstrap_servers
-        ``"host:port"`` or a list of them.
-    topic
-        Topic to write to.
-    client_options
-        Further kafka-python ``KafkaProducer`` settings (``security_protocol``,
-        ``sasl_mechanism``, ``ssl_cafile``, ``acks``, ``linger_ms``,
-        ``reconnect_backoff_max_ms`` (5000 here)...).
+    """A :class:`~connectors.kafka.topic_sink.TopicSink` on kafka-python; ``client_options``
+    are ``KafkaProducer`` settings (``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``,
+    ``acks``, ``linger_ms``...).
 
     Examples
     --------
@@ -161,19 +148,8 @@ class KafkaSink(TopicSink):
 
 
 class KafkaTransactions(TransactionsBase):
-    """A kafka-python transactional producer.
-
-    Parameters
-    ----------
-    bootstrap_servers
-        ``"host:port"`` or a list of them.
-    transactional_id
-        Stable per worker: a restarted worker with the same id fences its former self and
-        aborts the transaction it left open.
-    client_options
-        Further ``KafkaProducer`` settings. Defaults here: ``transaction_timeout_ms=10000``
-        (a dead worker's open transaction stops blocking readers soon), ``linger_ms=5``,
-        ``max_request_size`` 16 MiB.
+    """A :class:`~connectors.kafka.transactions.TransactionsBase` on kafka-python;
+    ``client_options`` are ``KafkaProducer`` settings (here ``max_request_size`` is 16 MiB).
 
     Examples
     --------

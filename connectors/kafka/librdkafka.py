@@ -1,11 +1,9 @@
 """The confluent-kafka (librdkafka) adapter's consumers: the group source and the model-log
-reader, with the behaviour of the kafka-python ones, several times faster (the producers are in
-:mod:`connectors.kafka.librdkafka_producer`).
+reader, several times faster than kafka-python's (the producers: ``librdkafka_producer``).
 
 confluent-kafka is an optional dependency (``stream-perceptron[rdkafka]``), imported when a
 client is created. librdkafka serves rebalance callbacks inside ``consume()``, on the iterating
-thread, where blocking calls (committed offsets, commits, watermarks) are allowed, so no helper
-thread is needed.
+thread, where blocking calls are allowed: no helper thread is needed.
 """
 
 from __future__ import annotations
@@ -327,6 +325,7 @@ class RdKafkaModelLog(ModelLogBase):
     """
 
     _tp: Any = None  # the topic's partition, once the reader is open
+    _ends: Any = None  # a read_committed handle that never fetches: asked the stable end
     _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit",
                            "isolation.level", "enable.partition.eof"})  # fmt: skip
 
@@ -392,20 +391,22 @@ class RdKafkaModelLog(ModelLogBase):
             "enable.partition.eof": False,
         })  # fmt: skip
         consumer = make_client(lambda: ck.Consumer(config), "consumer", self._servers,
-                               (ck.KafkaException,))  # fmt: skip
+                               rdkafka_errors())  # fmt: skip
         self._tp = ck.TopicPartition(self.topic, 0)
         start = self._next or ck.OFFSET_BEGINNING
         consumer.assign([ck.TopicPartition(self.topic, 0, start)])
         self._consumer = consumer
-        latest = {**config, "isolation.level": "read_uncommitted"}
-        self._latest = make_client(lambda: ck.Consumer(latest), "consumer", self._servers,
-                                   (ck.KafkaException,))  # fmt: skip
+        # the ends are asked by handles that never fetch: behind the reader's own fetch (on its
+        # connection), a query waited up to fetch.wait.max.ms, 11 ms a read on average
+        self._latest, self._ends = (
+            make_client(partial(ck.Consumer, c), "consumer", self._servers, rdkafka_errors())
+            for c in ({**config, "isolation.level": "read_uncommitted"}, config))  # fmt: skip
         return consumer
 
     def _stable_end(self) -> int:
-        consumer = self._consumer or self._open()
+        self._consumer or self._open()
         # a read_committed consumer's watermark query answers the last stable offset
-        _low, end = consumer.get_watermark_offsets(self._tp, timeout=REQUEST_TIMEOUT_S)
+        _low, end = self._ends.get_watermark_offsets(self._tp, timeout=REQUEST_TIMEOUT_S)
         return int(end)
 
     def _high(self) -> int | None:
@@ -418,10 +419,9 @@ class RdKafkaModelLog(ModelLogBase):
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         out: list[tuple[bytes | None, bytes | None]] = []
-        # consume(n, timeout) waits for n messages or the timeout: asked for 10,000 with 200
-        # left, every read of the model topic took the whole timeout (a worker spent 8 of
-        # its 10 s there, 30 reads). poll() returns with the first message; consume(n, 0)
-        # then takes what is already fetched.
+        # consume(n, timeout) waits for n messages or the timeout (asked for 10,000 with 200
+        # left, a read took the whole timeout); poll() returns with the first message, and
+        # consume(n, 0) takes what is already fetched.
         first = self._consumer.poll(0.2)
         messages = [] if first is None else [first]
         for message in messages + self._consumer.consume(10_000, 0):
@@ -441,10 +441,10 @@ class RdKafkaModelLog(ModelLogBase):
         return out
 
     def close(self) -> None:
-        for consumer in (self._consumer, self._latest):
+        for consumer in (self._consumer, self._latest, self._ends):
             if consumer is not None:
                 try:
                     consumer.close()
                 except Exception as exc:  # noqa: BLE001 - confluent_kafka.KafkaException
                     logger.warning("closing the model-topic reader failed: %r", exc)
-        self._consumer = self._latest = None
+        self._consumer = self._latest = self._ends = None

@@ -42,12 +42,9 @@ STUCK_GRACE_S = 5.0  # past a call's own timeout, before the call is taken as st
 
 
 class RdKafkaSink(TopicSink):
-    """Produce messages to a Kafka topic with confluent-kafka.
-
-    Behaves as :class:`~connectors.kafka.kafka_python_producer.KafkaSink` (``acks=all``,
-    ``linger.ms=5``, delivery checked by :meth:`flush`); ``client_options`` are librdkafka
-    producer settings (``security.protocol``, ``acks``, ``linger.ms``, ``batch.size``,
-    ``compression.type``...). Only failed deliveries come back to Python
+    """A :class:`~connectors.kafka.topic_sink.TopicSink` on confluent-kafka; ``client_options``
+    are librdkafka producer settings (``security.protocol``, ``acks``, ``linger.ms``,
+    ``batch.size``, ``compression.type``...). Only failed deliveries come back to Python
     (``delivery.report.only.error``); delivery reports are served every 1000 messages, and
     while librdkafka's local queue (up to a million messages here) is full.
 
@@ -152,12 +149,9 @@ class RdKafkaSink(TopicSink):
 
 
 class RdKafkaTransactions(TransactionsBase):
-    """A confluent-kafka transactional producer.
-
-    The parameters are those of :class:`~connectors.kafka.kafka_python_producer.KafkaTransactions`,
-    except that ``client_options`` are librdkafka producer settings. Defaults here:
-    ``transaction.timeout.ms=10000``, ``linger.ms=5``, ``message.max.bytes`` 17 MiB (a 16 MiB
-    model and its headers).
+    """A :class:`~connectors.kafka.transactions.TransactionsBase` on confluent-kafka;
+    ``client_options`` are librdkafka producer settings (here ``message.max.bytes`` is 17 MiB:
+    a 16 MiB model and its headers).
 
     Examples
     --------

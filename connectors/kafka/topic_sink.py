@@ -57,8 +57,21 @@ def check_message(value: object, key: object, headers: object) -> None:
 
 
 class TopicSink(Closing, BatchMessageSink):
-    """What a Kafka sink does whatever its client (a base class; see
-    :class:`~connectors.kafka.kafka_python.KafkaSink` for the behaviour).
+    """Produce messages to a Kafka topic, whatever the client (a base class).
+
+    The producer (``acks=all``, linger 5 ms, reconnect backoff at most 5 s, unless
+    ``client_options`` say otherwise) is created on the first send. Sends are asynchronous;
+    :meth:`flush` waits for all of them and reports any that failed.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    topic
+        Topic to write to.
+    client_options
+        Further settings of the client's producer (security, ``acks``, linger...), in its own
+        names.
 
     A client subclass implements ``_open()`` (create the producer), ``_produce(value, key,
     headers)`` (queue one message; delivery failures go to :meth:`_failure`),

@@ -94,6 +94,18 @@ class TransactionsBase(Closing):
     the first send after a commit, commits and aborts under a lock (sends come from the engine
     and its rebalance helper), an abort that fails drops the producer.
 
+    Parameters
+    ----------
+    bootstrap_servers
+        ``"host:port"`` or a list of them.
+    transactional_id
+        Stable per worker: a restarted worker with the same id fences its former self and
+        aborts the transaction it left open.
+    client_options
+        Further settings of the client's producer, in its own names. Defaults: a transaction
+        timeout of 10 s (a dead worker's open transaction stops blocking readers soon), linger
+        5 ms, messages up to 16 MiB (a published model is one).
+
     A client implements :meth:`_configure` (its settings), :meth:`_create` (the producer,
     ``init_transactions`` done), :meth:`_begin`, :meth:`_send`, :meth:`_commit`,
     :meth:`_abort` and :meth:`_close`; its errors (:meth:`_client_errors`) become
