@@ -23,41 +23,46 @@ TopicPartitionKey = PositionKey
 
 
 def merge_client_options(
-    defaults: dict[str, Any], client_options: dict[str, Any] | None, reserved: Iterable[str]
+    defaults: dict[str, Any],
+    client_options: dict[str, Any] | None,
+    fixed: dict[str, Any],
+    also_reserved: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """Return ``defaults`` updated with ``client_options``, refusing reserved keys.
+    """A client's settings: ``defaults``, updated with ``client_options``, then ``fixed``.
 
     Parameters
     ----------
     defaults
-        Settings of the connector, overridable unless reserved.
+        Settings of the connector that the caller may override.
     client_options
-        kafka-python settings given by the caller (security, timeouts...).
-    reserved
-        Keys the connector sets itself.
-
-    Returns
-    -------
-    dict
-        The settings to pass to the kafka-python client.
+        The client's settings given by the caller (security, timeouts...), in its names.
+    fixed
+        Settings the connector sets itself: a client option may not set them.
+    also_reserved
+        Further keys a client option may not set (the connector's own serializers...).
 
     Raises
     ------
     ConnectorError
-        If ``client_options`` is not a dict or contains a reserved key.
+        If ``client_options`` is not a dict or sets a reserved key.
 
     Examples
     --------
-    >>> merge_client_options({"acks": "all"}, {"linger_ms": 5}, {"bootstrap_servers"})
-    {'acks': 'all', 'linger_ms': 5}
+    >>> merge_client_options({"acks": "all", "linger_ms": 5}, {"linger_ms": 20},
+    ...                      {"bootstrap_servers": "h:1"})
+    {'acks': 'all', 'linger_ms': 20, 'bootstrap_servers': 'h:1'}
+    >>> merge_client_options({}, {"bootstrap_servers": "x:2"}, {"bootstrap_servers": "h:1"})
+    Traceback (most recent call last):
+    ...
+    connectors.errors.ConnectorError: client_options may not set bootstrap_servers
     """
     options = dict(client_options or {})
     if client_options is not None and not isinstance(client_options, dict):
         raise ConnectorError(f"client_options must be a dict, got {type(client_options).__name__}")
-    clash = sorted(set(options) & set(reserved))
+    clash = sorted(set(options) & {*fixed, *also_reserved})
     if clash:
         raise ConnectorError(f"client_options may not set {', '.join(clash)}")
-    return {**defaults, **options}
+    return {**defaults, **options, **fixed}
 
 
 def split_message(value: bytes) -> list[bytes]:

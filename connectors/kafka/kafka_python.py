@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 TESTED_WITH = "kafka-python 3.0.12"
 REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
+_DESERIALIZERS = ("key_deserializer", "value_deserializer")  # values are bytes, as sent
 _value, _key, _offset = attrgetter("value"), attrgetter("key"), attrgetter("offset")
 
 
@@ -145,26 +146,20 @@ class KafkaSource(GroupSource):
     >>> source.close()
     """
 
-    _RESERVED = frozenset({"bootstrap_servers", "group_id", "enable_auto_commit",
-                           "max_poll_records", "key_deserializer",
-                           "value_deserializer"})  # fmt: skip
-
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        config = merge_client_options(
+        return merge_client_options(
             {  # a mistyped --topic is not created by reading it
                 "auto_offset_reset": "earliest",
                 "reconnect_backoff_max_ms": 5000,
                 "allow_auto_create_topics": False,
             },
             client_options,
-            self._RESERVED,
-        )
-        config.update(bootstrap_servers=bootstrap_servers, group_id=self.group_id,
-                      enable_auto_commit=False,
-                      max_poll_records=self._max_poll_records)  # fmt: skip
-        return config
+            {"bootstrap_servers": bootstrap_servers, "group_id": self.group_id,
+             "enable_auto_commit": False, "max_poll_records": self._max_poll_records},
+            _DESERIALIZERS,
+        )  # fmt: skip
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return kafka_errors()
@@ -341,9 +336,6 @@ class KafkaModelLog(ModelLogBase):
     >>> log.close()
     """
 
-    _RESERVED = frozenset({"bootstrap_servers", "group_id", "enable_auto_commit",
-                           "isolation_level", "key_deserializer",
-                           "value_deserializer"})  # fmt: skip
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return kafka_errors()
@@ -390,10 +382,10 @@ class KafkaModelLog(ModelLogBase):
             {"reconnect_backoff_max_ms": 5000, "max_partition_fetch_bytes": 16 * 1024 * 1024,
              "allow_auto_create_topics": False},
             self._options,
-            self._RESERVED,
-        )
-        config.update(bootstrap_servers=self._servers, group_id=None, enable_auto_commit=False,
-                      isolation_level="read_committed")  # fmt: skip
+            {"bootstrap_servers": self._servers, "group_id": None, "enable_auto_commit": False,
+             "isolation_level": "read_committed"},
+            _DESERIALIZERS,
+        )  # fmt: skip
         consumer = KafkaConsumer(**config)
         tp = self._tp()
         consumer.assign([tp])

@@ -35,6 +35,8 @@ __all__ = ["KafkaSink", "KafkaTransactions"]
 
 logger = logging.getLogger(__name__)
 
+_SERIALIZERS = ("key_serializer", "value_serializer")  # values are sent as given, bytes
+
 #: kafka-python errors saying another producer or group member took over: retrying cannot help
 _FENCED = frozenset(
     {"ProducerFencedError", "InvalidProducerEpochError", "FencedInstanceIdError",
@@ -100,18 +102,15 @@ class KafkaSink(TopicSink):
     >>> sink.flush(); sink.close()
     """
 
-    _RESERVED = frozenset({"bootstrap_servers", "key_serializer", "value_serializer"})
-
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        config = merge_client_options(
+        return merge_client_options(
             {"acks": "all", "linger_ms": 5, "reconnect_backoff_max_ms": 5000},
             client_options,
-            self._RESERVED,
+            {"bootstrap_servers": bootstrap_servers},
+            _SERIALIZERS,
         )
-        config["bootstrap_servers"] = bootstrap_servers
-        return config
 
     def _open(self) -> Any:
         from kafka.errors import KafkaError
@@ -162,13 +161,10 @@ class KafkaTransactions(TransactionsBase):
     >>> out.close()
     """
 
-    _RESERVED = frozenset({"bootstrap_servers", "transactional_id", "enable_idempotence",
-                           "key_serializer", "value_serializer"})  # fmt: skip
-
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        config = merge_client_options(
+        return merge_client_options(
             {
                 "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
                 "linger_ms": 5,
@@ -176,10 +172,9 @@ class KafkaTransactions(TransactionsBase):
                 "reconnect_backoff_max_ms": 5000,
             },
             client_options,
-            self._RESERVED,
+            {"bootstrap_servers": bootstrap_servers, "transactional_id": self.transactional_id},
+            ("enable_idempotence", *_SERIALIZERS),
         )
-        config.update(bootstrap_servers=bootstrap_servers, transactional_id=self.transactional_id)
-        return config
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return kafka_errors()

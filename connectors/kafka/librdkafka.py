@@ -98,14 +98,11 @@ class RdKafkaSource(GroupSource):
     """
 
     MAX_POLL_RECORDS = 10_000
-    _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit",
-                           "enable.auto.offset.store", "enable.partition.eof", "on_commit",
-                           "error_cb"})  # fmt: skip
 
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        config = merge_client_options(
+        return merge_client_options(
             {
                 "auto.offset.reset": "earliest",
                 "reconnect.backoff.max.ms": 5000,
@@ -118,15 +115,14 @@ class RdKafkaSource(GroupSource):
                 **QUIET_LOGS,
             },
             client_options,
-            self._RESERVED,
-        )
-        config.update({
-            "bootstrap.servers": servers_text(bootstrap_servers), "group.id": self.group_id,
-            "enable.auto.commit": False, "enable.auto.offset.store": False,
-            "enable.partition.eof": True,  # tells exit_at_end where a partition ends
-            "error_cb": self._client_error,
-        })  # fmt: skip
-        return config
+            {
+                "bootstrap.servers": servers_text(bootstrap_servers), "group.id": self.group_id,
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "enable.partition.eof": True,  # tells exit_at_end where a partition ends
+                "error_cb": self._client_error,
+            },
+            ("on_commit",),  # commits are synchronous
+        )  # fmt: skip
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return rdkafka_errors()
@@ -326,8 +322,6 @@ class RdKafkaModelLog(ModelLogBase):
 
     _tp: Any = None  # the topic's partition, once the reader is open
     _ends: Any = None  # a read_committed handle that never fetches: asked the stable end
-    _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit",
-                           "isolation.level", "enable.partition.eof"})  # fmt: skip
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return rdkafka_errors()
@@ -382,14 +376,13 @@ class RdKafkaModelLog(ModelLogBase):
                 **QUIET_LOGS,
             },
             self._options,
-            self._RESERVED,
-        )
-        config.update({
-            "bootstrap.servers": servers_text(self._servers),
-            "group.id": f"stream-perceptron-model-reader-{self.topic}",  # never joins
-            "enable.auto.commit": False, "isolation.level": "read_committed",
-            "enable.partition.eof": False,
-        })  # fmt: skip
+            {
+                "bootstrap.servers": servers_text(self._servers),
+                "group.id": f"stream-perceptron-model-reader-{self.topic}",  # never joins
+                "enable.auto.commit": False, "isolation.level": "read_committed",
+                "enable.partition.eof": False,
+            },
+        )  # fmt: skip
         consumer = make_client(lambda: ck.Consumer(config), "consumer", self._servers,
                                rdkafka_errors())  # fmt: skip
         self._tp = ck.TopicPartition(self.topic, 0)

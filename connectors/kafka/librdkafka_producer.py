@@ -56,12 +56,11 @@ class RdKafkaSink(TopicSink):
     >>> sink.flush(); sink.close()
     """
 
-    _RESERVED = frozenset({"bootstrap.servers", "on_delivery", "error_cb"})
-
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        config = merge_client_options(
+        self._unpolled = 0
+        return merge_client_options(
             {
                 "acks": "all",
                 "linger.ms": 5,
@@ -71,13 +70,9 @@ class RdKafkaSink(TopicSink):
                 **QUIET_LOGS,
             },
             client_options,
-            self._RESERVED,
-        )
-        config["bootstrap.servers"] = servers_text(bootstrap_servers)
-        config["on_delivery"] = self._delivered
-        config["error_cb"] = self._client_error
-        self._unpolled = 0
-        return config
+            {"bootstrap.servers": servers_text(bootstrap_servers),
+             "on_delivery": self._delivered, "error_cb": self._client_error},
+        )  # fmt: skip
 
     def _open(self) -> Any:
         ck = require_confluent_kafka()
@@ -166,13 +161,10 @@ class RdKafkaTransactions(TransactionsBase):
     ('w0', 10000)
     """
 
-    _RESERVED = frozenset({"bootstrap.servers", "transactional.id", "enable.idempotence",
-                           "error_cb", "on_delivery"})  # fmt: skip
-
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        config = merge_client_options(
+        return merge_client_options(
             {
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 "linger.ms": 5,
@@ -181,16 +173,10 @@ class RdKafkaTransactions(TransactionsBase):
                 **QUIET_LOGS,
             },
             client_options,
-            self._RESERVED,
-        )
-        config.update(
-            {
-                "bootstrap.servers": servers_text(bootstrap_servers),
-                "transactional.id": self.transactional_id,
-                "error_cb": self._client_error,
-            }
-        )
-        return config
+            {"bootstrap.servers": servers_text(bootstrap_servers),
+             "transactional.id": self.transactional_id, "error_cb": self._client_error},
+            ("enable.idempotence", "on_delivery"),  # commits report undelivered messages
+        )  # fmt: skip
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return rdkafka_errors()
