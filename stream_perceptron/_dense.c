@@ -899,6 +899,102 @@ static PyObject *py_set_tables(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- buffers for the block path without NumPy ------------------------------------------------ */
+
+PyDoc_STRVAR(empty_doc,
+"empty(nbytes) -> bytearray\n\n"
+"A bytearray of ``nbytes`` bytes, not initialised (as numpy.empty): the scanners' matrices and\n"
+"label buffers, each written whole before it is read.");
+
+static PyObject *py_empty(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
+PyDoc_STRVAR(take_doc,
+"take(table, ids) -> bytearray\n\n"
+"``table[ids[i]]`` for each int32 ``ids[i]`` (``0 <= ids[i] < len(table)``, else ValueError):\n"
+"a block's signs from its rows' label cell ids, each distinct cell encoded once.");
+
+static PyObject *py_take(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_ids;
+    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_ids))
+        return NULL;
+    Py_buffer table, ids;
+    if (get_buffer(o_table, &table, 0, 0, "table") < 0)
+        return NULL;
+    if (get_buffer(o_ids, &ids, 0, 0, "ids") < 0) {
+        PyBuffer_Release(&table);
+        return NULL;
+    }
+    Py_ssize_t n = ids.len / (Py_ssize_t)sizeof(int32_t);
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
+    if (out != NULL) {
+        const int32_t *id = ids.buf;
+        const unsigned char *t = table.buf;
+        unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (id[i] < 0 || id[i] >= table.len) {
+                Py_CLEAR(out);
+                PyErr_Format(PyExc_ValueError, "ids[%zd] = %d is outside the table", i,
+                             (int)id[i]);
+                break;
+            }
+            o[i] = t[id[i]];
+        }
+    }
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&ids);
+    return out;
+}
+
+PyDoc_STRVAR(mistakes_doc,
+"mistakes(predicted, signs) -> (list[bool], int)\n\n"
+"For int8 predictions and signs of the same length: whether each labelled row (sign not 0)\n"
+"was predicted wrong, in order, and how many rows were unlabelled.");
+
+static PyObject *py_mistakes(PyObject *self, PyObject *args)
+{
+    PyObject *o_pred, *o_signs;
+    if (!PyArg_ParseTuple(args, "OO", &o_pred, &o_signs))
+        return NULL;
+    Py_buffer pred, signs;
+    if (get_buffer(o_pred, &pred, 0, 0, "predicted") < 0)
+        return NULL;
+    if (get_buffer(o_signs, &signs, 0, pred.len, "signs") < 0) {
+        PyBuffer_Release(&pred);
+        return NULL;
+    }
+    const signed char *p = pred.buf, *y = signs.buf;
+    Py_ssize_t n = pred.len, unlabelled = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        unlabelled += y[i] == 0;
+    PyObject *list = PyList_New(n - unlabelled);
+    if (list != NULL) {
+        Py_ssize_t k = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (y[i] == 0)
+                continue;
+            PyObject *wrong = p[i] != y[i] ? Py_True : Py_False;
+            Py_INCREF(wrong);
+            PyList_SET_ITEM(list, k++, wrong);
+        }
+    }
+    PyBuffer_Release(&pred);
+    PyBuffer_Release(&signs);
+    if (list == NULL)
+        return NULL;
+    return Py_BuildValue("Nn", list, unlabelled);
+}
+
 /* -- the kernel ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1992,6 +2088,9 @@ static PyMethodDef methods[] = {
     {"count_lines", py_count_lines, METH_VARARGS, count_lines_doc},
     {"parse_decimal", py_parse_decimal, METH_O, parse_decimal_doc},
     {"set_tables", py_set_tables, METH_VARARGS, set_tables_doc},
+    {"empty", py_empty, METH_O, empty_doc},
+    {"take", py_take, METH_VARARGS, take_doc},
+    {"mistakes", py_mistakes, METH_VARARGS, mistakes_doc},
     {"kernel", py_kernel, METH_VARARGS, kernel_doc},
     {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
     {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
+from stream_perceptron.lazy_numpy import np
 
 __all__ = ["separable_multiclass"]
 

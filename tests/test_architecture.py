@@ -30,6 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     (
         "stream_perceptron.errors",
         "stream_perceptron.paths",
+        "stream_perceptron.lazy_numpy",
         "stream_perceptron._speedups",
         "stream_perceptron._dense",
         "stream_perceptron._features",

@@ -8,6 +8,7 @@ from itertools import repeat
 from typing import Any
 
 from stream_perceptron.formats.base import LabelCache
+from stream_perceptron.lazy_numpy import np
 
 __all__ = ["RecentWindow"]
 
@@ -50,7 +51,11 @@ class RecentWindow:
         size = self.size
         # A copy of the last rows only: the block's whole matrix is freed at once, so the next
         # block reuses its memory instead of faulting in fresh pages (measured: 9% of a run).
-        rows = rows[-size:].copy()
+        if isinstance(rows, memoryview):  # the C scanner's matrix (its path needs no NumPy)
+            last = rows[-size:]
+            rows = memoryview(last.tobytes()).cast("d", last.shape or ())
+        else:
+            rows = rows[-size:].copy()
         cells = cells[-size:]
         self._pending.append((names, rows, cells))
         self._pending_rows += len(cells)
@@ -70,6 +75,7 @@ class RecentWindow:
         size = self.size
         while self._pending:
             names, rows, cells = self._pending.popleft()
+            rows = np.asarray(rows)  # the readers take NumPy rows
             start = max(0, len(cells) - size)
             recent.extend(
                 zip(zip(repeat(names), rows[start:]), map(labels.__getitem__, cells[start:]))

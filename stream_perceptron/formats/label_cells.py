@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-import numpy as np
-
 __all__ = ["LabelCells"]
 
 
@@ -17,10 +15,13 @@ class LabelCells(Sequence[bytes]):
     classes, or ten): no bytes object is made per row, and a reader that works per distinct
     cell (label encoding, the predictions' cases) indexes arrays by ``ids`` instead. It is a
     read-only sequence of the cells, equal to the list of them, for every other reader.
+    ``ids`` are int32, in any sequence with ``tolist()`` that gives its buffer (the scanner's
+    is a ``memoryview`` of format ``"i"``; an ``array("i")`` or a NumPy array do as well).
 
     Examples
     --------
-    >>> cells = LabelCells([b"1", b"0"], np.array([0, 1, 1, 0], dtype=np.int32))
+    >>> from array import array
+    >>> cells = LabelCells([b"1", b"0"], array("i", [0, 1, 1, 0]))
     >>> len(cells), cells[1], list(cells), cells[-2:]
     (4, b'0', [b'1', b'0', b'0', b'1'], [b'0', b'1'])
     >>> cells == [b"1", b"0", b"0", b"1"]
@@ -30,7 +31,7 @@ class LabelCells(Sequence[bytes]):
 
     __slots__ = ("distinct", "ids")
 
-    def __init__(self, distinct: list[bytes], ids: np.ndarray) -> None:
+    def __init__(self, distinct: list[bytes], ids: Any) -> None:
         self.distinct = distinct
         self.ids = ids
 

@@ -8,11 +8,11 @@ import inspect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 from river import base
 
 from stream_perceptron.errors import StateError
 from stream_perceptron.formats.base import DenseBatch
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._init_weights import WeightInitializer
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners._state import LEARNERS, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION

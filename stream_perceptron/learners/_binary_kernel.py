@@ -31,19 +31,22 @@ batch mixing labelled and unlabelled rows needs one call.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._linear import BIAS_MODES
 
 if TYPE_CHECKING:
     from stream_perceptron.learners._perceptron_model import PerceptronModel
 
-__all__ = ["BIAS_CODES", "supported", "learn_dense", "checked_block", "refusal"]
+__all__ = [
+    "BIAS_CODES", "supported", "learn_dense", "checked_block", "plain_block", "predictions",
+    "refusal",
+]
 
 BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
 
@@ -77,18 +80,18 @@ def learn_dense(
     if c is None:
         raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
     features, X, signs = checked_block(features, X, signs, keep_f32=True)
-    f32 = X.dtype == np.float32
+    f32 = not isinstance(X, memoryview) and X.dtype == np.float32
     n = X.shape[0]
-    preds = np.empty(n, dtype=np.int8)
+    preds = bytearray(n)  # int8 predictions, written by the kernel
     if n == 0:
-        return preds
+        return predictions(preds, X)
 
     wd, ud = model._w, model._u
-    w = np.array([wd.get(k, 0.0) for k in features], dtype=np.float64)
-    present = np.array([k in wd for k in features], dtype=np.bool_)
-    u = np.array([ud.get(k, 0.0) for k in features], dtype=np.float64)
+    w = array("d", [wd.get(k, 0.0) for k in features])
+    present = bytes([k in wd for k in features])
+    u = array("d", [ud.get(k, 0.0) for k in features])
     half_life = model.average_half_life
-    factors = np.empty(n if half_life is not None else 0)
+    factors = array("d", bytes(8 * n) if half_life is not None else b"")
     (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused, avg_ref,
      n_factors) = c.kernel(
         X, signs, w, present, u, float(model.lr), BIAS_CODES[model._bias_mode],
@@ -115,18 +118,24 @@ def learn_dense(
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
-    return preds
+    return predictions(preds, X)
 
 
 def checked_block(
     features: Sequence[Any], X: Any, signs: Any, keep_f32: bool = False
-) -> tuple[list[Any], np.ndarray, np.ndarray]:
+) -> tuple[list[Any], Any, Any]:
     """A binary block as the kernels take it: the feature names as a list (distinct), X as a
     C-contiguous float64 matrix of one column a name (float32 kept as it is with
     ``keep_f32``: the binary perceptron's kernel reads it, each value the double it is
     exactly; the float64 copy cost more than the learning, 1M x 20: 22 ms against 19 ms),
-    the signs as int8 -1/0/+1; ValueError otherwise."""
+    the signs as int8 -1/0/+1; ValueError otherwise.
+
+    The C scanner's block (X a 2-D float64 ``memoryview``, the signs an int8 buffer) stays as
+    it is, checked without NumPy (:func:`plain_block`); anything else becomes NumPy arrays."""
     features = list(features)
+    plain = plain_block(features, X, signs)
+    if plain is not None:
+        return features, X, plain
     f32 = keep_f32 and isinstance(X, np.ndarray) and X.dtype == np.float32
     X = np.ascontiguousarray(X, dtype=np.float32 if f32 else np.float64)
     if X.ndim != 2 or X.shape[1] != len(features):
@@ -146,8 +155,42 @@ def checked_block(
     return features, X, signs.astype(np.int8, copy=False)
 
 
+def predictions(preds: bytearray, X: Any) -> Any:
+    """A kernel's int8 predictions as the caller gets them: an int8 ``memoryview`` for the C
+    scanner's block (its path needs no NumPy), else an int8 NumPy array."""
+    if isinstance(X, memoryview):
+        return memoryview(preds).cast("b")
+    return np.frombuffer(preds, dtype=np.int8)
+
+
+_SIGN_BYTES = b"\x00\x01\xff"  # 0, +1, -1 as int8
+
+
+def plain_block(features: list[Any], X: Any, signs: Any) -> memoryview | None:
+    """The int8 signs of a block the kernels read as it is, with no NumPy: ``X`` a C-contiguous
+    2-D ``memoryview`` of float64 (format ``"d"``, the C scanner's), one column a feature
+    name, and ``signs`` an int8 buffer of one -1/0/+1 a row (an ``array("b")``, a
+    ``memoryview`` of format ``"b"``). ``None`` for anything else; ValueError for such a block
+    whose shapes, names or signs are wrong."""
+    if not (isinstance(X, memoryview) and X.format == "d" and X.ndim == 2 and X.c_contiguous):
+        return None
+    view = memoryview(signs)
+    if view.format != "b" or view.ndim != 1:
+        return None
+    rows, columns = X.shape or (0, 0)
+    if columns != len(features):
+        raise ValueError(f"X has shape {X.shape}, expected (n, {len(features)})")
+    if len(set(features)) != len(features):
+        raise ValueError("duplicate feature names")
+    if len(view) != rows:
+        raise ValueError(f"signs has shape ({len(view)},), expected ({rows},)")
+    if view.cast("B").tobytes().translate(None, _SIGN_BYTES):
+        raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
+    return view
+
+
 def rescale_outside(
-    ud: dict[Any, float], features: list[Any], u: np.ndarray, written: bool, factors: list[float]
+    ud: dict[Any, float], features: list[Any], u: array, written: bool, factors: list[float]
 ) -> None:
     """After a kernel renormalised the forgetting average (``factors``, in order): when the
     accumulators ``ud`` were not written back (``written`` false), those of the block's

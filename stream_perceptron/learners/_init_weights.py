@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from stream_perceptron.lazy_numpy import np
 
 __all__ = ["WeightInitializer", "INIT_MODES", "RANDOM_INIT_SCALE"]
 

@@ -8,12 +8,10 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
 from stream_perceptron.errors import LabelError, ValueTooLargeError
+from stream_perceptron.lazy_numpy import is_bool
 
 __all__ = [
-    "BOOL_TYPES",
     "add_scaled",
     "argmax",
     "check_class_kind",
@@ -136,17 +134,14 @@ def add_scaled(speedups: Any, x: dict, *targets: Any) -> bool:
     return True
 
 
-BOOL_TYPES = (bool, np.bool_)  # labels that are booleans (numpy's too)
-
-
 def check_class_kind(classes: dict, y: Any) -> None:
     """Raise :class:`LabelError` when ``y`` is a boolean and an equal class (``1`` for
     ``True``, ``0`` for ``False``) is not, or the other way round: equal dict keys, but the
     README's booleans are their own classes. The class is refused, not merged."""
     if y.__class__ is str or y is None:
         return
-    is_bool = isinstance(y, BOOL_TYPES)
-    if not is_bool:
+    y_bool = is_bool(y)
+    if not y_bool:
         try:
             if not (y == 0 or y == 1):
                 return
@@ -156,7 +151,7 @@ def check_class_kind(classes: dict, y: Any) -> None:
         return
     for c in classes:
         if c == y:
-            if isinstance(c, BOOL_TYPES) != is_bool:
+            if is_bool(c) != y_bool:
                 raise LabelError(
                     f"label {y!r} ({type(y).__name__}) is equal to the class {c!r}"
                     f" ({type(c).__name__}): booleans and numbers are distinct classes"

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from stream_perceptron import native
+from stream_perceptron.lazy_numpy import bool_types, np
 from stream_perceptron.learners._binary_kernel import (  # the same configurations: supported
     BIAS_CODES,
     refusal,
@@ -44,8 +43,8 @@ def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, N
     if not any(map(_zero_or_one, distinct)) and not any(map(_zero_or_one, classes)):
         return
     types = set(map(type, labels))
-    bools = bool in types or np.bool_ in types
-    if not bools and not any(isinstance(c, (bool, np.bool_)) for c in classes):
+    bools = not types.isdisjoint(bool_types())
+    if not bools and not any(isinstance(c, bool_types()) for c in classes):
         return
     seen = dict.fromkeys(classes)
     for y in labels:

@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_perceptron import native
+from stream_perceptron.lazy_numpy import is_bool
 from stream_perceptron.learners import _multiclass_kernel as _multiclass
 from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
-from stream_perceptron.learners._maths import BOOL_TYPES, argmax, softmax
+from stream_perceptron.learners._maths import argmax, softmax
 from stream_perceptron.learners._state import pairs, to_json_key
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 
@@ -71,7 +72,7 @@ class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearM
         return list(self._w if store is None else store.classes)
 
     def _add_class(self, c: Any) -> None:
-        if isinstance(c, BOOL_TYPES):
+        if is_bool(c):
             self._bool_classes = True
         self._w[c] = {}
         self._b[c] = 0.0

@@ -20,13 +20,13 @@ index) and writes nothing back. A sign of ``0`` marks an unlabelled row, only pr
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from stream_perceptron import native
-from stream_perceptron.learners._binary_kernel import checked_block, refusal
+from stream_perceptron.lazy_numpy import np
+from stream_perceptron.learners._binary_kernel import checked_block, predictions, refusal
 from stream_perceptron.learners._multiclass_kernel import (
     checked_multiclass_block,
     class_codes,
@@ -53,12 +53,12 @@ def learn_dense(
         raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
     features, X, signs = checked_block(features, X, signs)
     n = X.shape[0]
-    preds = np.empty(n, dtype=np.int8)
-    if n == 0:
-        return preds
+    preds = bytearray(n)  # int8 predictions, written by the kernel
     wd = model._w
-    w = np.array([wd.get(k, 0.0) for k in features], dtype=np.float64)
-    present = np.array([k in wd for k in features], dtype=np.bool_)
+    w = array("d", [wd.get(k, 0.0) for k in features])
+    present = bytes([k in wd for k in features])
+    if n == 0:
+        return predictions(preds, X)
     b, n_seen, n_mistakes, max_norm, w_updated, finite, refused = c.kernel_pa(
         X, signs, w, present, VARIANT_CODES[model.variant], float(model.C),
         model._bias_mode == "learned", float(model._b), int(model._n_seen),
@@ -75,7 +75,7 @@ def learn_dense(
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
-    return preds
+    return predictions(preds, X)
 
 
 def learn_dense_multiclass(

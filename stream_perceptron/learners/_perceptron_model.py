@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import _binary_kernel as _binary
 from stream_perceptron.learners._linear import BinaryLinearModel, LinearHyperparameters
 from stream_perceptron.learners._maths import norm

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
 from stream_perceptron.errors import StateError
+from stream_perceptron.lazy_numpy import loaded, np
 
 if TYPE_CHECKING:
     from stream_perceptron.learners._base import StreamClassifier
@@ -36,7 +35,7 @@ def registered(cls: _Learner) -> _Learner:
 
 def to_json_key(k: Any) -> Any:
     """A feature name or label as a JSON scalar (numpy scalars become Python ones)."""
-    if isinstance(k, np.generic):
+    if loaded() and isinstance(k, np.generic):
         k = k.item()
     if k is None or isinstance(k, (str, int, float, bool)):
         return k

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners.perceptron import Perceptron
 
 __all__ = ["learn_array"]

@@ -8,11 +8,11 @@ binary perceptron and the binary passive-aggressive learner both take it.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from stream_perceptron import native
 from stream_perceptron.errors import LabelError
 from stream_perceptron.formats.base import DenseBatch, parse_label
 from stream_perceptron.learners.block_learning import BlockResult, learn_binary_block
@@ -29,14 +29,15 @@ class BinaryBlocks:
 
     def encode_block(
         self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
-        atomic: bool = False, ids: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None:  # fmt: skip
+        atomic: bool = False, ids: Any = None,
+    ) -> tuple[Any, list[tuple[Any, Any]], dict[int, LabelError]] | None:  # fmt: skip
         """A block's labels as the signs :meth:`learn_dense` takes, encoded as the row loop
         would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled),
-        or with ``ids`` (an integer array, a row each) ``label_of[keys[ids[i]]]``: ``keys``
-        are then the block's distinct keys, each looked up once.
+        or with ``ids`` (int32, a row each) ``label_of[keys[ids[i]]]``: ``keys`` are then the
+        block's distinct keys, each looked up once.
 
-        Returns ``(signs, classes, errors)``: ``signs`` int8 (0 for unlabelled rows and for
+        Returns ``(signs, classes, errors)``: ``signs`` int8 (an ``array("b")`` or an int8
+        ``memoryview``, no NumPy on the block path; 0 for unlabelled rows and for
         rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row
         ``i``'s prediction (the encoding can settle within a block), ``errors`` row -> the
         :class:`LabelError` of a label outside the encoding (leave those rows out of
@@ -63,10 +64,10 @@ class BinaryBlocks:
                     break  # unlabelled rows or a label outside the encoding: the general way
                 sign_of[key] = code
             else:
-                if ids is not None:
-                    signs = np.array(list(map(sign_of.__getitem__, keys)), dtype=np.int8)[ids]
+                if ids is not None:  # each distinct key's sign, then one a row (in C)
+                    signs = _take(list(map(sign_of.__getitem__, keys)), ids)
                 else:
-                    signs = np.fromiter(map(sign_of.__getitem__, keys), np.int8, count=len(keys))
+                    signs = array("b", map(sign_of.__getitem__, keys))
                 return signs, [(codec.negative, codec.positive)] * len(signs), {}
         if ids is not None:
             keys = list(map(keys.__getitem__, ids.tolist()))
@@ -96,9 +97,16 @@ class BinaryBlocks:
         self._labels = BinaryLabels.from_state(state)
 
 
+def _take(signs: list[int], ids: Any) -> Any:
+    """``signs[ids[i]]`` for every row, int8 (``ids`` int32): in C when it is built."""
+    if native.dense is None:
+        return array("b", map(signs.__getitem__, ids.tolist()))
+    return memoryview(native.dense.take(array("b", signs), ids)).cast("b")
+
+
 def encode_labels(
     model: BinaryBlocks, labels: Sequence[Any]
-) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]]:
+) -> tuple[Any, list[tuple[Any, Any]], dict[int, LabelError]]:
     """Encode a batch's labels as :meth:`Perceptron.learn_dense` (and the binary
     ``PassiveAggressive``'s) wants them, as the row loop would.
 
@@ -113,7 +121,7 @@ def encode_labels(
     ``signs`` before ``learn_dense`` (the loop neither predicts nor learns them).
     """
     codec = model._labels
-    signs = np.zeros(len(labels), dtype=np.int8)
+    signs = array("b", bytes(len(labels)))
     classes: list[tuple[Any, Any]] = []
     errors: dict[int, LabelError] = {}
     parsed: dict[bytes, Any] = {}

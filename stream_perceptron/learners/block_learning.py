@@ -14,11 +14,11 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
+from stream_perceptron import native
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.formats.label_cells import LabelCells
+from stream_perceptron.lazy_numpy import np
 
 __all__ = ["BlockResult", "BlockRows", "learn_binary_block", "learn_multiclass_block"]
 
@@ -60,8 +60,8 @@ class _BinaryBlockLearner(Protocol):
 
     def encode_block(
         self, keys: Sequence[Hashable], label_of: Mapping[Any, Any], *,
-        atomic: bool = False, ids: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, list[tuple[Any, Any]], dict[int, LabelError]] | None: ...  # fmt: skip
+        atomic: bool = False, ids: Any = None,
+    ) -> tuple[Any, list[tuple[Any, Any]], dict[int, LabelError]] | None: ...  # fmt: skip
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any: ...
 
@@ -88,43 +88,46 @@ def learn_binary_block(
     if encoded is None:
         return None
     signs, classes, errors = encoded
-    rows = np.arange(n)
+    kept: list[int] | None = None  # the rows learned, when some are refused
     if errors:
-        keep = np.array([i not in errors for i in range(n)])
-        X, signs, rows = X[keep], signs[keep], rows[keep]
+        kept = [i for i in range(n) if i not in errors]
+        X, signs = np.asarray(X)[kept], np.asarray(signs)[kept]
     try:
         predicted = learner.learn_dense(features, X, signs)
     except ValueTooLargeError:
         # the model is as it was; the per-record path refuses that row alone
         learner.label_encoding = encoding
         return None
-    labelled = signs != 0
-    mistakes = (predicted != signs) & labelled
+    # the labelled rows' mistakes in order, and the unlabelled rows (in C: no NumPy here)
+    mistakes, unlabelled = _mistakes(predicted, signs)
 
     def window_rows() -> WindowRows:
         # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
-        if errors or not labelled.all():
-            picked = np.flatnonzero(labelled)
-            return features, X[picked], [label_cells[i] for i in rows[picked]]
+        if errors or unlabelled:
+            picked = [i for i, sign in enumerate(memoryview(signs).tolist()) if sign]
+            rows = picked if kept is None else [kept[i] for i in picked]
+            return features, np.asarray(X)[picked], [label_cells[i] for i in rows]
         return features, X, label_cells
 
     def block_rows() -> BlockRows:
-        kept = rows.tolist() if errors else None
+        sign = np.asarray(signs)
+        up = np.asarray(predicted) > 0
+        wrong = (np.asarray(predicted) != sign) & (sign != 0)
         cells = label_cells if kept is None else [label_cells[i] for i in kept]
         if classes.count(classes[0]) != len(classes):  # the encoding settled in the block
-            shown = [classes[i][p] for i, p in zip(kept or range(n), (predicted > 0).tolist())]
+            shown = [classes[i][p] for i, p in zip(kept or range(n), up.tolist())]
             labels = list(map(label_of.__getitem__, cells))
-            return BlockRows(kept, shown, labels, mistakes.tolist())
+            return BlockRows(kept, shown, labels, wrong.tolist())
         # A row's case follows from its label cell (a kept row is unlabelled exactly when its
         # cell parses to None), whether it predicted positive, and whether that was a mistake:
         # codes by numpy, no Python per row but the cell lookup.
         if isinstance(cells, LabelCells):  # distinct cells in the order first seen
             ids = dict.fromkeys(cells.distinct)
-            cell_ids = cells.ids.astype(np.intp)
+            cell_ids = np.asarray(cells.ids).astype(np.intp)
         else:
             ids = {cell: i for i, cell in enumerate(dict.fromkeys(cells))}
             cell_ids = np.fromiter(map(ids.__getitem__, cells), np.intp, count=len(cells))
-        codes = (cell_ids * 2 + (predicted > 0)) * 2 + mistakes
+        codes = (cell_ids * 2 + up) * 2 + wrong
         negative, positive = classes[0]
         cases = [
             (shown, label_of[cell], wrong)
@@ -134,8 +137,15 @@ def learn_binary_block(
         ]
         return BlockRows(kept, codes=codes.tolist(), cases=cases)
 
-    unlabelled = int((~labelled).sum())
-    return BlockResult(mistakes[labelled].tolist(), unlabelled, errors, window_rows, block_rows)
+    return BlockResult(mistakes, unlabelled, errors, window_rows, block_rows)
+
+
+def _mistakes(predicted: Any, signs: Any) -> tuple[list[bool], int]:
+    """Whether each labelled row (sign not 0) was predicted wrong, and the unlabelled rows."""
+    if native.dense is not None:
+        return native.dense.mistakes(predicted, signs)
+    pairs = list(zip(memoryview(predicted).tolist(), memoryview(signs).tolist()))
+    return [p != y for p, y in pairs if y], sum(1 for _, y in pairs if not y)
 
 
 def learn_multiclass_block(

@@ -31,11 +31,11 @@ import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-import numpy as np
 from river import base
 
 from stream_perceptron import native
 from stream_perceptron.errors import StateError
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners.hashing import murmur3_32_reference
 

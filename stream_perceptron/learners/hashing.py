@@ -13,9 +13,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from stream_perceptron import native
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._state import to_json_key
 
 __all__ = ["FeatureHasher", "murmur3_32", "murmur3_32_reference"]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from stream_perceptron.errors import LabelError
+from stream_perceptron.lazy_numpy import is_bool
 
 __all__ = ["BinaryLabels"]
 
@@ -71,11 +70,11 @@ class BinaryLabels:
         if code is not None:
             return code, None
         if not self.settled:
-            is_bool = isinstance(y, (bool, np.bool_))
+            y_bool = is_bool(y)
             nothing_seen = not self._codes
-            if nothing_seen and is_bool:
+            if nothing_seen and y_bool:
                 return (1 if y else -1), ("bool", True)
-            if not is_bool and _is_number(y):
+            if not y_bool and _is_number(y):
                 if y == -1:
                     return -1, ("-1/+1", True)
                 if y == 0:
@@ -97,7 +96,7 @@ class BinaryLabels:
         code = self._codes.get(y)
         if code is not None:
             return code
-        if not self.settled and (isinstance(y, (bool, np.bool_)) or _is_number(y)):
+        if not self.settled and (is_bool(y) or _is_number(y)):
             if y == 1:
                 return 1
             if y in (0, -1):
@@ -124,7 +123,7 @@ class BinaryLabels:
 
 
 def _is_number(y: Any) -> bool:
-    if isinstance(y, (bool, np.bool_)):
+    if is_bool(y):
         return False
     try:
         return float(y) == y

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.lazy_numpy import is_bool
 from stream_perceptron.learners import _multiclass_kernel as _multiclass
 from stream_perceptron.learners import _multiclass_model as _model
 from stream_perceptron.learners._base import UndoLog
@@ -13,7 +14,6 @@ from stream_perceptron.learners._core import MULTICLASS_FIELDS, CoreFields, Mult
 from stream_perceptron.learners._init_weights import new_features
 from stream_perceptron.learners._linear import MulticlassLinearModel
 from stream_perceptron.learners._maths import (
-    BOOL_TYPES,
     add_scaled,
     argmax,
     check_class_kind,
@@ -270,7 +270,7 @@ class MulticlassPerceptron(MulticlassCore, CoreFields, MulticlassModel):
             elif done is not True:
                 raise too_large(done)
             else:
-                if isinstance(y, BOOL_TYPES):
+                if is_bool(y):
                     self._bool_classes = True
                 self._n_mistakes += 1
                 self._max_norm = max_norm
@@ -347,7 +347,7 @@ class MulticlassPerceptron(MulticlassCore, CoreFields, MulticlassModel):
         if new_class:
             self._w[y] = wy
             self._u[y] = uy
-            if isinstance(y, BOOL_TYPES):
+            if is_bool(y):
                 self._bool_classes = True
         self._b[y] = by
         self._ub[y] = uby

@@ -6,10 +6,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import _pa_kernel as _pa
 from stream_perceptron.learners._linear import BinaryLinearModel, MulticlassLinearModel
 from stream_perceptron.learners._maths import (

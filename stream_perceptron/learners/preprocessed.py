@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from stream_perceptron.errors import StateError
 from stream_perceptron.formats.base import DenseBatch
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._base import StreamClassifier
 from stream_perceptron.learners._state import SCHEMA_VERSION, registered
 from stream_perceptron.learners.binary_blocks import BinaryBlocks

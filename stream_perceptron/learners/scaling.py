@@ -10,9 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from stream_perceptron import native
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners._state import to_json_key
 

@@ -9,8 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners.preprocessed import Preprocessed
 
 __all__ = ["MARGIN_BINS", "MARGIN_QUANTILES", "ModelView", "margin_summary", "model_view",

@@ -32,9 +32,8 @@ the other bit-exact tests compare the two tiers.
 from __future__ import annotations
 
 import os
+from array import array
 from types import ModuleType
-
-import numpy as np
 
 __all__ = [
     "dense", "dense_error", "drift", "features", "speedups", "has_dense", "E10_MIN", "E10_MAX",
@@ -83,12 +82,11 @@ else:
 E10_MIN, E10_MAX = -348, 347
 
 
-def _powers_of_ten() -> tuple[np.ndarray, np.ndarray]:
+def _powers_of_ten() -> tuple[array, array]:
     """10**e as 128-bit mantissas rounded down, top bit set (Go's detailedPowersOfTen): the
     table of the C scanner's Eisel-Lemire conversion, ``(low 64 bits, high 64 bits)``."""
-    lo = np.empty(E10_MAX - E10_MIN + 1, dtype=np.uint64)
-    hi = np.empty_like(lo)
-    for i, e in enumerate(range(E10_MIN, E10_MAX + 1)):
+    lo, hi = array("Q"), array("Q")  # uint64 (8 bytes on every platform CPython builds for)
+    for e in range(E10_MIN, E10_MAX + 1):
         if e >= 0:
             v = 10**e
             shift = v.bit_length() - 128
@@ -96,8 +94,8 @@ def _powers_of_ten() -> tuple[np.ndarray, np.ndarray]:
         else:
             d = 10**-e
             m = (1 << (127 + d.bit_length())) // d
-        lo[i] = m & 0xFFFFFFFFFFFFFFFF
-        hi[i] = m >> 64
+        lo.append(m & 0xFFFFFFFFFFFFFFFF)
+        hi.append(m >> 64)
     return lo, hi
 
 

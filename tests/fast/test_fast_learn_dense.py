@@ -370,6 +370,7 @@ def test_mixed_batch_with_label_errors_as_the_engine_would_run_it():
             expected.append("bad")
     got = Perceptron()
     signs, classes, errors = encode_labels(got, cells)
+    signs = np.asarray(signs)  # an int8 array("b")
     keep = np.ones(len(X), bool)
     keep[list(errors)] = False
     preds = got.learn_dense(features, X[keep], signs[keep])

@@ -72,6 +72,10 @@ def assert_matches_parse(lines: list[bytes], header: bytes = HEADER):
     if got is None:
         return None
     names, X, labels = got
+    if isinstance(X, memoryview):  # the C scanner's matrix, read without NumPy by its path
+        assert X.format == "d" and X.c_contiguous and X.ndim == 2
+        X = np.asarray(X)
+        got = names, X, labels
     assert names == ref._feature_names
     assert X.dtype == np.float64 and X.shape == (len(lines), len(names))
     assert X.flags.c_contiguous
@@ -365,7 +369,7 @@ def test_plain_batches_take_the_compiled_parser(scanner):
         dense = scan.parse_csv_numbers(lines, 4, 2)
     assert dense is not NotImplemented and dense is not None
     assert dense[1] == [b"1"] * 999
-    assert [bits(v) for v in dense[0].ravel().tolist()] == [
+    assert [bits(v) for v in np.asarray(dense[0]).ravel().tolist()] == [
         bits(float(c)) for line in lines for i, c in enumerate(line.split(b",")) if i != 2
     ]
 
