@@ -154,6 +154,7 @@ def learn_multiclass_block(
     """A multi-class learner's ``learn_block``: ``None`` (the learner as it was) when a row is
     refused (a label the learner cannot take, or non-finite)."""
     features, X, cells = dense
+    X = np.asarray(X)  # the multi-class kernels' glue is NumPy's (a scanner's block: a view)
     if isinstance(cells, LabelCells):  # each distinct cell parsed once, then a list index
         values = list(map(label_of.__getitem__, cells.distinct))
         labels = list(map(values.__getitem__, cells.ids.tolist()))

@@ -207,6 +207,8 @@ class Preprocessed(StreamClassifier):
         way), exactly as the ``predict_learn_one`` loop; nothing kept when the model refuses
         the block."""
         names = pending = None
+        if self._hasher is not None or self._scaler is not None or self._rff is not None:
+            X = np.asarray(X)  # the transforms work on NumPy arrays (a scanner's block: a view)
         if self._hasher is not None:
             features, X, names = self._hasher.transform_block(features, X)
         if isinstance(self.model, BinaryBlocks):
