@@ -157,7 +157,7 @@ def parse_csv_block(
         label_bytes.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    matrix = values.cast("B").cast("d", (rows, ncol - 1))
+    matrix = memoryview(X).cast("d", (rows, ncol - 1))
     ids = _empty(4 * rows)  # int32, a row each
     distinct = _intern_lines(label_bytes, ids, _DISTINCT_CELLS)
     if distinct is None:

@@ -122,7 +122,9 @@ class PerceptronModel(NativeModelStore, LinearHyperparameters, BinaryBlocks, Bin
         ``signs``: the signs the labels encode to (-1/+1, as ``self._labels`` encodes them,
         see :func:`stream_perceptron.learners.binary_blocks.encode_labels`), ``0`` for an unlabelled
         row, which is only predicted (as ``predict_one`` would). Returns the predicted signs
-        (int8, -1/+1), each made before learning its row. Needs :attr:`dense_capable`. A row
+        (int8, -1/+1), each made before learning its row: a NumPy array, or an int8
+        ``memoryview`` for the C scanner's block (a 2-D float64 ``memoryview`` ``X`` with int8
+        buffer ``signs``, read without NumPy). Needs :attr:`dense_capable`. A row
         ``_learn`` would refuse (its update would make the model non-finite) raises
         :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
 

@@ -223,8 +223,10 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
 
         ``features``: the distinct names of ``X``'s columns; ``X``: finite numbers; ``signs``:
         the signs the labels encode to (-1/+1, see :meth:`encode_block`), ``0`` for an
-        unlabelled row, which is only predicted. Returns the predicted signs (int8), each made
-        before learning its row. Needs :attr:`dense_capable`. A row ``_learn`` would refuse
+        unlabelled row, which is only predicted. Returns the predicted signs (int8; a
+        ``memoryview`` for the C scanner's block, as :meth:`Perceptron.learn_dense
+        <stream_perceptron.learners.Perceptron.learn_dense>`), each made before learning its
+        row. Needs :attr:`dense_capable`. A row ``_learn`` would refuse
         raises :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
 
         Examples
