@@ -21,7 +21,6 @@ from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.formats.label_cells import LabelCells
-from stream_perceptron.lazy_numpy import np
 
 __all__ = ["parse_csv_block", "parse_csv_numbers", "parse_jsonl_block"]
 
@@ -185,31 +184,37 @@ def _helper() -> ThreadPoolExecutor:
 
 def parse_jsonl_block(
     block: bytes, n: int, keys: list[bytes], label_index: int
-) -> tuple[np.ndarray, list[bytes]] | None:
+) -> tuple[memoryview[float], list[bytes]] | None:
     """``n`` flat JSON objects, one a line (each line ending with a newline), with exactly the
     keys ``keys`` (UTF-8, no escapes) in that order, the label at ``label_index`` and numbers or
     booleans everywhere else: ``(X, raw label values)``, ``X`` holding what
     :class:`~stream_perceptron.formats.JsonLinesParser` makes of each value (``float(int)``
     for an integer, ``float`` for a number with a fraction or exponent, 1.0/0.0 for
-    true/false). ``None`` when a line is of another form, or without the C extension."""
+    true/false), a 2-D float64 ``memoryview`` as :func:`parse_csv_block` gives. ``None`` when
+    a line is of another form, or without the C extension (or without a feature key)."""
     c = native.dense
-    if c is None or not n:
+    if c is None or not n or len(keys) < 2:
         return None
-    buf = np.frombuffer(block, dtype=np.uint8)
-    X = np.empty((n, len(keys) - 1), dtype=np.float64)
-    label_buf = np.empty(len(block), dtype=np.uint8)
-    slow = np.empty((min(_SLOW_CELLS, n * len(keys)), 4), dtype=np.int64)
-    status, n_labels, n_slow = c.scan_jsonl(buf, n, keys, label_index, X, label_buf, slow)
+    width = len(keys) - 1
+    X = c.empty(n * width * 8)  # float64, written whole by the scan
+    label_buf = c.empty(len(block))
+    slow = c.empty(min(_SLOW_CELLS, n * len(keys)) * 32)  # int64 (start, end, row, column)
+    status, n_labels, n_slow = c.scan_jsonl(block, n, keys, label_index, X, label_buf, slow)
     if status != 0:
         return None
-    for start, end, row, col in slow[:n_slow].tolist():
+    values = memoryview(X).cast("d")
+    cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
+    for k in range(0, len(cells), 4):
+        start, end, row, col = cells[k : k + 4]
         text = block[start:end]
         try:  # a JSON integer is a Python int first
-            X[row, col] = (
+            value = (
                 float(text) if b"." in text or b"e" in text or b"E" in text else float(int(text))
             )
         except (ValueError, OverflowError):
             return None
-    if n_slow and not np.isfinite(X).all():
-        return None
-    return X, label_buf[:n_labels].tobytes().split(b"\n")
+        if not math.isfinite(value):
+            return None
+        values[row * width + col] = value
+    labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
+    return memoryview(X).cast("d", (n, width)), labels

@@ -1,6 +1,6 @@
-"""The CSV block path of the binary learners runs without importing NumPy (issue 25, row 4a:
-NumPy's import was a seventh of a million-line ``cat data.csv | stream-perceptron run``), and
-``lazy_numpy`` brings NumPy in on first use for every other path."""
+"""The binary learners' CSV and JSON-lines block path runs without importing NumPy (issue 25,
+row 4a: NumPy's import was a seventh of a million-line ``cat data.csv | stream-perceptron
+run``), and ``lazy_numpy`` brings NumPy in on first use for every other path."""
 
 from __future__ import annotations
 
@@ -33,9 +33,18 @@ def _csv(rows: int, classes: int = 2) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _numpy_imported(data: bytes, *flags: str) -> bool:
+def _jsonl(rows: int) -> bytes:
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(rows, 3))
+    return b"".join(
+        b'{"a": %r, "b": %r, "c": %r, "y": %d}\n' % (*row, int(row[0] - row[1] > 0))
+        for row in X.tolist()
+    )
+
+
+def _numpy_imported(data: bytes, *flags: str, fmt: str = "csv") -> bool:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, "run", "--format", "csv", "--quiet", *flags],
+        [sys.executable, "-c", PROBE, "run", "--format", fmt, "--quiet", *flags],
         input=data, capture_output=True, timeout=120, check=True,
     )  # fmt: skip
     last = done.stderr.decode().strip().splitlines()[-1]
@@ -49,6 +58,12 @@ def _numpy_imported(data: bytes, *flags: str) -> bool:
 )
 def test_the_binary_csv_block_path_never_imports_numpy(flags):
     assert not _numpy_imported(_csv(30_000), *flags)
+
+
+@pytest.mark.skipif(native.dense is None, reason="the block path needs the C extension")
+def test_the_binary_json_lines_block_path_never_imports_numpy():
+    assert not _numpy_imported(_jsonl(20_000), fmt="jsonl")
+    assert _numpy_imported(_jsonl(2_000), "--model", "multiclass", fmt="jsonl")
 
 
 @pytest.mark.skipif(native.dense is None, reason="the block path needs the C extension")
