@@ -928,31 +928,23 @@ static PyObject *py_take(PyObject *self, PyObject *args)
     PyObject *o_table, *o_ids;
     if (!PyArg_ParseTuple(args, "OO", &o_table, &o_ids))
         return NULL;
-    Py_buffer table, ids;
-    if (get_buffer(o_table, &table, 0, 0, "table") < 0)
+    const BufferSpec specs[2] = {{o_table, 0, 0, "table"}, {o_ids, 0, 0, "ids"}};
+    Py_buffer v[2];
+    if (get_buffers(specs, v, 2) < 0)
         return NULL;
-    if (get_buffer(o_ids, &ids, 0, 0, "ids") < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
-    Py_ssize_t n = ids.len / (Py_ssize_t)sizeof(int32_t);
+    const unsigned char *t = v[0].buf;
+    const int32_t *id = v[1].buf;
+    Py_ssize_t n = v[1].len / (Py_ssize_t)sizeof(int32_t);
     PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
-    if (out != NULL) {
-        const int32_t *id = ids.buf;
-        const unsigned char *t = table.buf;
-        unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (id[i] < 0 || id[i] >= table.len) {
-                Py_CLEAR(out);
-                PyErr_Format(PyExc_ValueError, "ids[%zd] = %d is outside the table", i,
-                             (int)id[i]);
-                break;
-            }
-            o[i] = t[id[i]];
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        if (id[i] < 0 || id[i] >= v[0].len) {
+            Py_CLEAR(out);
+            PyErr_Format(PyExc_ValueError, "ids[%zd] = %d is outside the table", i, (int)id[i]);
+        } else {
+            PyByteArray_AS_STRING(out)[i] = (char)t[id[i]];
         }
     }
-    PyBuffer_Release(&table);
-    PyBuffer_Release(&ids);
+    release_buffers(v, 2);
     return out;
 }
 
@@ -966,33 +958,30 @@ static PyObject *py_mistakes(PyObject *self, PyObject *args)
     PyObject *o_pred, *o_signs;
     if (!PyArg_ParseTuple(args, "OO", &o_pred, &o_signs))
         return NULL;
-    Py_buffer pred, signs;
-    if (get_buffer(o_pred, &pred, 0, 0, "predicted") < 0)
+    const BufferSpec specs[2] = {{o_pred, 0, 0, "predicted"}, {o_signs, 0, 0, "signs"}};
+    Py_buffer v[2];
+    if (get_buffers(specs, v, 2) < 0)
         return NULL;
-    if (get_buffer(o_signs, &signs, 0, pred.len, "signs") < 0) {
-        PyBuffer_Release(&pred);
-        return NULL;
+    const signed char *p = v[0].buf, *y = v[1].buf;
+    Py_ssize_t n = v[0].len, unlabelled = 0;
+    PyObject *list = NULL;
+    if (v[1].len != n) {
+        PyErr_SetString(PyExc_ValueError, "predicted and signs differ in length");
+        goto done;
     }
-    const signed char *p = pred.buf, *y = signs.buf;
-    Py_ssize_t n = pred.len, unlabelled = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         unlabelled += y[i] == 0;
-    PyObject *list = PyList_New(n - unlabelled);
-    if (list != NULL) {
-        Py_ssize_t k = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (y[i] == 0)
-                continue;
+    list = PyList_New(n - unlabelled);
+    for (Py_ssize_t i = 0, k = 0; list != NULL && i < n; i++) {
+        if (y[i] != 0) {
             PyObject *wrong = p[i] != y[i] ? Py_True : Py_False;
             Py_INCREF(wrong);
             PyList_SET_ITEM(list, k++, wrong);
         }
     }
-    PyBuffer_Release(&pred);
-    PyBuffer_Release(&signs);
-    if (list == NULL)
-        return NULL;
-    return Py_BuildValue("Nn", list, unlabelled);
+done:
+    release_buffers(v, 2);
+    return list == NULL ? NULL : Py_BuildValue("Nn", list, unlabelled);
 }
 
 /* -- the kernel ---------------------------------------------------------------------------- */

@@ -51,6 +51,4 @@ def bool_types() -> tuple[type, ...]:
 
 def is_bool(value: object) -> bool:
     """``isinstance(value, (bool, numpy.bool_))`` without importing NumPy for it."""
-    return isinstance(value, bool) or (
-        "numpy" in sys.modules and isinstance(value, sys.modules["numpy"].bool_)
-    )
+    return isinstance(value, bool_types())

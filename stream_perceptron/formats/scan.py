@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -139,16 +139,8 @@ def parse_csv_block(
     for (start, _), (_, got, n_labels, n_slow), (_, slow) in zip(
         spans, scanned, jobs, strict=True
     ):
-        cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
-        for k in range(0, len(cells), 4):
-            s, e, r, c = cells[k : k + 4]
-            try:
-                value = float(block[start + s : start + e])
-            except ValueError:
-                return None
-            if not math.isfinite(value):  # the plain form is finite; float() may say inf
-                return None
-            values[(done + r) * (ncol - 1) + c] = value
+        if not _fill_slow(values, slow, n_slow, ncol - 1, block, start, done, float):
+            return None
         label_parts.append(label_buf[start : start + n_labels].tobytes())
         done += got
     label_bytes = b"\n".join(label_parts)
@@ -162,6 +154,33 @@ def parse_csv_block(
     if distinct is None:
         return matrix, label_bytes.split(b"\n")
     return matrix, LabelCells(distinct, memoryview(ids).cast("i"))
+
+
+def _fill_slow(
+    values: memoryview[float], slow: bytearray, n_slow: int, width: int, text: bytes, start: int,
+    first_row: int, convert: Callable[[bytes], float],
+) -> bool:  # fmt: skip
+    """Write into ``values`` (a matrix of ``width`` columns, flat) the cells a scanner left to
+    Python: ``slow`` holds ``n_slow`` int64 ``(start, end, row, column)``, the cell's bytes
+    ``text[start + start_k : start + end_k]`` and its row counted from ``first_row``. False
+    when ``convert`` refuses a cell or makes it infinite or nan (a plain cell is finite)."""
+    cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
+    for k in range(0, len(cells), 4):
+        s, e, row, col = cells[k : k + 4]
+        try:
+            value = convert(text[start + s : start + e])
+        except (ValueError, OverflowError):
+            return False
+        if not math.isfinite(value):
+            return False
+        values[(first_row + row) * width + col] = value
+    return True
+
+
+def _json_number(text: bytes) -> float:
+    """A JSON number as :class:`~stream_perceptron.formats.JsonLinesParser` reads it: an
+    integer is a Python int first."""
+    return float(text) if b"." in text or b"e" in text or b"E" in text else float(int(text))
 
 
 def _two_cpus() -> bool:
@@ -202,19 +221,7 @@ def parse_jsonl_block(
     status, n_labels, n_slow = c.scan_jsonl(block, n, keys, label_index, X, label_buf, slow)
     if status != 0:
         return None
-    values = memoryview(X).cast("d")
-    cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
-    for k in range(0, len(cells), 4):
-        start, end, row, col = cells[k : k + 4]
-        text = block[start:end]
-        try:  # a JSON integer is a Python int first
-            value = (
-                float(text) if b"." in text or b"e" in text or b"E" in text else float(int(text))
-            )
-        except (ValueError, OverflowError):
-            return None
-        if not math.isfinite(value):
-            return None
-        values[row * width + col] = value
+    if not _fill_slow(memoryview(X).cast("d"), slow, n_slow, width, block, 0, 0, _json_number):
+        return None
     labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
     return memoryview(X).cast("d", (n, width)), labels

@@ -98,8 +98,10 @@ def learn_binary_block(
         # the model is as it was; the per-record path refuses that row alone
         learner.label_encoding = encoding
         return None
-    # the labelled rows' mistakes in order, and the unlabelled rows (in C: no NumPy here)
-    mistakes, unlabelled = _mistakes(predicted, signs)
+    # the labelled rows' mistakes in order, and the unlabelled rows (in C: no NumPy here; the
+    # kernels that learn_dense ran are of the same extension)
+    assert native.dense is not None
+    mistakes, unlabelled = native.dense.mistakes(predicted, signs)
 
     def window_rows() -> WindowRows:
         # Rows and raw label cells stay as they are: a scrape builds the dicts it reads.
@@ -138,14 +140,6 @@ def learn_binary_block(
         return BlockRows(kept, codes=codes.tolist(), cases=cases)
 
     return BlockResult(mistakes, unlabelled, errors, window_rows, block_rows)
-
-
-def _mistakes(predicted: Any, signs: Any) -> tuple[list[bool], int]:
-    """Whether each labelled row (sign not 0) was predicted wrong, and the unlabelled rows."""
-    if native.dense is not None:
-        return native.dense.mistakes(predicted, signs)
-    pairs = list(zip(memoryview(predicted).tolist(), memoryview(signs).tolist()))
-    return [p != y for p, y in pairs if y], sum(1 for _, y in pairs if not y)
 
 
 def learn_multiclass_block(
