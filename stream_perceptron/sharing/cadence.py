@@ -87,7 +87,7 @@ class SharedCadence(SharedMixing):
             # peek_s (behind the log consumer's fetch), and the engine hands over a block a
             # partition, several a poll: from its start, every block would read the log
             self._last_peek = time.monotonic()
-        return self.mix_due(self.view.fresh(), now)
+        return self._chain_read() and self.mix_due(self.view.fresh(), now)
 
     def hold_at_end(self) -> bool:
         """The mixer, its partitions read to their end (``--exit-at-end``): whether to stay

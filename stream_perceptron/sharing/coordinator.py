@@ -20,10 +20,14 @@ first input topic's partition 0 (Kafka's group assignment elects it, and moves t
 the partition). Every ``mix_every`` examples of some worker and/or ``mix_interval`` seconds,
 right after a commit, it folds every increment no mixture holds yet into the newest mixture
 (iterative parameter mixing: per worker the weighted average of the local changes, the sums of
-the running average added) and writes the next mixture, with tombstones for the increments it
-now holds, in its next transaction. Mixtures form one chain, so none is lost to a concurrent
-one. Every worker, after each commit, moves onto a newer mixture when there is one: its model
-becomes the mixture plus what it learned that the mixture does not hold yet, exactly.
+the running average added) and writes the next mixture in its next transaction. Mixtures form
+one chain, the model topic's order: the leader mixes again only once it read its last mixture
+back, and of two mixtures of one version (two leaders around a rebalance) the first in the log
+is the chain's for every reader. An increment is deleted (a tombstone, in a later transaction
+of the leader) only once the mixture that holds it was read back as the head, so a mixture
+refused as stale takes nothing with it. Every worker, after each commit, moves onto a newer
+mixture when there is one: its model becomes the mixture plus what it learned that the
+mixture does not hold yet, exactly.
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ from stream_perceptron.errors import EngineError
 from stream_perceptron.sharing import PartitionState
 from stream_perceptron.sharing.cadence import SharedCadence
 from stream_perceptron.sharing.increments import Form, form, to_state, translate, with_history
-from stream_perceptron.sharing.mixer import held_keys
 from stream_perceptron.sharing.states import (
     SharedModelMismatch,
     adopt,
@@ -198,8 +201,8 @@ class SharedModelCoordinator(SharedCadence):
     # -- commit and mix ------------------------------------------------------------------------
     def save(self) -> None:
         """One transaction: what was output since the last one, the owned partitions' records,
-        this worker's increment, the next mixture when this worker is the leader and a mix is
-        due (with tombstones for the increments it folds in), and the consumed offsets; then
+        this worker's increment, when this worker is the leader tombstones for the increments
+        the head holds and the next mixture when a mix is due, and the consumed offsets; then
         move onto the newest mixture."""
         with self._saving:  # one save at a time (a revocation's comes from a helper thread)
             if self._failed is not None:
@@ -220,7 +223,7 @@ class SharedModelCoordinator(SharedCadence):
         state = self._state
         if state is None:
             raise RuntimeError("SharedModelCoordinator.save before attach()")
-        mixture = None
+        mixture, retired = None, []
         leader = self.is_leader
         if leader:
             # read before this transaction writes to the model topic: a read_committed reader
@@ -240,6 +243,7 @@ class SharedModelCoordinator(SharedCadence):
             if leader and offsets:
                 for key in sorted(self.view.doomed):  # refused increments: deleted
                     self._send(key, None)
+                retired = self._retire_held()
                 mixture = self._next_mixture()
             self.view.doomed.clear()
             # the group's membership only where offsets go with the transaction: a worker
@@ -271,12 +275,12 @@ class SharedModelCoordinator(SharedCadence):
             self.last_saved_at = time.time()
             self._last_records = state.stats.records
             self._last_time = time.monotonic()
-            if mixture is not None:  # committed: the chain goes on from it
-                held = held_keys(mixture, self.view)
-                self.view.ingest([(k.encode(), None) for k in held], own=True)
-                self.view.advance(mixture)
+            # committed: the tombstones of the increments the head holds
+            self.view.ingest([(k.encode(), None) for k in retired], own=True)
+            if mixture is not None:  # committed: the chain goes on once it is read back
+                self._unconfirmed = mixture
         try:
-            self.mix(read=mixture is None)
+            self.mix()
         except ConnectorError as e:  # the broker away: the next commit tries again
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
 

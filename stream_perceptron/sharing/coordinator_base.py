@@ -15,7 +15,7 @@ from connectors import PositionKey, Source
 from connectors.kafka.model_log import ModelLog
 from connectors.kafka.transactions import MAX_MESSAGE_BYTES, GroupMember, TransactionalOutput
 from stream_perceptron.checkpoint import CheckpointCoordinator
-from stream_perceptron.sharing import Increment
+from stream_perceptron.sharing import Increment, Mixture
 from stream_perceptron.sharing.increments import Form, credited, form, history
 from stream_perceptron.sharing.records import MIXTURE_KEY
 from stream_perceptron.sharing.states import SharedModelTooLarge
@@ -88,6 +88,9 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         self._others_at = 0.0  # when one of them was first seen (monotonic)
         self._holding = False  # the mixer stays at the end of its partitions for the others
         self._final = False  # in the last commit (finish): the leader mixes whatever is fresh
+        #: the leader's last mixture, committed and not yet read back from the model topic: it
+        #: mixes again only once the log shows which mixture of that version came first
+        self._unconfirmed: Mixture | None = None
         self.peek_s: float | None = PEEK_S  # None: never (in-process tests, deterministic)
         self._group: Callable[[], Any] | None = None
         self._base: dict[str, Any] | None = None  # the mixture the model is based on

@@ -1,6 +1,11 @@
 """Shared-model mode's mixing: the leader folds the increments no mixture holds into the next
 mixture; every worker publishes its increment and moves onto a newer mixture (its own
 running average kept exact, see docs/ARCHITECTURE.md).
+
+The chain is the model topic's order: of two mixtures of one version (two leaders around a
+rebalance, one not yet seeing the other's open transaction), the first in the log is the
+chain's for every reader, its writer included, and a mixture's increments are deleted only
+once it was read back as the head; so a second mixture, refused as stale, loses nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ __all__ = ["SharedMixing", "held_keys"]
 
 logger = logging.getLogger(__name__)
 
+#: how long the leader's last commit waits to read its last mixture back (its transaction is
+#: committed: the broker marks it in the log within milliseconds)
+READ_BACK_WAIT_S = 5.0
+
 
 class SharedMixing(SharedCoordinatorBase):
     """Publishing increments, making mixtures, moving onto them."""
@@ -42,6 +51,11 @@ class SharedMixing(SharedCoordinatorBase):
         reached."""
         try:
             self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+            if self._final:  # the last commit mixes what is fresh: on its last mixture, read back
+                deadline = time.monotonic() + READ_BACK_WAIT_S
+                while not self._chain_read() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
         except ConnectorError as e:
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
             return False
@@ -64,38 +78,74 @@ class SharedMixing(SharedCoordinatorBase):
         if self._anchor is not None:
             self._anchor, self._unpublished = self._published, Form(0.0, {})
 
+    def _chain_read(self) -> bool:
+        """Whether the leader's last mixture has been read back from the model topic (or it
+        made none since it read the head): only then does it know which mixture of that
+        version came first in the log, the one every reader takes (another leader's, when
+        two wrote one, as around a rebalance), and it mixes on from that one."""
+        made = self._unconfirmed
+        if made is None:
+            return True
+        head = self.view.mixture
+        if head is None or head.version < made.version:
+            return False
+        if (head.version, head.worker, head.mixed_at) != (made.version, made.worker,
+                                                          made.mixed_at):  # fmt: skip
+            logger.warning(
+                "worker %s: mixture %d of %s came first in the model topic, not its own: "
+                "mixing on from that one (the increments only its own held are still there, "
+                "and are mixed next)", self.worker, head.version, head.worker,
+            )  # fmt: skip
+        self._unconfirmed = None
+        return True
+
+    def _retire_held(self) -> list[str]:
+        """Tombstones, into the open transaction, for the increments the head holds. Only a
+        mixture read back from the log (the first of its version there, the one every reader
+        takes) lets its increments go: were a mixture's tombstones sent with it, a second
+        leader's mixture of the same version, written after the first, would delete the
+        increments only it held, and every reader, refusing it as stale, would lose them. The keys
+        sent are returned."""
+        head = self.view.mixture
+        keys = held_keys(head, self.view) if head is not None else []
+        for key in keys:
+            self._send(key, None)
+        return keys
+
     def _next_mixture(self) -> Mixture | None:
-        """The leader's next mixture, into the open transaction (with tombstones for the
-        increments it holds), when one is due: every increment the newest mixture lacks,
-        this worker's own in this transaction included, folded in."""
+        """The leader's next mixture, into the open transaction, when one is due and its last
+        one was read back: every increment the newest mixture lacks, this worker's own in this
+        transaction included, folded in."""
         started = time.perf_counter()
         try:
             view = self.view  # read just before the transaction began
+            if not self._chain_read():
+                return None
             for own in self._pending:  # the one in this transaction is not in the log yet
                 view.increments.setdefault(self.worker, {})[own.seq] = own
-            current = view.mixture
+            head = current = view.mixture
             if current is None:  # the chain starts from the fresh model: mixture 0
                 assert self._base is not None
-                current = view.mixture = Mixture(0, self._base, self.worker)
+                current = Mixture(0, self._base, self.worker)
                 if not self.mix_due(view.fresh()):
                     self._send(current.key, current.encode())
                     return current
             elif not self.mix_due(view.fresh()):
                 return None
             try:
+                view.mixture = current  # mixture 0 only to fold onto: the head is what is read
                 folded = view.folded()
             except MixError as e:
                 logger.error("not mixing: %s", e)
                 return None
+            finally:
+                view.mixture = head
             assert folded is not None
             mixed, fresh, step = folded
             included = {**current.included, **{w: s[-1].seq for w, s in fresh.items()}}
             mixture = Mixture(current.version + 1, mixed, self.worker, included=included,
                               step=step.encode())  # fmt: skip
             self._send(mixture.key, mixture.encode())
-            for steps in fresh.values():
-                for i in steps:
-                    self._send(i.key, None)
             self._last_mix_time = time.monotonic()
             logger.info("worker %s mixed %d increments of %d workers into version %d",
                         self.worker, sum(map(len, fresh.values())), len(fresh),
@@ -104,14 +154,13 @@ class SharedMixing(SharedCoordinatorBase):
         finally:
             self.mix_seconds += time.perf_counter() - started
 
-    def mix(self, read: bool = True) -> bool:
+    def mix(self) -> bool:
         """Read the model topic and move onto a newer mixture if there is one; True if the
-        model moved. ``read=False``: onto the newest mixture known (the leader's own, just
-        committed: only the leader mixes, so a read would find no newer one)."""
+        model moved. The leader too moves onto its own mixtures only as read back: the log's
+        order, not the order of commits, says which mixture of a version is the chain's."""
         started = time.perf_counter()
         try:
-            if read:
-                self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+            self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
             state = self._state
             assert state is not None
             with state.lock:

@@ -37,13 +37,17 @@ class Cluster:
 class MemoryLog:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster, self.read = cluster, 0
+        #: the reader sees nothing from this index on (another producer's transaction, committed
+        #: but not yet marked in the log); None: all of it
+        self.hidden_from: int | None = None
 
     def ensure(self) -> None:
         self.cluster.topics.setdefault(MODEL_TOPIC, [])
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
         log = self.cluster.topics.get(MODEL_TOPIC, [])
-        new, self.read = log[self.read :], len(log)
+        end = len(log) if self.hidden_from is None else min(len(log), self.hidden_from)
+        new, self.read = log[self.read : end], max(self.read, end)
         return [LogRecord(k, v, h) for k, v, h in new]  # (key, value), headers beside
 
     def close(self) -> None:
@@ -806,6 +810,55 @@ def test_the_leaders_last_commit_mixes_what_is_fresh() -> None:
     assert lead.coordinator.version == 1
     assert lead.coordinator.view.mixture.state["n_seen"] == 41
     assert not lead.coordinator.view.fresh()
+
+
+def _mixtures(cluster: Cluster) -> list[tuple[int, str]]:
+    """``(version, worker)`` of the mixtures in the model topic, in log order."""
+    return [
+        (record["version"], record["worker"])
+        for record in (json.loads(v) for k, v, _ in cluster.topics[MODEL_TOPIC]
+                       if k == b"mixture" and v is not None)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_two_leaders_writing_one_version_lose_no_example(seed) -> None:
+    """Two workers that both mix (leaders around a rebalance), the second reading before the
+    first one's mixture shows in the log: both write a mixture of one version. The first in
+    the log is the chain's for every reader, the second's writer included; an increment is
+    deleted only once a mixture read back as the head holds it, so the ones only the second
+    mixture held are mixed next, and the model pulled at the end holds every example."""
+    cluster, data = Cluster(), _data(2, 200)
+    a = _Stepper(cluster, "a", [0], mix_every=40)
+    b = _Stepper(cluster, "b", [1], mix_every=40, leader=(TOPIC, 1))
+    rng, available = random.Random(seed), {0: 200, 1: 200}
+    while a.positions[0] < 80:
+        a.step(data, available, rng)
+        b.step(data, available, rng)
+    b.coordinator.log.hidden_from = len(cluster.topics[MODEL_TOPIC])  # b reads no further
+    a.coordinator.mix_interval = b.coordinator.mix_interval = 0.0  # a mix due at each commit
+    before = len(_mixtures(cluster))
+    a.step(data, available, rng)
+    a.coordinator.save()
+    b.step(data, available, rng)
+    b.coordinator.save()
+    forked = _mixtures(cluster)[before:]
+    assert [w for _, w in forked] == ["a", "b"] and forked[0][0] == forked[1][0], forked
+    b.coordinator.log.hidden_from = None
+    while not (a.done(data) and b.done(data)):
+        a.step(data, available, rng)
+        b.step(data, available, rng)
+    a.coordinator.finish()
+    b.coordinator.finish()
+    view = ModelView()
+    view.ingest([(k, v) for k, v, _ in cluster.topics[MODEL_TOPIC]])
+    current = view.current()
+    assert current is not None and current[0]["n_seen"] == 400
+    assert view.rejected["stale"] >= 1  # b's mixture of that version
+    for worker in (a, b):  # both on the chain every reader takes
+        worker.coordinator.mix()
+        head = worker.coordinator.view.mixture
+        assert (head.version, head.mixed_at) == (view.mixture.version, view.mixture.mixed_at)
 
 
 def test_averaged_increments_after_moves_hold_only_the_keys_learned_since() -> None:
