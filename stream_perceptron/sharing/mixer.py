@@ -89,12 +89,11 @@ class SharedMixing(SharedCoordinatorBase):
         head = self.view.mixture
         if head is None or head.version < made.version:
             return False
-        if (head.version, head.worker, head.mixed_at) != (made.version, made.worker,
-                                                          made.mixed_at):  # fmt: skip
+        if self.view.heads.get(made.version) != (made.worker, made.mixed_at):
             logger.warning(
-                "worker %s: mixture %d of %s came first in the model topic, not its own: "
-                "mixing on from that one (the increments only its own held are still there, "
-                "and are mixed next)", self.worker, head.version, head.worker,
+                "worker %s: another worker's mixture %d came first in the model topic, not "
+                "its own: mixing on from the chain's (the increments only its own held are "
+                "still there, and are mixed next)", self.worker, made.version,
             )  # fmt: skip
         self._unconfirmed = None
         return True
@@ -104,10 +103,19 @@ class SharedMixing(SharedCoordinatorBase):
         mixture read back from the log (the first of its version there, the one every reader
         takes) lets its increments go: were a mixture's tombstones sent with it, a second
         leader's mixture of the same version, written after the first, would delete the
-        increments only it held, and every reader, refusing it as stale, would lose them. The keys
-        sent are returned."""
+        increments only it held, and every reader, refusing it as stale, would lose them.
+
+        While a stale mixture was read after the head, none: the log's last mixture record,
+        the one compaction keeps, is that stale one. The head is written again instead (read
+        back, it is the last again; every reader knows it, so none refuses it). The keys sent
+        are returned."""
         head = self.view.mixture
-        keys = held_keys(head, self.view) if head is not None else []
+        if head is None:
+            return []
+        if self.view.stale_after_head:
+            self._send(head.key, head.encode())
+            return []
+        keys = held_keys(head, self.view)
         for key in keys:
             self._send(key, None)
         return keys

@@ -85,6 +85,10 @@ class ModelView:
     #: head read again (the leader reads its own mixtures back after it moved past them) is
     #: known, not refused as stale
     heads: dict[int, tuple[str, float]] = field(default_factory=dict)
+    #: a mixture refused as stale was read after the head: compaction keeps a key's last
+    #: record, that one, so the head's increments stay until the head is read again (the
+    #: leader writes it again) or a newer one is
+    stale_after_head: bool = False
 
     @property
     def bad_records(self) -> int:
@@ -129,6 +133,7 @@ class ModelView:
         """``mixture`` becomes the head; its step (when it has one that decodes) is kept for
         placing increments made on the mixtures before it."""
         self.mixture = mixture
+        self.stale_after_head = False
         self.heads[mixture.version] = (mixture.worker, mixture.mixed_at)
         if mixture.step is not None:
             try:
@@ -223,7 +228,12 @@ class ModelView:
         head = self.mixture
         if head is not None and mixture.version <= head.version:
             if self.heads.get(mixture.version) == (mixture.worker, mixture.mixed_at):
-                return False  # a head of this view's, read back (by the worker that wrote it)
+                # a head of this view's read again: the head itself (written again after a
+                # stale one, by the leader) is again the log's last mixture record
+                if mixture.version == head.version:
+                    self.stale_after_head = False
+                return False
+            self.stale_after_head = True
             raise RecordFormatError(
                 f"mixture {mixture.version} is not newer than the head {head.version}", "stale"
             )

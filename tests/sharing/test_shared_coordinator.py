@@ -845,6 +845,20 @@ def test_two_leaders_writing_one_version_lose_no_example(seed) -> None:
     forked = _mixtures(cluster)[before:]
     assert [w for _, w in forked] == ["a", "b"] and forked[0][0] == forked[1][0], forked
     b.coordinator.log.hidden_from = None
+    # commits with no mix due: the log's last mixture record (what compaction keeps) is b's
+    # stale one, so the leaders write the head again; a compacted log holds every example
+    a.coordinator.mix_interval = b.coordinator.mix_interval = None
+    a.coordinator.mix_every = b.coordinator.mix_every = 10**9
+    for worker in (a, b, a):
+        worker.step(data, available, rng)
+        worker.coordinator.save()
+    assert _mixtures(cluster)[-1] == forked[0]  # a's, again
+    last = {k: i for i, (k, _, _) in enumerate(cluster.topics[MODEL_TOPIC])}
+    compacted = ModelView()
+    compacted.ingest([cluster.topics[MODEL_TOPIC][i][:2] for i in sorted(last.values())])
+    learned = a.positions[0] + b.positions[1]
+    assert compacted.current()[0]["n_seen"] == compacted.examples() == learned
+    a.coordinator.mix_every = b.coordinator.mix_every = 40
     while not (a.done(data) and b.done(data)):
         a.step(data, available, rng)
         b.step(data, available, rng)
