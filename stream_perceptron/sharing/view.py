@@ -235,8 +235,11 @@ class ModelView:
                 return False
             self.stale_after_head = True
             raise RecordFormatError(
-                f"mixture {mixture.version} is not newer than the head {head.version}", "stale"
-            )
+                f"mixture {mixture.version} of {mixture.worker!r} is not newer than the head "
+                f"{head.version} (of {head.worker!r}, earlier in the log: a mixture written "
+                "without it, by a second leader around a rebalance or a forged one; what only "
+                "it held is mixed next)", "stale",
+            )  # fmt: skip
         try:
             learner_of(mixture.state)
         except StreamPerceptronError as e:

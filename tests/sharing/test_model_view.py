@@ -86,22 +86,27 @@ def test_pull_model_skips_hostile_records() -> None:
 
 def test_the_chain_only_moves_forward() -> None:
     """A mixture not newer than the head is refused (a stale or forked one), except the head
-    itself read back; the head stays."""
+    itself read again; the head stays. While a refused one is the log's last mixture record
+    (what compaction keeps), the view says so, until the head is read again or a newer one."""
     state = Perceptron().get_state()
     view = ModelView()
     head = Mixture(3, state, "a")
     older = Mixture(2, state, "b")
     fork = Mixture(3, state, "zombie")
     view.ingest([(b"mixture", head.encode()), (b"mixture", older.encode()),
-                 (b"mixture", fork.encode()), (b"mixture", head.encode())])  # fmt: skip
-    assert view.mixture == head
+                 (b"mixture", fork.encode())])  # fmt: skip
+    assert view.mixture == head and view.stale_after_head
+    view.ingest([(b"mixture", head.encode())])  # the leader wrote the head again
+    assert view.mixture == head and not view.stale_after_head
     assert view.rejected == {"stale": 2}
+    view.ingest([(b"mixture", fork.encode()), (b"mixture", Mixture(4, state, "a").encode())])
+    assert view.mixture.version == 4 and not view.stale_after_head
 
 
 def test_former_heads_read_back_are_known_not_stale() -> None:
-    """The leader moves onto each mixture it commits without reading the topic; when it reads
-    later, its former heads come back before the newest: known, not refused. A mixture of the
-    same version from another writer still is."""
+    """Former heads read again (a log read a second time: its mixtures come back before the
+    newest) are known, not refused. A mixture of the same version from another writer still
+    is."""
     state = Perceptron().get_state()
     view = ModelView()
     first, second = Mixture(1, state, "a"), Mixture(2, state, "a")
