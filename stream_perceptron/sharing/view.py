@@ -82,8 +82,8 @@ class ModelView:
     #: the steps of the latest mixtures read or written, by version (``MIXTURE_STEPS`` kept)
     mixture_steps: dict[int, Form] = field(default_factory=dict)
     #: who wrote the latest heads and when, by version (``MIXTURE_STEPS`` kept): a former
-    #: head read again (the leader reads its own mixtures back after it moved past them) is
-    #: known, not refused as stale
+    #: head read again (the leader writes the head again after a stale mixture) is known, not
+    #: refused as stale
     heads: dict[int, tuple[str, float]] = field(default_factory=dict)
     #: a mixture refused as stale was read after the head: compaction keeps a key's last
     #: record, that one, so the head's increments stay until the head is read again (the
