@@ -188,15 +188,19 @@ class ModelLogBase:
             time.sleep(0.2)
 
     def read_new(self, timeout_s: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
-        """Read to the end. A transaction still open on the topic (a worker that died in the
-        middle of a commit, until its restart or the transaction timeout aborts it) hides what
-        was committed after it: the read waits for it to end, up to ``stable_wait_s``. What a
-        call read before it failed is returned by the next call, first (nothing is skipped);
-        a failed call closes the reader, and the next one opens a new one where it stopped (a
-        client whose view of the partition a broker restart left stale recovers)."""
+        """Read to the end. A transaction still open on the topic (another worker's commit in
+        progress; a worker that died in the middle of one, until its restart or the
+        transaction timeout aborts it) hides what was committed after it: the read waits,
+        up to ``stable_wait_s``, for the transactions open when it began to end, so it
+        holds every record committed before the call (not for a moment with none open: with
+        the group's commits overlapping there may be none). What a call read before it failed
+        is returned by the next call, first (nothing is skipped); a failed call closes the
+        reader, and the next one opens a new one where it stopped (a client whose view of the
+        partition a broker restart left stale recovers)."""
         deadline = time.monotonic() + timeout_s
         stable_by = time.monotonic() + self.stable_wait_s
         out, self._carry = self._carry, []
+        target: int | None = None  # the log's end when the read began (open transactions in)
         try:
             while True:
                 # read_committed: the end is the last stable offset (open transactions excluded)
@@ -214,8 +218,9 @@ class ModelLogBase:
                     # second round trip in every read around a commit and every look of the
                     # leader between its commits)
                     return out
-                high = self._high()
-                if high is None or end >= high:
+                if target is None:
+                    target = self._high()
+                if target is None or end >= target:
                     return out
                 if time.monotonic() > stable_by:
                     logger.log(

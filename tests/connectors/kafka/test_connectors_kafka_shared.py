@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -87,6 +88,57 @@ def test_model_log_and_transactions(kafka_bootstrap, kafka_client):
         assert again.read_new() == [(b"k1", b"v1"), (b"k3", b"v3"), (b"k5", b"v5")]
     finally:
         again.close()
+
+
+def test_a_read_waits_for_the_transactions_open_when_it_began_not_for_a_quiet_log(
+    kafka_bootstrap, kafka_client
+):
+    """Two producers whose transactions overlap (a group's commits, back to back): the log
+    never has none open, yet a read returns once those open when it began have ended, with
+    every record committed before it. (A read that waited for a moment with none open took
+    its whole ``stable_wait_s`` here, then read without what was still open: a new owner of a
+    partition could restore it without its last commit.)"""
+    topic = f"test-model-{uuid.uuid4().hex[:12]}"
+    log = LOGS[kafka_client](kafka_bootstrap, topic)
+    log.ensure()
+    producers = [TRANSACTIONS[kafka_client](kafka_bootstrap, f"test-txn-{uuid.uuid4().hex[:12]}")
+                 for _ in range(2)]  # fmt: skip
+    stop, committed, errors = threading.Event(), [], []
+
+    def commit_back_to_back(i: int) -> None:
+        out, n = producers[i], 0
+        try:
+            out.start()
+            time.sleep(0.2 * i)  # staggered: one transaction is always open
+            while not stop.is_set():
+                out.send(topic, b"v", f"{i}-{n}".encode())
+                time.sleep(0.4)
+                out.commit({}, None)
+                committed.append(f"{i}-{n}".encode())
+                n += 1
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=commit_back_to_back, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(3.0)
+        before = list(committed)
+        log.stable_wait_s = 20.0
+        started = time.monotonic()
+        read = {k for k, _ in log.read_new()}
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        for out in producers:
+            out.close()
+        log.close()
+    assert not errors, errors
+    assert len(before) >= 8 and set(before) <= read, (before, read)
+    assert took < 10.0, took
 
 
 def test_a_model_topic_that_could_lose_the_model_is_refused(kafka_bootstrap, kafka_client):
