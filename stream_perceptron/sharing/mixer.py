@@ -131,7 +131,7 @@ class SharedMixing(SharedCoordinatorBase):
                 return None
             for own in self._pending:  # the one in this transaction is not in the log yet
                 view.increments.setdefault(self.worker, {})[own.seq] = own
-            head = current = view.mixture
+            current = view.mixture
             if current is None:  # the chain starts from the fresh model: mixture 0
                 assert self._base is not None
                 current = Mixture(0, self._base, self.worker)
@@ -141,13 +141,10 @@ class SharedMixing(SharedCoordinatorBase):
             elif not self.mix_due(view.fresh()):
                 return None
             try:
-                view.mixture = current  # mixture 0 only to fold onto: the head is what is read
-                folded = view.folded()
+                folded = view.folded(start=current.state)
             except MixError as e:
                 logger.error("not mixing: %s", e)
                 return None
-            finally:
-                view.mixture = head
             assert folded is not None
             mixed, fresh, step = folded
             included = {**current.included, **{w: s[-1].seq for w, s in fresh.items()}}

@@ -331,16 +331,18 @@ class ModelView:
                 out[worker] = new
         return out
 
-    def folded(self) -> tuple[dict[str, Any], dict[str, list[Increment]], Form] | None:
+    def folded(
+        self, start: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, list[Increment]], Form] | None:
         """The newest mixture with every increment it does not hold folded in (the next
-        mixture), those increments, and the weights' change (the next mixture's step);
-        ``None`` before any mixture. A worker whose increments cannot be folded into it (its
-        labels encoded otherwise) is left out: its increments are refused (``mismatch``) and
-        doomed."""
-        if self.mixture is None:
+        mixture), those increments, and the weights' change (the next mixture's step). Before
+        any mixture, ``start`` (the fresh model: mixture 0) takes its place; ``None`` without
+        it. A worker whose increments cannot be folded into it (its labels encoded otherwise)
+        is left out: its increments are refused (``mismatch``) and doomed."""
+        base = self.mixture.state if self.mixture is not None else start
+        if base is None:
             return None
         fresh = self.fresh()
-        base = self.mixture.state
         for worker, steps in list(fresh.items()):
             try:
                 fold(base, [(steps[-1].meta, [])])

@@ -123,7 +123,9 @@ def test_a_read_waits_for_the_transactions_open_when_it_began_not_for_a_quiet_lo
     for t in threads:
         t.start()
     try:
-        time.sleep(3.0)
+        deadline = time.monotonic() + 60
+        while len(committed) < 8 and not errors and time.monotonic() < deadline:
+            time.sleep(0.1)
         before = list(committed)
         log.stable_wait_s = 20.0
         started = time.monotonic()
