@@ -32,7 +32,7 @@ from stream_perceptron import native
 from stream_perceptron.adwin import EMPTY_WINDOW, ChunkedAdwin, window_fields
 from stream_perceptron.errors import StateError
 
-__all__ = ["CHUNK", "CLOCK", "DETECTORS", "DriftMonitor", "MARKS"]
+__all__ = ["CHUNK", "CLOCK", "DETECTORS", "DriftMonitor", "MARKS", "REFERENCE_AFTER"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,10 @@ logger = logging.getLogger(__name__)
 #: every 4 chunks 0.013 us, every 32 (River's default clock) 0.008 us (1M mistakes in blocks).
 CHUNK = 8
 CLOCK = 32
-DETECTORS = ("adwin", "none")
+DETECTORS = ("adwin", "reference", "none")
+#: ``--drift-detector reference``: examples learned (from the start, after each drift) before
+#: the model's copy is taken (:mod:`stream_perceptron.engine.drift_reference`).
+REFERENCE_AFTER = 2_000
 #: Positions of the most recent drifts kept for the live page's marks.
 MARKS = 100
 #: Chunks whose mistake rate is "the recent rate" that tells a rise from a fall (128 examples).
@@ -51,11 +54,11 @@ RECENT = 16
 STATE_VERSION = 2
 
 
-def _core(delta: float) -> Any:
+def _core(delta: float, chunk: int, recent: int, clock: int) -> Any:
     """The chunked ADWIN: the C tier's when built, else the reference."""
     if native.drift is not None:
-        return native.drift.ChunkedAdwin(delta, CHUNK, RECENT, CLOCK)
-    return ChunkedAdwin(delta, CHUNK, RECENT, CLOCK)
+        return native.drift.ChunkedAdwin(delta, chunk, recent, clock)
+    return ChunkedAdwin(delta, chunk, recent, clock)
 
 
 class DriftMonitor:
@@ -70,6 +73,12 @@ class DriftMonitor:
     on_drift
         Called with the drift's position (the number of examples learned when it was seen)
         each time one is detected.
+    chunk, clock, recent
+        Learned examples per ADWIN value, ADWIN's window checked every ``clock`` values, and
+        the values that make "the recent rate" (defaults :data:`CHUNK`, :data:`CLOCK`,
+        :data:`RECENT`).
+    name
+        The detector's name in the summary.
 
     Examples
     --------
@@ -84,17 +93,22 @@ class DriftMonitor:
     """
 
     def __init__(
-        self, delta: float = 0.002, on_drift: Callable[[int], None] | None = None
-    ) -> None:
+        self, delta: float = 0.002, on_drift: Callable[[int], None] | None = None, *,
+        chunk: int = CHUNK, clock: int = CLOCK, recent: int = RECENT, name: str = "adwin",
+    ) -> None:  # fmt: skip
         self.delta = delta
         self.on_drift = on_drift
+        self.chunk, self.clock, self.recent, self.name = chunk, clock, recent, name
         self.drifts = 0
         self.first_drift: int | None = None
         self.last_drift: int | None = None
         self.positions: list[int] = []  # the last MARKS drifts
-        self._core = _core(delta)
+        self._core = self._new_core()
         self._pending: list[bool] = []  # record by record: up to the end of the open chunk
-        self._left = CHUNK  # examples until the open chunk closes
+        self._left = chunk  # examples until the open chunk closes
+
+    def _new_core(self) -> Any:
+        return _core(self.delta, self.chunk, self.recent, self.clock)
 
     @property
     def seen(self) -> int:
@@ -106,7 +120,7 @@ class DriftMonitor:
         if self._pending:
             self._flush()
         self._found(self._core.observe(mistakes))
-        self._left = CHUNK - self._core.seen % CHUNK
+        self._left = self.chunk - self._core.seen % self.chunk
 
     def observe_one(self, mistake: bool) -> None:
         """Feed one learned example's mistake: a drift it reveals is reported before this
@@ -123,7 +137,7 @@ class DriftMonitor:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        self._left = CHUNK - (self._core.seen + len(pending)) % CHUNK
+        self._left = self.chunk - (self._core.seen + len(pending)) % self.chunk
         self._found(self._core.observe(pending))
 
     def _found(self, drifts: list[int]) -> None:
@@ -133,13 +147,13 @@ class DriftMonitor:
             self.positions = [*self.positions[-(MARKS - 1) :], seen]
             if self.first_drift is None:
                 self.first_drift = seen
-            logger.info("drift detected at example %d (ADWIN, delta %g)", seen, self.delta)
+            logger.info("drift detected at example %d (%s, delta %g)", seen, self.name, self.delta)
             if self.on_drift is not None:
                 self.on_drift(seen)
 
     def summary(self) -> dict[str, Any]:
         """The drifts as the run summary shows them."""
-        return {"detector": "adwin", "drifts": self.drifts, "last_drift": self.last_drift,
+        return {"detector": self.name, "drifts": self.drifts, "last_drift": self.last_drift,
                 "first_drift": self.first_drift, "positions": list(self.positions)}  # fmt: skip
 
     # -- state ---------------------------------------------------------------------------------
@@ -150,11 +164,11 @@ class DriftMonitor:
             self._flush()
         core = self._core.get_state()
         return {
-            "detector": "adwin",
+            "detector": self.name,
             "version": STATE_VERSION,
             "delta": self.delta,
-            "chunk": CHUNK,
-            "clock": CLOCK,
+            "chunk": self.chunk,
+            "clock": self.clock,
             "drifts": self.drifts,
             "first_drift": self.first_drift,
             "last_drift": self.last_drift,
@@ -167,24 +181,29 @@ class DriftMonitor:
         window) or of other settings keeps its counts and drifts; its window starts afresh, with
         a warning."""
         try:
-            if state["chunk"] != CHUNK or float(state["delta"]) != self.delta:
-                raise StateError("the drift detector's chunk or delta differ from this run's")
+            if float(state["delta"]) != self.delta:
+                raise StateError("the drift detector's delta differs from this run's")
             seen, open_sum = int(state["seen"]), int(state["open_sum"])
-            recent = [int(r) for r in state.get("recent", [])][-RECENT:]
+            recent = [int(r) for r in state.get("recent", [])][-self.recent :]
             drifts = int(state["drifts"])
             first, last = state["first_drift"], state["last_drift"]
             positions = [int(p) for p in state.get("positions", [])][-MARKS:]
-            same = state.get("version") == STATE_VERSION and state.get("clock") == CLOCK
+            same = (state.get("version") == STATE_VERSION and state.get("clock") == self.clock
+                    and state.get("chunk") == self.chunk
+                    and state.get("detector", "adwin") == self.name)  # fmt: skip
             window = window_fields(state["window"]) if same else None
         except (KeyError, TypeError, ValueError) as e:
             raise StateError(f"corrupt drift detector state: {e!r}") from e
-        if not (0 <= seen and 0 <= open_sum <= seen % CHUNK and 0 <= drifts
-                and all(0 <= r <= CHUNK for r in recent)):  # fmt: skip
+        chunk = int(state["chunk"]) if isinstance(state.get("chunk"), int) else 0
+        if not (0 <= seen and chunk > 0 and 0 <= open_sum <= seen % chunk and 0 <= drifts
+                and all(0 <= r <= chunk for r in recent)):  # fmt: skip
             raise StateError("corrupt drift detector state: counts out of range")
         if window is None:
             logger.warning("the drift detector's window was saved by an earlier release or "
-                           "with another clock: it starts afresh (the counts and drifts are "
-                           "kept)")  # fmt: skip
+                           "by another detector or chunking: it starts afresh (the counts and "
+                           "drifts are kept)")  # fmt: skip
+        if chunk != self.chunk:  # the open chunk and the recent rates are another chunking's
+            open_sum, recent = 0, []
         self._set(seen, open_sum, recent, window)
         self.drifts = drifts
         self.first_drift = None if first is None else int(first)
@@ -193,7 +212,7 @@ class DriftMonitor:
 
     def _set(self, seen: int, open_sum: int, recent: list[int], window: Any) -> None:
         """A new core at these counts, with ``window`` (:func:`window_fields`; None: empty)."""
-        self._core = _core(self.delta)
+        self._core = self._new_core()
         self._core._set(seen, open_sum, recent, *(window or EMPTY_WINDOW))
         self._pending = []
-        self._left = CHUNK - seen % CHUNK
+        self._left = self.chunk - seen % self.chunk

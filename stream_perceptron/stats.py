@@ -12,6 +12,7 @@ from stream_perceptron.errors import StateError
 
 if TYPE_CHECKING:
     from stream_perceptron.drift import DriftMonitor
+    from stream_perceptron.engine.drift_reference import ReferenceWatch
 
 __all__ = ["RunStats"]
 
@@ -52,6 +53,9 @@ class RunStats:
         self.started = time.monotonic()
         #: The drift monitor fed every learned example's mistake (``None``: no detection).
         self.drift: DriftMonitor | None = None
+        #: ``--drift-detector reference``: the model's copy whose mistakes ``drift`` watches
+        #: (its state travels in the checkpoint with the counters).
+        self.drift_reference: ReferenceWatch | None = None
 
     @property
     def records(self) -> int:
@@ -69,12 +73,14 @@ class RunStats:
         window = self.recent_mistakes
         return 1.0 - sum(window) / len(window) if window else None
 
-    def count_learned(self, mistake: bool) -> None:
+    def count_learned(self, mistake: bool, watched: bool = True) -> None:
+        """Count a learned example; its mistake goes to the drift monitor unless the monitor
+        watches something else (``watched=False``: a reference copy's mistakes)."""
         self.learned += 1
         self.mistakes += mistake
         self.records_this_run += 1
         self.recent_mistakes.append(mistake)
-        if self.drift is not None:
+        if watched and self.drift is not None:
             self.drift.observe_one(mistake)
 
     def count_many(self, mistakes: list[bool], unlabelled: int = 0) -> None:
@@ -115,8 +121,15 @@ class RunStats:
             "elapsed_seconds": round(elapsed, 6),
             "records_per_second": round(self.records_this_run / elapsed, 1) if elapsed else None,
             "peak_rss_bytes": peak_rss_bytes(),
-            **({} if self.drift is None else {"drift": self.drift.summary()}),
+            **({} if self.drift is None else {"drift": self._drift_summary()}),
         }
+
+    def _drift_summary(self) -> dict[str, Any]:
+        assert self.drift is not None
+        summary = self.drift.summary()
+        if self.drift_reference is not None:
+            summary["reference_taken_at"] = self.drift_reference.taken_at
+        return summary
 
     def get_state(self) -> dict[str, Any]:
         """Cumulative counters for the checkpoint."""
@@ -127,6 +140,8 @@ class RunStats:
             "invalid": dict(self.invalid),
             "recent_mistakes": [int(m) for m in self.recent_mistakes],
             **({} if self.drift is None else {"drift": self.drift.get_state()}),
+            **({} if self.drift_reference is None
+               else {"drift_reference": self.drift_reference.get_state()}),
         }
 
     def load_state(self, state: Any) -> None:
@@ -153,6 +168,11 @@ class RunStats:
             self.drift.load_state(state["drift"])
         elif self.drift is not None:  # saved without a detector: count on from here
             self.drift.start_at(learned)
+        reference = self.drift_reference
+        if reference is not None and state.get("drift_reference") is not None:
+            reference.load_state(state["drift_reference"])
+        elif reference is not None:  # saved without the reference detector
+            reference.start_at(learned)
 
     def format_human(self) -> str:
         """A short multi-line summary for people."""
@@ -171,7 +191,8 @@ class RunStats:
         if self.drift is not None:
             d = self.drift
             where = "" if d.last_drift is None else f", last at example {d.last_drift}"
-            lines.append(f"drifts           {d.drifts} (ADWIN{where})")
+            how = "ADWIN" if d.name == "adwin" else f"ADWIN on the model's {d.name} copy"
+            lines.append(f"drifts           {d.drifts} ({how}{where})")
         rate = s["records_per_second"] or 0.0
         lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")
         return "\n".join(lines)

@@ -23,6 +23,7 @@ from stream_perceptron.cli.run_checks import checked_run_args
 from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.drift_actions import forget_average, reset_learner
+from stream_perceptron.engine.drift_reference import ReferenceWatch, reference_monitor
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.formats import make_parser
 from stream_perceptron.paths import is_regular_or_absent
@@ -69,6 +70,8 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     stats = RunStats(rolling_window=args.rolling_window)
     if args.drift_detector == "adwin":
         stats.drift = DriftMonitor()
+    elif args.drift_detector == "reference":
+        stats.drift = reference_monitor()
     flags = LearnerFlags.from_args(args)
     learner = make_learner(flags)
     kafka = args.source == "kafka"
@@ -90,8 +93,10 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     if checkpoint is not None:
         warn_ignored_flags(flags, checkpoint.model)
         learner = checkpoint.model
-        if checkpoint.stats:
-            stats.load_state(checkpoint.stats)
+    if stats.drift is not None and args.drift_detector == "reference":
+        stats.drift_reference = ReferenceWatch(learner, stats.drift, args.drift_reference_after)
+    if checkpoint is not None and checkpoint.stats:
+        stats.load_state(checkpoint.stats)
 
     # Regular files (or new ones): their sizes go in the checkpoint, and a resume cuts them back
     # to those. Pipes, FIFOs and stdout are streamed to, never cut.
@@ -137,7 +142,14 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     )
     if stats.drift is not None and args.on_drift != "none":
         action = reset_learner if args.on_drift == "reset" else forget_average
-        stats.drift.on_drift = lambda _position: action(engine.learner)
+
+        def act(_position: int) -> None:
+            action(engine.learner)
+
+        if stats.drift_reference is not None:
+            stats.drift_reference.then = act
+        else:
+            stats.drift.on_drift = act
     source: Source | None = None
     if kafka:
         source = kafka_options.kafka_source(args, engine)

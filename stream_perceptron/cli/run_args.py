@@ -18,6 +18,7 @@ from stream_perceptron.cli.flags import (
     positive_int,
     text,
 )
+from stream_perceptron.drift import DETECTORS, REFERENCE_AFTER
 from stream_perceptron.formats import FORMATS
 
 __all__ = ["add_run"]
@@ -252,14 +253,25 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     drift = run.add_argument_group("drift")
     drift.add_argument(
         "--drift-detector",
-        choices=("adwin", "none"),
+        choices=DETECTORS,
         default="adwin",
         help="watch the stream of mistakes for a rise of the error rate: adwin (ADWIN as River "
         "computes it, delta 0.002, on the mistake rate of chunks of 8 examples, checked every "
         "256 examples; a switch from 10%% to 30%% errors is seen after about 500 examples). "
         "Counted in stream_perceptron_drifts_total, the summary and the checkpoint; it costs "
-        "about 0.01 us an example, under 2%% of the fastest runs. none: no detection "
-        "(default adwin)",
+        "about 0.01 us an example, under 2%% of the fastest runs. reference: ADWIN on every "
+        "mistake of a frozen copy of the model, taken --drift-reference-after examples from "
+        "the start and after each drift; it sees switches too small for a model that adapts "
+        "to show in its own mistakes (SEA's), at the cost of a second prediction per example, "
+        "record by record. none: no detection (default adwin)",
+    )
+    drift.add_argument(
+        "--drift-reference-after",
+        type=positive_int,
+        default=REFERENCE_AFTER,
+        metavar="N",
+        help="with --drift-detector reference: examples learned from the start and after "
+        f"each drift before the model's copy is taken (default {REFERENCE_AFTER:,})",
     )
     drift.add_argument(
         "--on-drift",

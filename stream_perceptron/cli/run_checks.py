@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from stream_perceptron.drift import REFERENCE_AFTER
 from stream_perceptron.paths import FileRole, conflicts, state_file_problem
 
 __all__ = ["DEFAULT_KAFKA_METRICS_PORT", "checked_run_args"]
@@ -71,7 +72,15 @@ def checked_run_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     if args.rff_gamma != 1.0 and args.rff_components is None:
         parser.error("--rff-gamma needs --rff-components")
     if args.on_drift != "none" and args.drift_detector == "none":
-        parser.error("--on-drift needs --drift-detector adwin")
+        parser.error("--on-drift needs --drift-detector adwin or reference")
+    if args.drift_reference_after != REFERENCE_AFTER and args.drift_detector != "reference":
+        parser.error("--drift-reference-after needs --drift-detector reference")
+    if args.drift_detector == "reference" and args.model_topic:
+        parser.error(
+            "--drift-detector reference is not for --model-topic yet: the model each worker "
+            "learns changes with every mixture it reads; --drift-detector adwin reports each "
+            "worker's drifts"
+        )
     if args.on_drift == "forget" and not (args.averaged and args.model in ("binary",
                                                                          "multiclass")):
         parser.error("--on-drift forget restarts the average: it needs --averaged (--model "

@@ -130,7 +130,8 @@ class Engine:
         self._waiting_for_input = False
         self._blocks = (
             BlockPath.of(learner, parser, self.outcomes, self.coordinator.resume_from)
-            if dense
+            # the drift reference's copy predicts each example, record by record
+            if dense and self.stats.drift_reference is None
             else None
         )
 

@@ -79,7 +79,11 @@ class Outcomes:
     def learned(self, record: Record, x: Any, y: Any, prediction: Any) -> None:
         """A labelled record was predicted (``prediction``, made before learning) and learned."""
         mistake = prediction != y
-        self.stats.count_learned(mistake)
+        stats = self.stats
+        reference = stats.drift_reference
+        stats.count_learned(mistake, watched=reference is None)
+        if reference is not None:
+            reference.observe(x, y, stats.learned)
         if self._count_partition is not None:
             position = record.position
             self._count_partition((position.source, position.partition), 1, mistake)

@@ -1,0 +1,158 @@
+"""--drift-detector reference: ADWIN on the mistakes of a frozen copy of the model sees SEA's
+switches (too small for an adapting model's own mistakes) within 1,000 examples, raises at most
+one false alarm in 100k stationary examples, acts with --on-drift, and survives kill -9 and
+--resume to the bit (the copy travels in the checkpoint)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import kill_9_and_resume, run_cli, switching_examples, to_csv
+
+from stream_perceptron import Perceptron
+from stream_perceptron.engine.drift_reference import ReferenceWatch, reference_monitor
+from stream_perceptron.errors import StateError
+
+SWITCHES = [12_500, 25_000, 37_500]
+PA = ["--model", "pa", "--C", "0.003", "--scale", "standard"]
+
+
+def _sea(concepts: list[int], n: int, seed: int = 42) -> list[tuple[dict, int]]:
+    """River's SEA, ``n`` examples of each concept in turn (10 % noise), as benchmarks row 13
+    makes it."""
+    from river.datasets import synth
+
+    out: list[tuple[dict, int]] = []
+    for i, variant in enumerate(concepts):
+        for k, (x, y) in enumerate(synth.SEA(variant=variant, seed=seed + i, noise=0.1)):
+            if k == n:
+                break
+            out.append(({f"x{name}": float(v) for name, v in x.items()}, int(y)))
+    return out
+
+
+def _summary(tmp_path, data: bytes, *flags: str) -> dict:
+    path, out = tmp_path / "data.csv", tmp_path / "summary.json"
+    path.write_bytes(data)
+    proc = run_cli("run", "--input", str(path), "--format", "csv", *flags,
+                   "--summary-json", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    return json.loads(out.read_text())
+
+
+def _delays(positions: list[int]) -> list[int | None]:
+    ends = [*SWITCHES[1:], None]
+    return [next((p - s for p in positions if p > s and (e is None or p <= e)), None)
+            for s, e in zip(SWITCHES, ends)]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [42, 100, 200])
+def test_every_switch_of_sea_is_seen_within_1000_examples(tmp_path, seed):
+    data = to_csv(_sea([0, 1, 2, 3], 12_500, seed))
+    own = _summary(tmp_path, data, *PA, "--drift-detector", "adwin")
+    ref = _summary(tmp_path, data, *PA, "--drift-detector", "reference")
+    assert ref["drift"]["detector"] == "reference"
+    delays = _delays(ref["drift"]["positions"])
+    assert all(d is not None and 0 < d <= 1_000 for d in delays), delays
+    assert ref["drift"]["drifts"] == 3  # no false alarm either
+    # the same model (reported only), whose own mistakes do not show the smallest switch
+    assert ref["mistakes"] == own["mistakes"]
+    assert _delays(own["drift"]["positions"])[0] is None
+    # the copy was taken again after the last drift
+    assert ref["drift"]["reference_taken_at"] == ref["drift"]["last_drift"] + 2_000
+
+
+@pytest.mark.parametrize("variant", [0, 3])
+def test_a_stationary_stream_of_100k_raises_at_most_one_false_alarm(tmp_path, variant):
+    data = to_csv(_sea([variant], 100_000, seed=7))
+    summary = _summary(tmp_path, data, *PA, "--drift-detector", "reference")
+    assert summary["learned"] == 100_000
+    assert summary["drift"]["drifts"] <= 1
+    assert summary["drift"]["reference_taken_at"] is not None
+
+
+def test_forget_on_a_seen_switch_beats_the_model_left_alone(tmp_path):
+    data = to_csv(_sea([0, 1, 2, 3], 12_500))
+    flags = ["--averaged", "--scale", "standard", "--bias", "r2", "--drift-detector"]
+    alone = _summary(tmp_path, data, *flags, "reference")
+    forget = _summary(tmp_path, data, *flags, "reference", "--on-drift", "forget")
+    assert forget["drift"]["drifts"] == 3
+    assert forget["accuracy"] > alone["accuracy"] + 0.01
+
+
+def test_the_copy_is_frozen_and_taken_after_the_warm_up():
+    model = Perceptron()
+    watch = ReferenceWatch(model, reference_monitor(), after=50)
+    examples = switching_examples(400, None)
+    for i, (x, y) in enumerate(examples[:50], 1):
+        model.learn_one(x, y)
+        watch.observe(x, y, i)
+    assert watch.taken_at == 50
+    copy = watch.get_state()["model"]
+    assert copy == model.get_state()
+    for i, (x, y) in enumerate(examples[50:], 51):
+        model.learn_one(x, y)
+        watch.observe(x, y, i)
+    assert watch.get_state()["model"] == copy  # the learner moved on, the copy did not
+    assert model.get_state() != copy
+    assert watch.monitor.seen == 400  # the monitor counts the run's examples
+
+
+def test_a_restored_watch_sees_the_drifts_of_an_uninterrupted_one():
+    examples = switching_examples(30_000, None)
+    flipped = [(x, 1 - y if (i // 10_000) % 2 else y) for i, (x, y) in enumerate(examples)]
+
+    def run(split: int | None) -> tuple[list[int], dict]:
+        model = Perceptron()  # it adapts: the copy after a drift knows the new concept
+        watch = ReferenceWatch(model, reference_monitor(), after=1_000)
+        for i, (x, y) in enumerate(flipped, 1):
+            model.learn_one(x, y)
+            watch.observe(x, y, i)
+            if i == split:  # through JSON, as a checkpoint holds them
+                model = Perceptron.from_state(json.loads(json.dumps(model.get_state())))
+                monitor = reference_monitor()
+                monitor.load_state(json.loads(json.dumps(watch.monitor.get_state())))
+                state = json.loads(json.dumps(watch.get_state()))
+                watch = ReferenceWatch(model, monitor, after=1_000)
+                watch.load_state(state)
+        return watch.monitor.positions, watch.get_state()
+
+    whole, whole_state = run(None)
+    assert len(whole) == 2 and all(0 < p - s <= 1_000 for p, s in zip(whole, [10_000, 20_000]))
+    for split in (500, 10_300, 20_002):
+        assert run(split) == (whole, whole_state)
+
+
+def test_a_corrupt_state_is_refused():
+    watch = ReferenceWatch(Perceptron(), reference_monitor(), after=10)
+    good = watch.get_state()
+    for bad in ({}, {**good, "due": None}, {**good, "version": 9}, {**good, "due": "x"},
+                {**good, "due": None, "model": {"class": "Nope"}}):  # fmt: skip
+        with pytest.raises(StateError):
+            watch.load_state(bad)
+
+
+@pytest.mark.parametrize("flags", [["--model", "pa"], ["--averaged", "--on-drift", "forget"]])
+def test_kill_9_and_resume_end_with_the_uninterrupted_run(tmp_path, flags):
+    # labels inverted at 40k, 80k, ...: each switch seen by the copy of a model that adapted
+    # (PA-I; the averaged perceptron's average restarted) to the concept before it
+    examples = switching_examples(200_000, None)
+    flipped = [(x, 1 - y if (i // 40_000) % 2 else y) for i, (x, y) in enumerate(examples)]
+    data = tmp_path / "data.csv"
+    data.write_bytes(to_csv(flipped))
+    kill_9_and_resume(tmp_path, data, [*flags, "--drift-detector", "reference"])
+    stats = json.loads((tmp_path / "ck.json").read_text())["stats"]
+    assert stats["drift"]["drifts"] == 4
+    assert stats["drift_reference"]["model"] is not None
+
+
+def test_the_flags_are_checked():
+    proc = run_cli("run", "--format", "csv", "--drift-reference-after", "10", stdin=b"")
+    assert proc.returncode == 2
+    assert b"--drift-reference-after needs --drift-detector reference" in proc.stderr
+    kafka = ["run", "--source", "kafka", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
+             "--group", "g", "--format", "csv", "--model-topic", "m"]  # fmt: skip
+    proc = run_cli(*kafka, "--drift-detector", "reference")
+    assert proc.returncode == 2
+    assert b"--drift-detector reference is not for --model-topic" in proc.stderr
