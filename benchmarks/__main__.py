@@ -52,8 +52,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
         row_shared_model),
     12: ("non-linear streams: random Fourier features vs River's ARF, k-NN, Hoeffding tree",
          row_nonlinear),
-    13: ("abrupt drift: SEA and Hyperplane with 3 switches, with and without ADWIN resets",
-         row_drift),
+    13: ("abrupt drift: SEA and Hyperplane with 3 switches, the detectors' delays and false "
+         "alarms, and the default detector's cost", row_drift),
     14: ("shared-model quality: pulled vs sequential, mixed vs no-mix, per client and cadence",
          row_shared_quality),
 }
