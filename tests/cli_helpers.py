@@ -54,6 +54,21 @@ def switching_examples(n: int, switch_at: int | None, seed: int = 3) -> list[tup
     return [({f"f{j}": float(v) for j, v in enumerate(r)}, int(t)) for r, t in zip(X, y)]
 
 
+def sea_examples(concepts: list[int], n: int, seed: int = 42) -> list[tuple[dict, int]]:
+    """River's SEA, ``n`` examples of each concept in turn (10 % label noise; concept ``i`` of
+    the list seeded ``seed + i``), as benchmarks row 13 makes it: an abrupt switch between
+    each two."""
+    from river.datasets import synth
+
+    out: list[tuple[dict, int]] = []
+    for i, variant in enumerate(concepts):
+        for k, (x, y) in enumerate(synth.SEA(variant=variant, seed=seed + i, noise=0.1)):
+            if k == n:
+                break
+            out.append(({f"x{name}": float(v) for name, v in x.items()}, int(y)))
+    return out
+
+
 def to_csv(examples, label="y") -> bytes:
     names = list(examples[0][0])
     lines = [",".join([*names, label])]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import kill_9_and_resume, run_cli, switching_examples, to_csv
+from cli_helpers import kill_9_and_resume, run_cli, sea_examples, switching_examples, to_csv
 
 from stream_perceptron import Perceptron
 from stream_perceptron.engine.drift_reference import ReferenceWatch, reference_monitor
@@ -16,20 +16,6 @@ from stream_perceptron.errors import StateError
 
 SWITCHES = [12_500, 25_000, 37_500]
 PA = ["--model", "pa", "--C", "0.003", "--scale", "standard"]
-
-
-def _sea(concepts: list[int], n: int, seed: int = 42) -> list[tuple[dict, int]]:
-    """River's SEA, ``n`` examples of each concept in turn (10 % noise), as benchmarks row 13
-    makes it."""
-    from river.datasets import synth
-
-    out: list[tuple[dict, int]] = []
-    for i, variant in enumerate(concepts):
-        for k, (x, y) in enumerate(synth.SEA(variant=variant, seed=seed + i, noise=0.1)):
-            if k == n:
-                break
-            out.append(({f"x{name}": float(v) for name, v in x.items()}, int(y)))
-    return out
 
 
 def _summary(tmp_path, data: bytes, *flags: str) -> dict:
@@ -49,7 +35,7 @@ def _delays(positions: list[int]) -> list[int | None]:
 
 @pytest.mark.parametrize("seed", [42, 100, 200])
 def test_every_switch_of_sea_is_seen_within_1000_examples(tmp_path, seed):
-    data = to_csv(_sea([0, 1, 2, 3], 12_500, seed))
+    data = to_csv(sea_examples([0, 1, 2, 3], 12_500, seed))
     own = _summary(tmp_path, data, *PA, "--drift-detector", "adwin")
     ref = _summary(tmp_path, data, *PA, "--drift-detector", "reference")
     assert ref["drift"]["detector"] == "reference"
@@ -65,7 +51,7 @@ def test_every_switch_of_sea_is_seen_within_1000_examples(tmp_path, seed):
 
 @pytest.mark.parametrize("variant", [0, 3])
 def test_a_stationary_stream_of_100k_raises_at_most_one_false_alarm(tmp_path, variant):
-    data = to_csv(_sea([variant], 100_000, seed=7))
+    data = to_csv(sea_examples([variant], 100_000, seed=7))
     summary = _summary(tmp_path, data, *PA, "--drift-detector", "reference")
     assert summary["learned"] == 100_000
     assert summary["drift"]["drifts"] <= 1
@@ -73,7 +59,7 @@ def test_a_stationary_stream_of_100k_raises_at_most_one_false_alarm(tmp_path, va
 
 
 def test_forget_on_a_seen_switch_beats_the_model_left_alone(tmp_path):
-    data = to_csv(_sea([0, 1, 2, 3], 12_500))
+    data = to_csv(sea_examples([0, 1, 2, 3], 12_500))
     flags = ["--averaged", "--scale", "standard", "--bias", "r2", "--drift-detector"]
     alone = _summary(tmp_path, data, *flags, "reference")
     forget = _summary(tmp_path, data, *flags, "reference", "--on-drift", "forget")

@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from cli_helpers import CLI, binary_examples, model_of, run_cli
+from cli_helpers import CLI, binary_examples, model_of, run_cli, sea_examples
 from engine_process import EngineProcess
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -262,6 +262,48 @@ def test_kill_9_at_random_points_loses_nothing_and_learns_nothing_twice(
     assert per_partition == {p: 60_000 // partitions for p in range(partitions)}
     if partitions == 1:  # a fixed order: bit-identical to the uninterrupted run
         assert model_of(ck).get_state() == model_of(whole).get_state()
+
+
+def test_the_reference_drift_detector_on_a_topic_sees_the_switches_and_survives_kill_9(
+    kafka_bootstrap, tmp_path, kafka_client
+):
+    # SEA's 4 concepts (25k each, 3 abrupt switches) on one partition: the frozen copy's drifts
+    # are those of the same lines on stdin, and a run killed and resumed ends with the
+    # uninterrupted one's model, counters, drifts and copy
+    examples = sea_examples([0, 1, 2, 3], 25_000)
+    lines = jsonl(examples)
+    flags = ["--model", "pa", "--C", "0.003", "--scale", "standard",
+             "--drift-detector", "reference", "--checkpoint-every", "3000"]  # fmt: skip
+    data, local = tmp_path / "data.jsonl", tmp_path / "local.json"
+    data.write_bytes(b"\n".join(lines) + b"\n")
+    proc = run_cli("run", "--input", str(data), "--format", "jsonl", *flags,
+                   "--checkpoint", str(local))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    expected = json.loads(local.read_text())["stats"]
+    delays = [p - s for p, s in zip(expected["drift"]["positions"], [25_000, 50_000, 75_000])]
+    assert len(delays) == 3 and all(0 < d <= 1_000 for d in delays), delays
+
+    topic = make_topic(kafka_bootstrap)
+    produce(kafka_bootstrap, topic, lines)
+    whole = tmp_path / "whole.json"
+    proc = run_cli(
+        *kafka_args(kafka_bootstrap, topic, _name("group"), "--exit-at-end", *flags,
+                    "--checkpoint", str(whole), client=kafka_client),
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(whole.read_text())["stats"]["drift"] == expected["drift"]
+    assert model_of(whole).get_state() == model_of(local).get_state()
+
+    ck = tmp_path / "ck.json"
+    args = kafka_args(kafka_bootstrap, topic, _name("group"), "--exit-at-end", "--resume",
+                      *flags, "--checkpoint", str(ck), client=kafka_client)  # fmt: skip
+    assert _kill_and_resume(args, ck, rounds=2, seed=28) >= 1
+    resumed = json.loads(ck.read_text())["stats"]
+    uninterrupted = json.loads(whole.read_text())["stats"]
+    assert resumed["drift"] == uninterrupted["drift"]
+    assert resumed["drift_reference"] == uninterrupted["drift_reference"]
+    assert model_of(ck).get_state() == model_of(whole).get_state()
 
 
 def _scrape(url: str) -> str:
