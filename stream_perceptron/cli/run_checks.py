@@ -75,12 +75,6 @@ def checked_run_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         parser.error("--on-drift needs --drift-detector adwin or reference")
     if args.drift_reference_after != REFERENCE_AFTER and args.drift_detector != "reference":
         parser.error("--drift-reference-after needs --drift-detector reference")
-    if args.drift_detector == "reference" and args.model_topic:
-        parser.error(
-            "--drift-detector reference is not for --model-topic yet: the model each worker "
-            "learns changes with every mixture it reads; --drift-detector adwin reports each "
-            "worker's drifts"
-        )
     if args.on_drift == "forget" and not (args.averaged and args.model in ("binary",
                                                                          "multiclass")):
         parser.error("--on-drift forget restarts the average: it needs --averaged (--model "

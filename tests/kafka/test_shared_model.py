@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, sea_examples
 from shared_model_helpers import (
     PARTITIONS,
     accuracy,
@@ -229,6 +229,31 @@ def test_a_record_that_does_not_parse_is_ignored(kafka_bootstrap, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert b"refused and skipped: 1 not_json, 1 schema_version" in proc.stderr, proc.stderr
     assert json.loads((tmp_path / "m.json").read_text())["model"]["n_seen"] == 1800
+
+
+def test_a_worker_watches_a_frozen_copy_of_its_model_for_drifts(kafka_bootstrap, tmp_path):
+    # SEA's 4 concepts in order on one partition, one worker: the copy of its model (taken
+    # after 2,000 examples and after each drift) sees each switch; the mixtures it adopts in
+    # between do not move the copy
+    from kafka import KafkaProducer
+
+    data = sea_examples([0, 1, 2, 3], 12_500)
+    (topic,) = make_topics(kafka_bootstrap, 1)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=20)
+    for x, y in data:
+        producer.send(topic, json.dumps({**x, "y": y}).encode(), partition=0)
+    producer.flush()
+    producer.close()
+    model_topic, summary = name("model"), tmp_path / "s.json"
+    args = worker_args(kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end",
+                       "--drift-detector", "reference", "--summary-json", str(summary))  # fmt: skip
+    _run_workers(args, ["a"], tmp_path)
+    drift = json.loads(summary.read_text())["drift"]
+    assert drift["detector"] == "reference"
+    positions = drift["positions"]
+    assert len(positions) == 3, positions
+    assert all(0 < p - s <= 1_000 for p, s in zip(positions, [12_500, 25_000, 37_500])), positions
+    assert pull(kafka_bootstrap, model_topic, tmp_path / "m.json").n_seen == 50_000
 
 
 def test_usage_errors(tmp_path):
