@@ -130,6 +130,24 @@ class DriftMonitor:
         if not self._left:
             self._flush()
 
+    def trial(self, mistakes: Sequence[bool]) -> Any:
+        """A copy of the window fed ``mistakes``, or ``None`` when they reveal a drift; nothing
+        here changes either way (:meth:`adopt` takes the copy). The engine's block path feeds a
+        block this way, and one that reveals a drift record by record, so that the drift and
+        what it does land on the example where they land record by record."""
+        if self._pending:
+            self._flush()
+        state = self._core.get_state()
+        core = self._new_core()
+        core._set(int(state["seen"]), int(state["open_sum"]), [int(r) for r in state["recent"]],
+                  *window_fields(state["window"]))  # fmt: skip
+        return None if core.observe(mistakes) else core
+
+    def adopt(self, core: Any) -> None:
+        """Continue from :meth:`trial`'s window."""
+        self._core = core
+        self._left = self.chunk - core.seen % self.chunk
+
     def start_at(self, seen: int) -> None:
         """Count from ``seen`` learned examples (a run resumed from a checkpoint saved without
         a detector): positions stay the run's example numbers."""

@@ -83,14 +83,15 @@ class RunStats:
         if watched and self.drift is not None:
             self.drift.observe_one(mistake)
 
-    def count_many(self, mistakes: list[bool], unlabelled: int = 0) -> None:
-        """Count a batch at once: one entry per learned example in ``mistakes``."""
+    def count_many(self, mistakes: list[bool], unlabelled: int = 0, watched: bool = True) -> None:
+        """Count a batch at once: one entry per learned example in ``mistakes`` (to the drift
+        monitor unless ``watched`` is false, as :meth:`count_learned`)."""
         self.learned += len(mistakes)
         self.mistakes += sum(mistakes)
         self.unlabelled += unlabelled
         self.records_this_run += len(mistakes) + unlabelled
         self.recent_mistakes.extend(mistakes[-(self.recent_mistakes.maxlen or 0) :])
-        if self.drift is not None:
+        if watched and self.drift is not None:
             self.drift.observe(mistakes)
 
     def count_unlabelled(self) -> None:

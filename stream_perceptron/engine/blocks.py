@@ -234,6 +234,11 @@ class BlockPath:
         if dense is None:
             return False
         outcomes = self.outcomes
+        watch, trial = outcomes.stats.drift_reference, None
+        if watch is not None:  # the drift reference's copy predicts the block first
+            trial = watch.trial_block(dense, self.parser.label_cache, outcomes.stats.learned)
+            if trial is None:
+                return False
         atomic = outcomes.on_error == "fail"
         result = self.learner.learn_block(dense, self.parser.label_cache, atomic=atomic)
         if result is None:
@@ -249,6 +254,8 @@ class BlockPath:
         outcomes.learned_block(
             run.key, result.mistakes, result.unlabelled, result.window_rows, predictions
         )
+        if watch is not None:
+            watch.commit_block(trial)
         return True
 
 

@@ -12,20 +12,31 @@ one example, the window checked at every example, delta 0.01) sees SEA's smalles
 The copy is taken once ``after`` examples have been learned from the start, and again ``after``
 examples after each drift (the model has then learned the new concept); the monitor's window
 starts afresh with each copy, so its positions stay the run's example numbers. The copy
-predicts every labelled example once more, record by record (the block path is off), and it
-is in the checkpoint (its state JSON), so a resumed run sees the drifts an uninterrupted one
-sees.
+predicts every labelled example once more: record by record on the record path, and on the
+block path a whole block in one call of its dense kernels (every row passed as unlabelled, so
+it learns nothing: :func:`predicted_mistakes`) before the learner learns the block. A block in
+which the copy is due or a drift falls goes record by record (the engine's slices), so both
+land on the example they land on record by record: the two paths, and a run resumed from a
+checkpoint (which holds the copy's state JSON), see the same drifts.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import operator
+from array import array
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from stream_perceptron import native
 from stream_perceptron.drift import REFERENCE_AFTER, DriftMonitor
-from stream_perceptron.errors import StateError
+from stream_perceptron.errors import LabelError, StateError, ValueTooLargeError
+from stream_perceptron.formats.base import DenseBatch
+from stream_perceptron.formats.label_cells import LabelCells
+from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.learners.binary_blocks import BinaryBlocks
+from stream_perceptron.learners.preprocessed import base_learner
 
 __all__ = ["REFERENCE_AFTER", "ReferenceWatch", "reference_monitor"]
 
@@ -39,6 +50,56 @@ logger = logging.getLogger(__name__)
 REFERENCE_CHUNK, REFERENCE_CLOCK, REFERENCE_RECENT = 1, 1, 128
 REFERENCE_DELTA = 0.01
 STATE_VERSION = 1
+
+
+#: :meth:`ReferenceWatch.trial_block` of a block learned while no copy is held
+_NOTHING = object()
+
+
+def predicted_mistakes(
+    learner: StreamClassifier, dense: DenseBatch, label_of: Mapping[Any, Any]
+) -> list[bool] | None:
+    """The mistakes ``learner`` makes on a block's rows, as ``predict_one(x) != y`` gives them
+    row by row, predicted in one call of its dense kernels without learning (every row passed
+    as unlabelled: the learner's state is left as it was); ``None`` when a row is unlabelled or
+    refused, or a binary learner's label encoding would change (then row by row)."""
+    if not learner.dense_capable:
+        return None
+    features, X, cells = dense
+    try:
+        if isinstance(base_learner(learner), BinaryBlocks):
+            return _binary_mistakes(learner, features, X, cells, label_of)
+        if isinstance(cells, LabelCells):
+            values = list(map(label_of.__getitem__, cells.distinct))
+            labels = list(map(values.__getitem__, cells.ids.tolist()))
+        else:
+            labels = list(map(label_of.__getitem__, cells))
+        if None in labels:
+            return None
+        predictions = learner.learn_dense(features, np.asarray(X), [None] * len(labels))
+        return list(map(operator.ne, predictions, labels))
+    except (ValueTooLargeError, LabelError):
+        return None
+
+
+def _binary_mistakes(
+    learner: Any, features: Any, X: Any, cells: Any, label_of: Mapping[Any, Any]
+) -> list[bool] | None:
+    saved = learner.label_encoding
+    if isinstance(cells, LabelCells):
+        encoded = learner.encode_block(cells.distinct, label_of, atomic=True, ids=cells.ids)
+    else:
+        encoded = learner.encode_block(cells, label_of, atomic=True)
+    if learner.label_encoding != saved:  # the copy's encoding had not settled
+        learner.label_encoding = saved
+        return None
+    if encoded is None or encoded[2]:
+        return None
+    signs = encoded[0]
+    assert native.dense is not None  # dense_capable
+    predicted = learner.learn_dense(features, X, array("b", bytes(len(signs))))
+    mistakes, unlabelled = native.dense.mistakes(predicted, signs)
+    return None if unlabelled else list(mistakes)
 
 
 def reference_monitor(delta: float = REFERENCE_DELTA) -> DriftMonitor:
@@ -100,6 +161,27 @@ class ReferenceWatch:
             self.monitor.observe_one(copy.predict_one(x) != y)
         elif self.due is not None and learned >= self.due:
             self._take(learned)
+
+    def trial_block(self, dense: DenseBatch, label_of: Mapping[Any, Any], learned: int) -> Any:
+        """Before the engine's block path learns ``dense`` whole (``learned`` examples so far):
+        what the block does here, for :meth:`commit_block`; ``None`` when the block is to go
+        record by record because the copy is due within it, a drift falls in it, or the copy
+        cannot predict it whole (a row unlabelled or refused). The record path then takes the
+        copy, or drops it at the drift, on the very example it does in every run."""
+        copy = self._copy
+        if copy is None:
+            if self.due is not None and learned + len(dense[2]) >= self.due:
+                return None
+            return _NOTHING
+        mistakes = predicted_mistakes(copy, dense, label_of)
+        if mistakes is None:
+            return None
+        return self.monitor.trial(mistakes)
+
+    def commit_block(self, trial: Any) -> None:
+        """The block of :meth:`trial_block` was learned: the monitor takes its window."""
+        if trial is not _NOTHING:
+            self.monitor.adopt(trial)
 
     def _take(self, learned: int) -> None:
         self._copy = StreamClassifier.from_state(self.learner.get_state())

@@ -130,8 +130,7 @@ class Engine:
         self._waiting_for_input = False
         self._blocks = (
             BlockPath.of(learner, parser, self.outcomes, self.coordinator.resume_from)
-            # the drift reference's copy predicts each example, record by record
-            if dense and self.stats.drift_reference is None
+            if dense
             else None
         )
 

@@ -105,7 +105,8 @@ class Outcomes:
         ``unlabelled`` rows only predicted; ``window_rows`` gives its labelled rows for the
         window (names, values, raw label cells) and ``predictions`` its rows for the outputs,
         both called only when needed."""
-        self.stats.count_many(mistakes, unlabelled=unlabelled)
+        stats = self.stats
+        stats.count_many(mistakes, unlabelled=unlabelled, watched=stats.drift_reference is None)
         if self._count_partition is not None and mistakes:
             self._count_partition(key, len(mistakes), sum(mistakes))
         if self.window is not None:

@@ -10,9 +10,13 @@ import json
 import pytest
 from cli_helpers import kill_9_and_resume, run_cli, sea_examples, switching_examples, to_csv
 
-from stream_perceptron import Perceptron
+from connectors import MemorySink, MemorySource
+from stream_perceptron import MulticlassPerceptron, PassiveAggressive, Perceptron, Preprocessed
+from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.engine.drift_reference import ReferenceWatch, reference_monitor
 from stream_perceptron.errors import StateError
+from stream_perceptron.formats import make_parser
+from stream_perceptron.stats import RunStats
 
 SWITCHES = [12_500, 25_000, 37_500]
 PA = ["--model", "pa", "--C", "0.003", "--scale", "standard"]
@@ -140,3 +144,53 @@ def test_the_flags_are_checked():
     proc = run_cli("run", "--format", "csv", "--drift-detector", "reference",
                    "--drift-reference-after", "0", stdin=b"")  # fmt: skip
     assert proc.returncode == 2 and b"--drift-reference-after" in proc.stderr
+
+
+def _sea_lines(n: int) -> list[bytes]:
+    """SEA's 4 concepts (``n`` each) as CSV lines, with unlabelled rows, bad lines and a third
+    label here and there (the blocks holding them go record by record)."""
+    lines = [b"x0,x1,x2,y"]
+    for i, (x, y) in enumerate(sea_examples([0, 1, 2, 3], n)):
+        cell = "" if i % 1_999 == 5 else str(y)
+        lines.append(",".join([*(repr(v) for v in x.values()), cell]).encode())
+        if i % 3_331 == 7:
+            lines.append(b"1,2,oops,1")
+        if i % 6_113 == 11:
+            lines.append(b"1,2,3,7")
+    return lines
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Preprocessed(PassiveAggressive(C=0.003), scale="standard"),
+    lambda: Preprocessed(Perceptron(averaged=True, bias="r2"), scale="standard"),
+    lambda: Preprocessed(Perceptron(), rff_components=30, rff_gamma=0.5),
+    lambda: MulticlassPerceptron(averaged=True),
+])  # fmt: skip
+@pytest.mark.parametrize("batch_size", [500, 4_000])
+def test_the_block_path_sees_the_drifts_the_record_path_sees(make, batch_size):
+    lines = _sea_lines(12_500)
+    runs = []
+    for dense in (True, False):
+        learner = make()
+        stats = RunStats()
+        stats.drift = reference_monitor()
+        stats.drift_reference = ReferenceWatch(learner, stats.drift, after=2_000)
+        predictions, dead = MemorySink(), MemorySink()
+        engine = Engine(learner, make_parser("csv"), Outputs(predictions, dead), stats=stats,
+                        dense=dense)  # fmt: skip
+        calls: list[bool] = []
+        if dense:  # count the blocks learned whole while the copy is held
+            watch = stats.drift_reference
+
+            def spy(*args, trial=watch.trial_block, watch=watch, calls=calls):
+                got = trial(*args)
+                calls.append(got is not None and watch.taken_at is not None)
+                return got
+
+            watch.trial_block = spy
+        engine.run(MemorySource(lines, batch_size=batch_size))
+        runs.append((learner.get_state(), stats.get_state(), predictions.lines, dead.lines))
+        if dense:
+            assert sum(calls) >= 5  # blocks predicted by the copy and learned whole
+    assert runs[0] == runs[1]
+    assert runs[0][1]["drift"]["drifts"] >= 2
