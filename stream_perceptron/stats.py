@@ -192,7 +192,13 @@ class RunStats:
         if self.drift is not None:
             d = self.drift
             where = "" if d.last_drift is None else f", last at example {d.last_drift}"
-            how = "ADWIN" if d.name == "adwin" else f"ADWIN on the model's {d.name} copy"
+            how = "ADWIN"
+            if self.drift_reference is not None:
+                taken = self.drift_reference.taken_at
+                how += " on a frozen copy of the model, " + (
+                    f"taken at example {taken}" if taken is not None else "not taken yet"
+                )
+                where = where.replace(",", ";", 1)
             lines.append(f"drifts           {d.drifts} ({how}{where})")
         rate = s["records_per_second"] or 0.0
         lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")

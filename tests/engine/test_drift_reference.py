@@ -28,7 +28,7 @@ def _summary(tmp_path, data: bytes, *flags: str) -> dict:
     proc = run_cli("run", "--input", str(path), "--format", "csv", *flags,
                    "--summary-json", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()
-    return json.loads(out.read_text())
+    return {**json.loads(out.read_text()), "human": (proc.stdout + proc.stderr).decode()}
 
 
 def _delays(positions: list[int]) -> list[int | None]:
@@ -51,6 +51,9 @@ def test_every_switch_of_sea_is_seen_within_1000_examples(tmp_path, seed):
     assert _delays(own["drift"]["positions"])[0] is None
     # the copy was taken again after the last drift
     assert ref["drift"]["reference_taken_at"] == ref["drift"]["last_drift"] + 2_000
+    taken, last = ref["drift"]["reference_taken_at"], ref["drift"]["last_drift"]
+    assert (f"drifts           3 (ADWIN on a frozen copy of the model, taken at example {taken};"
+            f" last at example {last})") in ref["human"]  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", [0, 3])
