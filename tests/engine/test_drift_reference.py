@@ -1,7 +1,8 @@
 """--drift-detector reference: ADWIN on the mistakes of a frozen copy of the model sees SEA's
 switches (too small for an adapting model's own mistakes) within 1,000 examples, raises at most
-one false alarm in 100k stationary examples, acts with --on-drift, and survives kill -9 and
---resume to the bit (the copy travels in the checkpoint)."""
+one false alarm in 100k stationary examples, acts with --on-drift, survives kill -9 and
+--resume to the bit (the copy travels in the checkpoint), and sees on the block path the drifts
+the record path sees."""
 
 from __future__ import annotations
 
