@@ -142,14 +142,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     )
     if stats.drift is not None and args.on_drift != "none":
         action = reset_learner if args.on_drift == "reset" else forget_average
-
-        def act(_position: int) -> None:
-            action(engine.learner)
-
-        if stats.drift_reference is not None:
-            stats.drift_reference.then = act
-        else:
-            stats.drift.on_drift = act
+        stats.drift.on_drift = lambda _position: action(engine.learner)
     source: Source | None = None
     if kafka:
         source = kafka_options.kafka_source(args, engine)

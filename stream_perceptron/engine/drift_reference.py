@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import operator
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from stream_perceptron import native
@@ -118,8 +118,8 @@ class ReferenceWatch:
     learner
         The engine's learner (the very object: a reset on drift changes it in place).
     monitor
-        The drift monitor (:func:`reference_monitor`); its ``on_drift`` is called as before,
-        after the copy was dropped.
+        The drift monitor (:func:`reference_monitor`); its ``on_drift`` (``--on-drift``'s
+        action) acts on the example that reveals a drift; the copy is dropped after it.
     after
         Examples learned from the start and after each drift before the copy is taken.
 
@@ -150,15 +150,14 @@ class ReferenceWatch:
         #: the learned count at which the copy held was taken
         self.taken_at: int | None = None
         self._copy: StreamClassifier | None = None
-        #: what a drift does after the copy is dropped (``--on-drift``'s action)
-        self.then: Callable[[int], None] | None = monitor.on_drift
-        monitor.on_drift = self._drifted
-
     def observe(self, x: Any, y: Any, learned: int) -> None:
         """The learner has just learned ``(x, y)``, its ``learned``-th example."""
-        copy = self._copy
+        copy, monitor = self._copy, self.monitor
         if copy is not None:
-            self.monitor.observe_one(copy.predict_one(x) != y)
+            drifts = monitor.drifts
+            monitor.observe_one(copy.predict_one(x) != y)  # its on_drift acts in there
+            if monitor.drifts != drifts:  # the copy is of the concept before the drift
+                self._copy, self.taken_at, self.due = None, None, learned + self.after
         elif self.due is not None and learned >= self.due:
             self._take(learned)
 
@@ -188,11 +187,6 @@ class ReferenceWatch:
         self.taken_at, self.due = learned, None
         self.monitor.start_at(learned)
         logger.info("drift reference: the model's copy taken at example %d", learned)
-
-    def _drifted(self, position: int) -> None:
-        self._copy, self.taken_at, self.due = None, None, position + self.after
-        if self.then is not None:
-            self.then(position)
 
     # -- state ---------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
