@@ -87,37 +87,50 @@ def to_libsvm(examples) -> bytes:
     return ("\n".join(out) + "\n").encode()
 
 
-def _wait_for(path: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
+def _progress(checkpoint: Path) -> int:
+    """The next line a checkpoint of ``run --input FILE`` resumes from (0 before the first)."""
+    try:
+        positions = json.loads(checkpoint.read_bytes())["positions"]
+    except (OSError, ValueError, KeyError):  # not written yet (the rename is atomic)
+        return 0
+    return int(positions[0]["next_offset"]) if positions else 0
 
 
 def kill_9_and_resume(tmp_path: Path, data: Path, flags: list[str], kills: int = 3) -> None:
-    """``run --input DATA FLAGS`` killed with SIGKILL ``kills`` times at random moments and
-    resumed from its checkpoint (every 2,000 records) ends with the uninterrupted run's model,
-    counters, positions and predictions file, to the bit."""
+    """``run --input DATA FLAGS`` killed with SIGKILL ``kills`` times and resumed from its
+    checkpoint (every 2,000 records) ends with the uninterrupted run's model, counters,
+    positions and predictions file, to the bit.
+
+    Each kill comes once the checkpoint shows a random number of lines (4,000 to a fifth of
+    the input) past where that run started, plus up to 5 ms: a point in the stream, not a
+    time. A random sleep after the first checkpoint (0.02-0.4 s) raced the run's end: the
+    block path learns 250,000 lines in about 0.25 s, and every run of one test on a fresh
+    machine here finished before its kill."""
     common = ["run", "--input", str(data), "--checkpoint-every", "2000", *flags]
     whole = tmp_path / "whole.json"
     proc = run_cli(
         *common, "--checkpoint", str(whole), "--predictions", str(tmp_path / "whole.jsonl")
     )
     assert proc.returncode == 0, proc.stderr.decode()
+    lines = sum(1 for _ in data.open("rb"))
 
     ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
     args = [*CLI, *common, "--checkpoint", str(ck), "--predictions", str(preds), "--resume"]
     rng = random.Random(5)
     killed = 0
     for _ in range(kills):
+        target = _progress(ck) + rng.randint(4000, max(4001, lines // 5))
         victim = subprocess.Popen(args, stderr=subprocess.DEVNULL)
-        _wait_for(ck)
-        time.sleep(rng.uniform(0.02, 0.4))
+        deadline = time.monotonic() + 120
+        while victim.poll() is None and _progress(ck) < target:
+            assert time.monotonic() < deadline, f"{ck} never reached line {target}"
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0, 0.005))
         if victim.poll() is None:
             victim.send_signal(signal.SIGKILL)
             killed += 1
         victim.wait(timeout=60)
-    assert killed >= 1, "the run finished before it could be killed: make the input larger"
+    assert killed == kills, f"{kills - killed} of {kills} runs ended before their kill"
     finish = subprocess.run(args, capture_output=True, timeout=120, check=False)
     assert finish.returncode == 0, finish.stderr.decode()
 

@@ -1,4 +1,6 @@
-"""Shared test set-up: the tests/ folder is importable (helpers: cli_helpers, services, ...)."""
+"""Shared test set-up: the tests/ folder is importable (helpers: cli_helpers, services, ...),
+the markers of what a test needs (:mod:`needs`), one broker for every test process, and the
+evidence a failed test leaves behind."""
 
 from __future__ import annotations
 
@@ -10,26 +12,81 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import os  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
+import evidence  # noqa: E402
+import needs  # noqa: E402
 import pytest  # noqa: E402
 from kafka_broker import BrokerError, broker_running, start_broker, stop_broker  # noqa: E402
 
+#: fixtures that bring a need with them
+_NEED_OF_FIXTURE = {"kafka_bootstrap": "kafka", "secured": "kafka", "own_broker": "kafka"}
+
+
+def _controller(config: pytest.Config) -> bool:
+    """The process that is not a pytest-xdist worker (the only one without -n)."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker, text in needs.NEEDS.items():
+        config.addinivalue_line("markers", f"{marker}: {text}")
+    config.addinivalue_line("markers", "slow: takes more than a minute")
+    if _controller(config):
+        # the broker is started by the first test that needs it (in whichever process) and
+        # stopped here, at the very end, when none ran before this session
+        config.stash[_BROKER_BEFORE] = bool(
+            os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        ) or broker_running()
+
+
+_BROKER_BEFORE = pytest.StashKey[bool]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _controller(config) and not config.stash.get(_BROKER_BEFORE, True) and broker_running():
+        stop_broker()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            marker = _NEED_OF_FIXTURE.get(fixture)
+            if marker is not None and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+
+
+@pytest.fixture(autouse=True)
+def _needs_of_this_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    needs.current = frozenset(m.name for m in request.node.iter_markers())
+    needs.current_name = request.node.nodeid
+    evidence.topics.clear()
+    try:
+        yield
+    finally:
+        needs.current, needs.current_name = None, ""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    report = yield
+    if report.failed and call.when == "call":
+        for title, text in evidence.collect(item):
+            report.sections.append((title, text))
+    return report
+
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def kafka_bootstrap() -> str:
     """``"127.0.0.1:PORT"`` of a real broker: ``$KAFKA_BOOTSTRAP_SERVERS`` (an existing cluster),
-    else one started by ``kafka/kafka-up.sh`` and stopped at the end if it was started here."""
+    else the one of ``kafka/kafka-up.sh``, started by the first test process that needs it
+    (the script is idempotent and serialised by a lock) and stopped when the session ends.
+    Tests share it in parallel: each makes topics and groups of its own (uuid names)."""
     given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if given:
-        yield given
-        return
-    started_here = not broker_running()
+        return given
     try:
-        bootstrap = start_broker()
+        return start_broker()
     except BrokerError as exc:
         pytest.fail(f"cannot start the test broker: {exc}")
-    yield bootstrap
-    if started_here:
-        stop_broker()
 
 
 @pytest.fixture(params=("kafka-python", "confluent-kafka"))

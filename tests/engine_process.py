@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+import urllib.request
 
 from cli_helpers import CLI
 
@@ -22,6 +24,26 @@ class EngineProcess:
         assert "metrics on http://" in line, line
         self.url = line.split("metrics on ", 1)[1].strip()
         self.target = self.url.removeprefix("http://").removesuffix("/metrics")
+
+    def examples_total(self) -> float:
+        """``stream_perceptron_examples_total`` as scraped now."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(self.url, timeout=5) as response:  # noqa: S310 (loopback)
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "stream_perceptron_examples_total" and not sample.labels:
+                    return sample.value
+        return 0.0
+
+    def wait_examples(self, n: int, timeout: float = 60) -> None:
+        """Wait until the engine has learned ``n`` examples (its metrics say so)."""
+        deadline = time.monotonic() + timeout
+        while (got := self.examples_total()) != n:
+            assert self.proc.poll() is None, f"the engine exited ({self.proc.returncode})"
+            assert time.monotonic() < deadline, f"examples_total stuck at {got}, want {n}"
+            time.sleep(0.05)
 
     def feed(self, data: bytes) -> None:
         self.proc.stdin.write(data)

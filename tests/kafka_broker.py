@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,13 @@ def _run(script: Path, env: dict[str, str], timeout: float) -> subprocess.Comple
     return proc
 
 
+def _require_kafka() -> None:
+    """A test that starts a broker carries the ``kafka`` marker (:mod:`needs`)."""
+    needs = sys.modules.get("needs")
+    if needs is not None:
+        needs.require("kafka")
+
+
 def start_broker(
     state_dir: Path | None = None, port: int | None = None, timeout: float = 300
 ) -> str:
@@ -76,6 +84,7 @@ def start_broker(
     BrokerError
         If the script fails or prints no address.
     """
+    _require_kafka()
     proc = _run(KAFKA_UP, _env(state_dir, port), timeout)
     for line in proc.stdout.splitlines():
         if line.startswith(_PREFIX):
@@ -99,6 +108,7 @@ def start_secured_broker(
 ) -> SecuredBroker:
     """Start a broker in ``state_dir`` with a SASL_SSL listener, the StandardAuthorizer and
     the SCRAM-SHA-512 ``users`` (name -> password), made when its storage is formatted."""
+    _require_kafka()
     env = {**_env(state_dir, None), "KAFKA_SECURE": "1",
            "KAFKA_SCRAM_USERS": ",".join(f"{u}={p}" for u, p in users.items())}  # fmt: skip
     proc = _run(KAFKA_UP, env, timeout)

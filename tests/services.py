@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import needs
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -106,6 +108,7 @@ def pushgateway_server(workdir: Path) -> Iterator[str]:
 @contextmanager
 def _serve(command: list[str], port: int, log_path: Path) -> Iterator[str]:
     """Run a Prometheus-family server on 127.0.0.1:port until it is ready; yield its URL."""
+    needs.require("services")
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [*command, f"--web.listen-address=127.0.0.1:{port}"],

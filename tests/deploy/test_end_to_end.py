@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from engine_process import EngineProcess
 from services import prometheus_server, query, wait_query
@@ -20,6 +21,8 @@ from services import prometheus_server, query, wait_query
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
 from promql import DEPLOY, iter_promql_expressions  # noqa: E402
 from test_engine_kafka import _examples_total, _name, _wait, make_topic, produce  # noqa: E402
+
+pytestmark = pytest.mark.services
 
 _TRAILING_COMPARISON = re.compile(r"\s*(==|!=|>=|<=|>|<)\s*[0-9.]+\s*$")
 

@@ -6,10 +6,10 @@ import json
 import signal
 import subprocess
 import threading
-import time
 
 import pytest
 from cli_helpers import CLI, binary_examples, kill_9_and_resume, model_of, to_csv
+from engine_process import EngineProcess
 
 
 @pytest.mark.parametrize(
@@ -27,17 +27,17 @@ def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path, extra):
 
 def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(tmp_path):
     ck = tmp_path / "ck.json"
-    proc = subprocess.Popen(
-        [*CLI, "run", "--format", "csv", "--checkpoint", str(ck)],
-        stdin=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    proc.stdin.write(to_csv(binary_examples(300, seed=2)))
-    proc.stdin.flush()
-    time.sleep(1.5)  # the engine has read and learned everything and now waits on stdin
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err.decode()
+    engine = EngineProcess("--format", "csv", "--checkpoint", str(ck))
+    try:
+        engine.feed(to_csv(binary_examples(300, seed=2)))
+        # the engine has read and learned everything and now waits on stdin (a fixed 1.5 s
+        # sleep here was a race with the interpreter's start on a loaded machine)
+        engine.wait_examples(300)
+        engine.proc.send_signal(signal.SIGTERM)
+        code, err = engine.finish(timeout=30)
+    finally:
+        engine.kill()
+    assert code == 0, err.decode()
     assert b"SIGTERM received" in err
     assert model_of(ck).n_seen == 300
 

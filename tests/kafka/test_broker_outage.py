@@ -6,6 +6,7 @@ import json
 import signal
 import time
 
+import pytest
 from cli_helpers import binary_examples
 from engine_process import EngineProcess
 from kafka_broker import free_port, start_broker, stop_broker
@@ -20,6 +21,7 @@ from test_engine_kafka import (
     produce,
 )
 
+pytestmark = pytest.mark.kafka
 
 def test_engine_survives_a_broker_restart(tmp_path, kafka_client):
     state, port = tmp_path / "kafka", free_port()

@@ -177,6 +177,20 @@ def test_kcat_as_an_independent_producer(kafka_bootstrap, tmp_path):
     assert model_of(ck).get_state() == direct(examples).get_state()
 
 
+def _wait_group_empty(bootstrap: str, group: str, timeout: float = 60) -> None:
+    """Wait until the broker's coordinator lists no member of ``group``."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while (info := admin.describe_groups([group])[group])["members"]:
+            assert time.monotonic() < deadline, f"{group} still has members: {info}"
+            time.sleep(0.2)
+    finally:
+        admin.close()
+
+
 def _kill_and_resume(args: list[str], ck, rounds: int, seed: int) -> int:
     rng = random.Random(seed)
     kills = 0
@@ -192,8 +206,9 @@ def _kill_and_resume(args: list[str], ck, rounds: int, seed: int) -> int:
         victim.wait(timeout=60)
     # A killed member stays in the group until its session times out (6 s here) and keeps its
     # partitions in the meantime; --exit-at-end would then end the next run with only its own
-    # share done. Let the dead members expire first, as an operator restarting a job would.
-    time.sleep(8)
+    # share done. Let the dead members expire first, as an operator restarting a job would
+    # (a fixed 8 s sleep before: now the wait ends when the broker says the group is empty).
+    _wait_group_empty(args[args.index("--bootstrap-servers") + 1], args[args.index("--group") + 1])
     finish = subprocess.run([*CLI, *args], capture_output=True, timeout=180, check=False)
     assert finish.returncode == 0, finish.stderr.decode()
     return kills

@@ -15,6 +15,7 @@ from cli_helpers import run_cli, sea_examples
 from shared_model_helpers import (
     PARTITIONS,
     accuracy,
+    assert_mixed,
     committed,
     examples,
     make_topics,
@@ -24,6 +25,7 @@ from shared_model_helpers import (
     produce,
     pull,
     read_committed,
+    sparse_examples,
     start_worker,
     streaming_workers,
     wait_for,
@@ -54,49 +56,49 @@ def _run_workers(args: list[str], ids: list[str], logs, timeout: float = 180) ->
 
 @pytest.mark.parametrize(
     ("noise", "averaged", "client"),
-    [(0.1, True, "kafka-python"), (0.1, True, "confluent-kafka"), (0.0, False, "kafka-python")],
+    [(0.1, True, "kafka-python"), (0.1, True, "confluent-kafka"), (0.0, True, "kafka-python")],
 )
 def test_three_workers_learn_one_model(kafka_bootstrap, tmp_path, noise, averaged, client):
+    """Three workers, all in the group before the stream comes, learn one model: every record
+    once, one prediction each, the pulled model near one sequential model (:func:`_near`),
+    and, what only mixing gives, the group's mistakes while the stream ran nearer one
+    sequential model's than three unmixed models' (a stream of sparse names, where a worker's
+    third of it alone is too little: :func:`assert_mixed`). Averaged: a plain perceptron's
+    mixture gains less while the stream runs (the workers' changes are averaged: 0.46 of the
+    way from one sequential model's mistakes to unmixed models' in one process, 0.62 on the
+    broker, against 0.19 averaged), too little for a check that tells mixing from none; the
+    plain perceptron's mixing is held by tests/sharing/test_mixing_quality.py."""
     n = 18_000
-    data = examples(n, seed=3, noise=noise, margin=0.0 if noise else 0.2)
-    held_out = examples(4000, seed=4, noise=0.0)
+    data = sparse_examples(n, seed=3, noise=noise)
+    held_out = sparse_examples(4000, seed=4)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    produce(kafka_bootstrap, topic, data)
-    model_topic = name("model")
+    model_topic, group = name("model"), name("group")
     flags = ["--averaged"] if averaged else []
     args = worker_args(
-        kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end",
-        "--mix-every", "1000", "--checkpoint-interval", "0.5",
-        "--predictions-topic", predictions, *flags, client=client,
+        kafka_bootstrap, topic, group, model_topic, "--mix-every", "1000",
+        "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v", *flags,
+        client=client,
     )  # fmt: skip
-    _run_workers(args, ["w0", "w1", "w2"], tmp_path)
+    ids = ["w0", "w1", "w2"]
+    procs = [start_worker([*args, "--instance-id", i], tmp_path / f"{i}.log") for i in ids]
+    try:
+        for i in ids:  # each in the group, holding partitions, before the first record
+            wait_for(tmp_path / f"{i}.log", "restored")
+        producing = _Producing(kafka_bootstrap, topic, data, 6.0)
+        producing.start()
+        _finish(kafka_bootstrap, group, topic, data, producing, procs)
+    finally:
+        _kill_all(procs)
     pulled = pull(kafka_bootstrap, model_topic, tmp_path / "pulled.json", client)
     assert pulled.n_seen == n  # every record learned exactly once, cluster-wide
-    sequential = _sequential(data, averaged=averaged)
-    gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
-    # within 1 point (the issue's bound; one run in about 12 landed on exactly 1.0)
-    assert gap <= 0.01, (accuracy(pulled, held_out), accuracy(sequential, held_out))
+    _near(pulled, _sequential(data, averaged=averaged), held_out)
     # exactly one prediction per input record, each carrying the model version
     out = read_committed(kafka_bootstrap, predictions, 3)
-    seen = sorted(
-        (p["topic"], p["partition"], p["offset"]) for p in (json.loads(m.value) for m in out)
+    assert prediction_positions(out) == sorted(
+        (topic, i % PARTITIONS, i // PARTITIONS) for i in range(n)
     )
-    assert seen == sorted((topic, i % PARTITIONS, i // PARTITIONS) for i in range(n))
     assert all(dict(m.headers).get("model_version") is not None for m in out)
-    if not noise:
-        # separable with a margin: a second pass over the same records adds fewer mistakes
-        # than the first (the perceptron's convergence, kept by mixing; between two mixes each
-        # worker's local model still errs now and then, each worker's change entering the
-        # mixture at 1/N). Measured: 0 to 13 of 18,000 seen against 22 to 89 in the first pass;
-        # once 25 against 43, in a fresh clone's whole suite (its mixes slower under load), so
-        # the bound is the first pass's count, not a third of it
-        first = pulled.n_mistakes
-        produce(kafka_bootstrap, topic, data, start=n)
-        _run_workers(args, ["w0", "w1", "w2"], tmp_path)
-        again = pull(kafka_bootstrap, model_topic, tmp_path / "again.json")
-        assert again.n_seen == 2 * n
-        print(f"separable: {first} first-pass mistakes, {again.n_mistakes - first} second-pass")
-        assert again.n_mistakes - first < first, (first, again.n_mistakes)
+    assert_mixed(pulled.n_mistakes, data, 3, averaged=averaged)
 
 
 def test_mixing_holds_its_cadence_at_full_speed(kafka_bootstrap, tmp_path):
@@ -136,7 +138,10 @@ def test_a_hashed_million_feature_model_is_shared_with_small_increments(kafka_bo
     records it learned (10 features each), not the model. Averaged: the plain perceptron's
     last iterate on this noisy stream swings between 74 % and 96 % held-out accuracy over
     its last 2,000 examples, so one run against one sequential number tests that swing
-    (2 runs of 8 fell more than 3 points below); the plain bar is row 14's, over 10 seeds."""
+    (2 runs of 8 fell more than 3 points below); the plain bar is row 14's, over 10 seeds.
+    Not a test of mixing (its bound holds the fold, which pull-model makes with mixing off
+    too): on the sparse-name stream the million random tokens widen the mixture's lag to
+    3.0-3.5 points (2 runs), past what the quality tests hold."""
     from connectors.kafka.kafka_python import KafkaModelLog
     from stream_perceptron import Preprocessed
     from stream_perceptron.sharing.records import Increment, decode
@@ -321,9 +326,26 @@ def _kill_all(procs) -> None:
             p.kill()
 
 
+def _near(pulled, sequential, held_out) -> None:
+    """The pulled model's held-out accuracy within 3 points of one sequential model's, on the
+    sparse-name stream (the README's bound for it). There the mixture lags more than on a
+    dense one: it averages the workers' changes, so a name only one worker met since the last
+    mix enters it at a third of that worker's change. Measured in one process over 8 seeds
+    (18k records, mixing every 1,000): 1.1 points on average, 2.0 at worst; on the dense
+    stream 0.0 and 0.25 (tests/sharing/test_mixing_quality.py holds it to 1 point)."""
+    gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
+    print(f"held-out: pulled {accuracy(pulled, held_out):.4f}, "
+          f"sequential {accuracy(sequential, held_out):.4f}")  # fmt: skip
+    assert gap <= 0.03, (accuracy(pulled, held_out), accuracy(sequential, held_out))
+
+
 def _check_exact(
-    kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, client="kafka-python"
+    kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, client="kafka-python",
+    workers=3,
 ) -> None:
+    """Every record learned once, one prediction each, the pulled model near one
+    sequential model on held-out data (:func:`_near`), and the group's mistakes those of
+    workers that mix (:func:`assert_mixed`)."""
     n = len(data)
     states = partition_records(kafka_bootstrap, model_topic)
     for p in range(PARTITIONS):
@@ -344,20 +366,14 @@ def _check_exact(
             f"(first {missing[:5]}, last {missing[-5:]}), {len(twice)} twice (first "
             f"{twice[:5]}), {len(stray)} stray (first {stray[:5]})"
         )
-    held_out = examples(4000, seed=99)
-    gap = accuracy(_sequential(data, averaged=True), held_out) - accuracy(pulled, held_out)
-    print(f"held-out accuracy gap to one sequential model: {gap:.4f}")
-    # within 2 points: one run's gap on these short noisy streams spreads (two workers of both
-    # clients, 12k records with 10 % noise: 0.1 to 1.3 points in 5 runs; 1.3 failed the
-    # 1-point bound once in 3 fresh-clone runs); the outliers the bound is for were 5-20
-    # points, and the 0.5-point bar is row 14's, over 10 seeds
-    assert gap <= 0.02, gap
+    _near(pulled, _sequential(data, averaged=True), sparse_examples(4000, seed=99))
+    assert_mixed(pulled.n_mistakes, data, workers, averaged=True)
 
 
 def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
     kafka_bootstrap, tmp_path, kafka_client
 ):
-    data = examples(60_000, seed=11, noise=0.1)
+    data = sparse_examples(60_000, seed=11, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     args, model_topic, group = streaming_workers(kafka_bootstrap, topic, predictions, kafka_client)
     producing = _Producing(kafka_bootstrap, topic, data, 15.0)
@@ -391,7 +407,7 @@ def test_kill_9_of_random_workers_learns_and_predicts_exactly_once(
 
 
 def test_scale_down_to_one_and_up_again(kafka_bootstrap, tmp_path, kafka_client):
-    data = examples(48_000, seed=12, noise=0.1)
+    data = sparse_examples(48_000, seed=12, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     args, model_topic, group = streaming_workers(kafka_bootstrap, topic, predictions, kafka_client)
     producing = _Producing(kafka_bootstrap, topic, data, 15.0)
@@ -466,7 +482,7 @@ def test_worker_metrics(kafka_bootstrap, tmp_path):
 def test_workers_of_both_clients_learn_one_model(kafka_bootstrap, tmp_path):
     """The clients write the same records: a kafka-python and a confluent-kafka worker share
     one group and one model topic, and either client's pull-model reads the same model."""
-    data = examples(12_000, seed=13, noise=0.1)
+    data = sparse_examples(12_000, seed=13, noise=0.1)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     model_topic, group = name("model"), name("group")
     extra = ("--averaged", "--mix-every", "1000", "--checkpoint-interval", "0.5",
@@ -489,7 +505,7 @@ def test_workers_of_both_clients_learn_one_model(kafka_bootstrap, tmp_path):
     assert "(confluent-kafka)" in logs[1].read_text()
     assert "(confluent-kafka)" not in logs[0].read_text()
     _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data,
-                 "confluent-kafka")  # fmt: skip
+                 "confluent-kafka", workers=2)  # fmt: skip
     pull(kafka_bootstrap, model_topic, tmp_path / "other.json", "kafka-python")
     pulled, other = (json.loads((tmp_path / f).read_text()) for f in ("pulled.json", "other.json"))
     assert pulled["model"] == other["model"]

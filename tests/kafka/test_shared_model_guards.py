@@ -20,6 +20,7 @@ from shared_model_helpers import (
     name,
     produce,
     read_committed,
+    sparse_examples,
     start_worker,
     streaming_workers,
     wait_for,
@@ -35,7 +36,7 @@ def test_hostile_model_topic_records_stop_nothing(kafka_bootstrap, tmp_path, kaf
     written to the model topic while three workers learn: every worker keeps running and
     mixing, every record is learned and predicted once, the pulled model is as good as one
     sequential model, and pull-model reports what it refused."""
-    data = examples(30_000, seed=13, noise=0.05)
+    data = sparse_examples(30_000, seed=13, noise=0.05)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     args, model_topic, group = streaming_workers(
         kafka_bootstrap, topic, predictions, kafka_client, mix_every=1000
@@ -194,7 +195,7 @@ def test_a_leader_paused_past_its_session_cannot_fork_the_chain(
     partitions and mixes; the old one resumes (a zombie) and its transaction is fenced by the
     group generation it carries: the chain of mixtures only moves forward, and every record
     is learned and predicted exactly once."""
-    data = examples(30_000, seed=19, noise=0.05)
+    data = sparse_examples(30_000, seed=19, noise=0.05)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     args, model_topic, group = streaming_workers(
         kafka_bootstrap, topic, predictions, kafka_client, mix_every=500

@@ -12,9 +12,9 @@ from cli_helpers import run_cli
 from kafka import KafkaProducer
 from shared_model_helpers import (
     PARTITIONS,
-    examples,
     make_topics,
     produce,
+    sparse_examples,
     start_worker,
     streaming_workers,
     wait_for,
@@ -49,7 +49,7 @@ def test_records_without_the_group_key_are_refused(kafka_bootstrap, tmp_path, ka
     key_file = tmp_path / "group.key"
     key_file.write_bytes(b"0123456789abcdef0123456789abcdef-group\n")
     key_file.chmod(0o600)
-    data = examples(24_000, seed=23, noise=0.05)
+    data = sparse_examples(24_000, seed=23, noise=0.05)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
     args, model_topic, group = streaming_workers(
         kafka_bootstrap, topic, predictions, kafka_client, mix_every=1000

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from kafka_broker import free_port, start_broker, stop_broker
 from shared_model_helpers import (
     PARTITIONS,
@@ -17,19 +18,21 @@ from shared_model_helpers import (
     examples,
     make_topics,
     produce,
+    sparse_examples,
     start_worker,
     streaming_workers,
     wait_for,
 )
 from test_shared_model import _check_exact
 
+pytestmark = pytest.mark.kafka
 
 def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
     state, port = tmp_path / "kafka", free_port()
     bootstrap = start_broker(state_dir=state, port=port)
     procs = []
     try:
-        data = examples(36_000, seed=21, noise=0.1)
+        data = sparse_examples(36_000, seed=21, noise=0.1)
         topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
         args, model_topic, group = streaming_workers(
             bootstrap, topic, predictions, kafka_client, mix_every=1000
@@ -86,7 +89,8 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             r"brokers) again after|a commit took [0-9.]+ s", text
         )  # fmt: skip
         assert ridden or sum(restarts) == 2, (restarts, [log.read_text()[-4000:] for log in logs])
-        _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
+        _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client,
+                     workers=2)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from cli_helpers import CLI
 from engine_process import EngineProcess
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,6 +13,7 @@ from services import http_get, prometheus_server, pushgateway_server, wait_query
 from test_metrics_http import _csv, _examples, _wait_examples
 
 
+@pytest.mark.services
 def test_prometheus_scrapes_the_engine(tmp_path):
     engine = EngineProcess("--format", "csv")
     try:
@@ -28,6 +30,7 @@ def test_prometheus_scrapes_the_engine(tmp_path):
     assert {w["metric"]["feature"] for w in weights} == {f"f{j}" for j in range(8)}
 
 
+@pytest.mark.services
 def test_pushgateway_receives_the_final_metrics_of_a_stdin_job(tmp_path):
     summary = tmp_path / "s.json"
     with pushgateway_server(tmp_path) as pgw:

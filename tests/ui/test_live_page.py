@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import needs
 import numpy as np
 import pytest
 from cli_helpers import CLI, switching_examples, to_csv
@@ -25,6 +26,8 @@ from stream_perceptron.example_data import write_dataset
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+pytestmark = pytest.mark.browser
 
 
 def _phishing_csv() -> list[bytes]:
@@ -36,6 +39,7 @@ def _phishing_csv() -> list[bytes]:
 
 
 def _browser(width: int, height: int):
+    needs.require("browser")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -14,6 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))  # the broker's helpers
 
 from shared_model_helpers import (  # noqa: E402
@@ -26,6 +28,7 @@ from shared_model_helpers import (  # noqa: E402
 )
 from test_live_page import _browser, _text, _wait  # noqa: E402
 
+pytestmark = pytest.mark.browser
 
 def _url(log, timeout: float = 90) -> str:
     deadline = time.monotonic() + timeout

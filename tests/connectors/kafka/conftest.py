@@ -32,10 +32,6 @@ BrokerError = kafka_broker.BrokerError
 Produce = Callable[..., list[tuple[int, int]]]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a minute")
-
-
 @pytest.fixture
 def make_topic(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
     """Factory: ``make_topic(partitions=1)`` creates a uniquely named topic."""

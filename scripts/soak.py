@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""``make soak TEST=path::name N=10``: run a pytest selection N times in a row beside two
+busy-loop CPU hogs (a loaded CI machine) and print, per test, its passes and its slowest run.
+
+Every run's output and JUnit XML are kept under ``SOAK_DIR`` (default ``.soak/<time>``), so
+a failure seen once in N runs can be read afterwards. ``TEST`` is anything pytest selects: a
+test, a file, a folder, ``-m kafka``; ``PYTEST_ARGS`` adds options (``-n 2``, ``-x``, ...).
+Exit 0 when every run of every test passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shlex
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _hog() -> None:
+    while True:
+        pass
+
+
+def _outcomes(junit: Path) -> dict[str, tuple[str, float]]:
+    """test id -> (passed/failed/skipped/error, seconds) of one run."""
+    out: dict[str, tuple[str, float]] = {}
+    if not junit.exists():
+        return out
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        state = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                state = "failed"
+            elif child.tag == "skipped":
+                state = "skipped"
+        out[name] = (state, float(case.get("time", 0.0)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("test", help="what pytest selects (a test id, file or folder)")
+    parser.add_argument("-n", "--runs", type=int, default=10, help="runs in a row (10)")
+    parser.add_argument("--hogs", type=int, default=2, help="busy-loop CPU hogs beside (2)")
+    parser.add_argument("--dir", type=Path, default=None, help="where each run's log is kept")
+    parser.add_argument("--pytest-args", default="", help="more pytest options")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    out_dir = args.dir or REPO / ".soak" / time.strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hogs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(args.hogs)]
+    for h in hogs:
+        h.start()
+    results: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    walls: list[float] = []
+    try:
+        for i in range(1, args.runs + 1):
+            junit, log = out_dir / f"run{i}.xml", out_dir / f"run{i}.log"
+            cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE",
+                   f"--junitxml={junit}", *shlex.split(args.pytest_args),
+                   *shlex.split(args.test)]  # fmt: skip
+            started = time.monotonic()
+            with log.open("wb") as f:
+                code = subprocess.call(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+            walls.append(time.monotonic() - started)
+            run = _outcomes(junit)
+            for name, outcome in run.items():
+                results[name].append(outcome)
+            failed = sorted(n for n, (s, _) in run.items() if s == "failed")
+            print(f"run {i}/{args.runs}: exit {code}, {walls[-1]:.1f} s, "
+                  f"{len(run) - len(failed)} of {len(run)} passed or skipped"
+                  + (f"; failed: {', '.join(failed)} (log: {log})" if failed else ""),
+                  flush=True)  # fmt: skip
+            if not run:
+                print(f"  no test ran: see {log}", flush=True)
+    finally:
+        for h in hogs:
+            h.terminate()
+    print(f"\n{args.runs} runs of {args.test} beside {args.hogs} CPU hogs (logs in {out_dir})")
+    print("| test | passed | slowest s |")
+    print("| --- | --- | --- |")
+    bad = False
+    for name in sorted(results):
+        runs = results[name]
+        passed = sum(s == "passed" for s, _ in runs)
+        skipped = sum(s == "skipped" for s, _ in runs)
+        bad |= passed + skipped < args.runs or len(runs) < args.runs
+        note = f" ({skipped} skipped)" if skipped else ""
+        print(f"| {name} | {passed}/{args.runs}{note} | {max(t for _, t in runs):.1f} |")
+    print(f"slowest whole run: {max(walls):.1f} s")
+    return 1 if bad or not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
