@@ -102,9 +102,12 @@ def mixing_reference(data: list[tuple[dict, int]], workers: int, **params) -> tu
 
 def assert_mixed(mistakes: int, data: list[tuple[dict, int]], workers: int, **params) -> None:
     """The group's mistakes during the run (predicting each record before learning it, summed
-    over the partitions) are nearer one sequential model's than those of ``workers`` models
-    that never mix: ``pull-model`` folds unmixed increments itself, so the pulled model
-    cannot tell; the mistakes made while the stream ran can."""
+    over the partitions) are those of workers that mix: under three quarters of the way from
+    one sequential model's to those of ``workers`` models that never mix. ``pull-model``
+    folds unmixed increments itself, so the pulled model cannot tell; the mistakes made while
+    the stream ran can. Measured on the broker: 0.04-0.52 of the way with mixing (16 runs of
+    the shared-model tests, the higher ones where the stream was there before the workers),
+    0.96-1.03 with ``STREAM_PERCEPTRON_TEST_MIXING=off``."""
     sequential, alone = mixing_reference(data, workers, **params)
     said = (f"group mistakes {mistakes}; one sequential model {sequential}, {workers} never "
             f"mixing {alone}: {(mistakes - sequential) / max(1, alone - sequential):.2f} of the "
@@ -114,9 +117,9 @@ def assert_mixed(mistakes: int, data: list[tuple[dict, int]], workers: int, **pa
     if measures:
         with open(measures, "a") as f:
             f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}: {said}\n")
-    assert mistakes < (sequential + alone) / 2, (
-        f"the group made {mistakes} mistakes: not nearer one sequential model's {sequential} "
-        f"than {workers} unmixed models' {alone} (is mixing off?)"
+    assert mistakes < sequential + 0.75 * (alone - sequential), (
+        f"the group made {mistakes} mistakes: not under three quarters of the way from one "
+        f"sequential model's {sequential} to {workers} unmixed models' {alone} (is mixing off?)"
     )
 
 

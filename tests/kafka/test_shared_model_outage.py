@@ -25,7 +25,13 @@ from shared_model_helpers import (
 )
 from test_shared_model import _check_exact
 
+from stream_perceptron.cli.run import STOP_BOUND_S
+
 pytestmark = pytest.mark.kafka
+
+#: the README's bound: a worker ends within STOP_BOUND_S (20 s) of SIGTERM in every state,
+#: its watchdog exiting then; 1 s more for that exit (it was 30 s)
+STOP_WITHIN_S = STOP_BOUND_S + 1.0
 
 def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
     state, port = tmp_path / "kafka", free_port()
@@ -74,7 +80,7 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             p.send_signal(signal.SIGTERM)
         codes = [_wait_or_dump(p, log, 60) for p, log in zip(procs, logs)]
         # every worker ends within the bound: 10 s plus one transaction timeout (the README)
-        assert time.monotonic() - stopping < 30, codes
+        assert time.monotonic() - stopping < STOP_WITHIN_S, codes
         assert set(codes) <= {0, 1}, codes
         text = "".join(log.read_text() for log in logs)
         # the outage met the workers mid-stream, and was ridden out in place by a worker that
@@ -88,7 +94,8 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             r"committed after [0-9.]+ s of broker outage|reached (?:its coordinator|the "
             r"brokers) again after|a commit took [0-9.]+ s", text
         )  # fmt: skip
-        assert ridden or sum(restarts) == 2, (restarts, [log.read_text()[-4000:] for log in logs])
+        # (a restart is allowed besides, not instead: it once stood in for the ride-out)
+        assert ridden, (restarts, [log.read_text()[-4000:] for log in logs])
         _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client,
                      workers=2)
     finally:
@@ -131,7 +138,7 @@ def test_sigterm_ends_a_worker_within_the_bound_while_the_broker_is_down(tmp_pat
         stopping = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = _wait_or_dump(proc, log, 60)
-        assert time.monotonic() - stopping < 30, log.read_text()[-3000:]
+        assert time.monotonic() - stopping < STOP_WITHIN_S, log.read_text()[-3000:]
         assert code in (0, 1), log.read_text()[-3000:]
     finally:
         if proc is not None and proc.poll() is None:
