@@ -45,12 +45,12 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 # The quick loop of a contributor: lint, types and every test that needs no broker, browser,
-# Prometheus server or newer Python (the markers of tests/needs.py), on two workers.
+# Prometheus server or newer Python (the markers of tests/needs.py), on four processes.
 NO_PARTS := not kafka and not browser and not services and not newer_python
 check: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "$(NO_PARTS)" --durations=10
+	$(BIN)/python -m pytest -q -n 4 --dist worksteal -m "$(NO_PARTS)" --durations=10
 
 # One test (or file, folder, `-m kafka`) N times in a row beside two busy-loop CPU hogs:
 # passes and the slowest run per test; every run's log kept under .soak/.
