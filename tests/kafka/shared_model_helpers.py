@@ -100,6 +100,16 @@ def mixing_reference(data: list[tuple[dict, int]], workers: int, **params) -> tu
     return mistakes_of(data, **params), alone
 
 
+def measured(text: str) -> None:
+    """Print ``text``, and append it with the test's id to ``$STREAM_PERCEPTRON_TEST_MIXING_LOG``
+    when set: a soak gathers the figures of its runs there."""
+    print(text)
+    path = os.environ.get("STREAM_PERCEPTRON_TEST_MIXING_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}: {text}\n")
+
+
 def assert_mixed(mistakes: int, data: list[tuple[dict, int]], workers: int, **params) -> None:
     """The group's mistakes during the run (predicting each record before learning it, summed
     over the partitions) are those of workers that mix: under three quarters of the way from
@@ -112,11 +122,7 @@ def assert_mixed(mistakes: int, data: list[tuple[dict, int]], workers: int, **pa
     said = (f"group mistakes {mistakes}; one sequential model {sequential}, {workers} never "
             f"mixing {alone}: {(mistakes - sequential) / max(1, alone - sequential):.2f} of the "
             "way to never mixing")  # fmt: skip
-    print(said)
-    measures = os.environ.get("STREAM_PERCEPTRON_TEST_MIXING_LOG")  # soaks gather the figures
-    if measures:
-        with open(measures, "a") as f:
-            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}: {said}\n")
+    measured(said)
     assert mistakes < sequential + 0.75 * (alone - sequential), (
         f"the group made {mistakes} mistakes: not under three quarters of the way from one "
         f"sequential model's {sequential} to {workers} unmixed models' {alone} (is mixing off?)"

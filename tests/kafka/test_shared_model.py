@@ -19,6 +19,7 @@ from shared_model_helpers import (
     committed,
     examples,
     make_topics,
+    measured,
     name,
     partition_records,
     prediction_positions,
@@ -125,7 +126,7 @@ def test_mixing_holds_its_cadence_at_full_speed(kafka_bootstrap, tmp_path):
     said = re.search(rb"wrote mixture version (\d+) \((\d+) examples", proc.stderr)
     assert said is not None, proc.stderr
     version, examples_held = int(said[1]), int(said[2])
-    print(f"mixing cadence: {version} mixtures of {n // 2000} due")
+    measured(f"mixing cadence: {version} mixtures of {n // 2000} due")
     assert examples_held == n
     # --mix-every holds within a factor of 2 (the bar): 15 to 60 mixtures of 30 due
     assert n // 4000 <= version <= n // 1000, version

@@ -42,10 +42,11 @@ def make_topic(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
 
     def make(partitions: int = 1) -> str:
         name = f"test-{uuid.uuid4().hex[:12]}"
-        admin.create_topics(
-            {name: {"num_partitions": partitions, "replication_factor": 1}},
-            wait_for_metadata=True,
-        )
+        admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}})
+        # kafka-python's wait_for_metadata gives up after 10 s: a soak beside two CPU hogs saw
+        # a loaded broker (4 test processes, their workers, the outage tests' own brokers)
+        # take longer to show a new topic's leaders
+        admin.wait_for_topics([name], timeout_ms=60_000)
         created.append(name)
         return name
 
