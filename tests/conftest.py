@@ -19,6 +19,8 @@ from kafka_broker import BrokerError, broker_running, start_broker, stop_broker 
 
 #: fixtures that bring a need with them
 _NEED_OF_FIXTURE = {"kafka_bootstrap": "kafka", "secured": "kafka", "own_broker": "kafka"}
+#: whether a broker ran (or was given) before this session: then the session leaves it running
+_BROKER_BEFORE = pytest.StashKey[bool]()
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -36,9 +38,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_BROKER_BEFORE] = bool(
             os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
         ) or broker_running()
-
-
-_BROKER_BEFORE = pytest.StashKey[bool]()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
