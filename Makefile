@@ -31,8 +31,9 @@ run: $(BIN)/.installed
 	  "averaged + scaled (run $(RUN_BEST))=$$tmp/best.json"
 
 # Installs what is missing (venv, Python packages, Debian packages), then lints (ruff), type-checks
-# (mypy) and runs every test: those against a real Kafka broker (started on 127.0.0.1 by the
-# first test that needs it, stopped at the end), Prometheus, Pushgateway and Chromium, and the
+# (mypy), fetches the Kafka broker's jars (Maven Central, cached in ~/.m2) and runs every test:
+# those against a real Kafka broker (started on 127.0.0.1 by the first test that needs it,
+# stopped at the end), Prometheus, Pushgateway and Chromium, and the
 # learner and C-tier tests on a newer Python too (tests/test_newer_python.py: 3.13, else 3.12,
 # from pyenv). The tests run on TEST_WORKERS processes (pytest-xdist): most of a broker test's
 # time is waiting on the broker, so 4 share this 2-core machine's CPU well.
@@ -42,6 +43,7 @@ test: $(BIN)/.installed
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	KAFKA_FETCH_ONLY=1 kafka/kafka-up.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 # The quick loop of a contributor: lint, types and every test that needs no broker, browser,

@@ -23,6 +23,8 @@
 #   KAFKA_SCRAM_USERS      "name=password,..." SCRAM-SHA-512 users made when the storage is
 #                          formatted (first start of a state dir)  default: admin=admin-secret
 #   PYTHON                 python used for port picking/probing  default: python3
+#   KAFKA_FETCH_ONLY       1: only fetch the jars (make test does, before its test processes
+#                          start, so that none waits on the lock through a download)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -31,6 +33,7 @@ STATE_DIR="${KAFKA_STATE_DIR:-$REPO_DIR/.kafka}"
 LIBS_DIR="${KAFKA_LIBS_DIR:-$SCRIPT_DIR/libs}"
 TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 PYTHON="${PYTHON:-python3}"
+FETCH_ONLY="${KAFKA_FETCH_ONLY:-0}"
 if [[ -n "${JAVA_HOME:-}" && -x "${JAVA_HOME}/bin/java" ]]; then JAVA="$JAVA_HOME/bin/java"; else JAVA="java"; fi
 
 log() { printf '[kafka-up] %s\n' "$*" >&2; }
@@ -180,7 +183,7 @@ wait_ready() { # $1 = pid, $2 = port; bounded by TIMEOUT
 }
 
 # ---------------------------------------------------------------- already running?
-if [[ -f "$PID_FILE" ]]; then
+if [[ "$FETCH_ONLY" != 1 && -f "$PID_FILE" ]]; then
   old_pid="$(cat "$PID_FILE" 2>/dev/null || true)"
   if broker_pid_alive "$old_pid" && [[ -f "$PORTS_FILE" ]]; then
     PORT="$(sed -n 's/^PORT=//p' "$PORTS_FILE")"
@@ -210,6 +213,7 @@ if ! compgen -G "$LIBS_DIR/kafka_2.13-${KAFKA_VERSION}.jar" >/dev/null \
     log "mvn dependency:copy-dependencies failed"; exit 1; }
 fi
 CP="$LIBS_DIR/*"
+if [[ "$FETCH_ONLY" == 1 ]]; then log "Kafka ${KAFKA_VERSION} jars in $LIBS_DIR"; exit 0; fi
 
 # ---------------------------------------------------------------- ports
 PREV_PORT="" PREV_CPORT="" PREV_SPORT=""
