@@ -44,10 +44,13 @@ def _env(state_dir: Path | None, port: int | None) -> dict[str, str]:
     return env
 
 
-def _run(script: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    script: Path, env: dict[str, str], timeout: float, *args: str
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
-            [str(script)], env=env, capture_output=True, text=True, timeout=timeout, check=False
+            [str(script), *args], env=env, capture_output=True, text=True, timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         tail = (exc.stderr or b"")[-3000:]
@@ -124,9 +127,10 @@ def start_secured_broker(
         raise BrokerError(f"kafka-up.sh printed no {exc} line:\n{proc.stderr[-3000:]}") from exc
 
 
-def stop_broker(state_dir: Path | None = None, timeout: float = 120) -> None:
-    """Stop the broker of ``state_dir`` (``kafka-down.sh``); harmless if none runs."""
-    _run(KAFKA_DOWN, _env(state_dir, None), timeout)
+def stop_broker(state_dir: Path | None = None, timeout: float = 120, clean: bool = False) -> None:
+    """Stop the broker of ``state_dir`` (``kafka-down.sh``); harmless if none runs. ``clean``:
+    delete its state dir afterwards (its topics, logs and ports)."""
+    _run(KAFKA_DOWN, _env(state_dir, None), timeout, *(["--clean"] if clean else []))
 
 
 def broker_running(state_dir: Path | None = None) -> bool:
