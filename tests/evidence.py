@@ -10,6 +10,7 @@ there: pytest keeps the last runs' tmp dirs).
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -18,9 +19,11 @@ import pytest
 #: ``(bootstrap, topic)`` of the model topics the running test made
 topics: list[tuple[str, str]] = []
 
-LOG_LINES = 40  # lines of each log's tail in the report
+LOG_LINES = 60  # lines of each log's tail in the report
 MAX_LOGS = 8
 RECORD_LINES = 60  # lines of each topic's dump in the report
+#: an own broker's data segments (``00000000000000000000.log``) are not logs to read
+_KAFKA_SEGMENT = re.compile(r"^\d+\.log$")
 
 
 def keep_topic(bootstrap: str, topic: str) -> str:
@@ -82,7 +85,10 @@ def collect(item: pytest.Item) -> list[tuple[str, str]]:
     sections: list[tuple[str, str]] = []
     tmp = getattr(item, "funcargs", {}).get("tmp_path")
     if isinstance(tmp, Path) and tmp.is_dir():
-        logs = sorted(tmp.rglob("*.log"), key=lambda p: p.stat().st_mtime)[-MAX_LOGS:]
+        logs = sorted(
+            (p for p in tmp.rglob("*.log") if not _KAFKA_SEGMENT.match(p.name)),
+            key=lambda p: p.stat().st_mtime,
+        )[-MAX_LOGS:]
         for log in logs:
             sections.append((f"log tail {log}", _tail(log, LOG_LINES)))
     for bootstrap, topic in topics:
