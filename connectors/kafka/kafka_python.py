@@ -409,7 +409,16 @@ class KafkaModelLog(ModelLogBase):
         return int(self._latest.end_offsets([tp], timeout_ms=10_000)[tp])
 
     def _position(self) -> int:
-        return int(self._consumer.position(self._tp(), timeout_ms=10_000))
+        # kafka-python answers None when it could not learn the position in time (a broker
+        # just restarted, or starved: a soak beside two CPU hogs met it, and pull-model ended
+        # in a TypeError traceback): a ConnectorError, which a worker retries at its next
+        # read and pull-model reports in one line
+        position = self._consumer.position(self._tp(), timeout_ms=10_000)
+        if position is None:
+            raise ConnectorError(
+                f"the model topic {self.topic!r}: the broker gave no read position within 10 s"
+            )
+        return int(position)
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         polled = self._consumer.poll(timeout_ms=200, max_records=10_000).values()

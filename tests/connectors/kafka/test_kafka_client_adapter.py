@@ -297,3 +297,18 @@ def test_wait_transactional_times_out_and_keeps_the_request() -> None:
         producer_client.wait_transactional(Producer(), pending, 0.01, "committing")
     pending.done()
     producer_client.wait_transactional(Producer(), pending, 0.01, "committing")
+
+
+def test_a_model_log_read_position_the_client_could_not_learn_is_a_connector_error() -> None:
+    """kafka-python's position() answers None when it could not learn the position within its
+    timeout (a broker just restarted, or starved): one ConnectorError, not a TypeError (a
+    soak met it as a pull-model traceback)."""
+
+    class NoPosition:
+        def position(self, tp: Any, timeout_ms: int) -> None:
+            return None
+
+    log = kafka_client.KafkaModelLog("127.0.0.1:9", "a-model-topic")
+    log._consumer = NoPosition()
+    with pytest.raises(ConnectorError, match="no read position within 10 s"):
+        log._position()
