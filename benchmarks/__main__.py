@@ -83,7 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="stream-perceptron benchmarks: each figure with its anchor measured in the"
         " same run. Rows: " + "; ".join(f"{n} {name}" for n, (name, _) in ROWS.items()) + ".",
     )
-    parser.add_argument("--quick", action="store_true", help="10x smaller sizes (smoke run)")
+    parser.add_argument(
+        "--quick",
+        type=_repeats,
+        nargs="?",
+        const=10,
+        metavar="FACTOR",
+        help="every size FACTOR times smaller (default 10): a smoke run; the test suite uses 100",
+    )
     parser.add_argument("--only", type=_rows, metavar="N[,N]", help="run only these rows")
     parser.add_argument(
         "--repeats", type=_repeats, default=3, metavar="K", help="repeats per figure (median)"
@@ -108,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    sizes = Sizes().scaled_down(10) if args.quick else Sizes()
+    sizes = Sizes().scaled_down(args.quick) if args.quick else Sizes()
     if args.kafka_records:
         sizes = dataclasses.replace(sizes, kafka=args.kafka_records)
     if args.seeds:

@@ -186,7 +186,7 @@ def _false_alarms(ctx: Context) -> Result:
     """Row 13e: drifts raised in 100k examples of one concept, per stream and detector."""
     from river.datasets import synth
 
-    n = 100_000
+    n = min(100_000, 20 * ctx.sizes.quality)  # 10k at `--quick 100`
     streams = {
         "SEA concept 0": _take(synth.SEA(variant=0, seed=7, noise=0.1), n),
         "Hyperplane": _take(synth.Hyperplane(seed=7, n_features=10, noise_percentage=0.05), n),
