@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check soak lint clean kafka-up kafka-down bench
+.PHONY: run test check soak fuzz lint clean kafka-up kafka-down bench
 
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
   stream_perceptron/_features.c stream_perceptron/_drift.c
@@ -61,6 +61,15 @@ N ?= 10
 soak: $(BIN)/.installed
 	@[ -n "$(TEST)" ] || { echo 'usage: make soak TEST=path::name [N=10] [PYTEST_ARGS=...]' >&2; exit 2; }
 	$(BIN)/python scripts/soak.py --runs $(N) --pytest-args="$(PYTEST_ARGS)" "$(TEST)"
+
+# The block path against the record path, byte for byte, on CONFIGS random configurations
+# (seeds from START); make test runs 2,000 of them.  make fuzz CONFIGS=10000 [START=0]
+CONFIGS ?= 10000
+START ?= 0
+fuzz: $(BIN)/.installed
+	STREAM_PERCEPTRON_FUZZ_CONFIGS=$(CONFIGS) STREAM_PERCEPTRON_FUZZ_START=$(START) \
+	$(BIN)/python -m pytest -q -s -p no:cacheprovider \
+	tests/engine/test_differential_fuzz.py::test_block_path_equals_record_path_long_run
 
 # A real single-node Kafka broker on 127.0.0.1 (jars from Maven Central, no Docker).
 kafka-up:

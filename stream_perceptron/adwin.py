@@ -157,19 +157,38 @@ class Window:
 def window_fields(
     state: Any,
 ) -> tuple[float, float, float, list[list[list[float]]], int, bool]:
-    """A window's state, checked: :class:`StateError` when it is not one."""
+    """A window's state, checked: :class:`StateError` when it is not one (a field of the wrong
+    type, a sum outside what values in [0, 1] give, buckets that do not add up)."""
     try:
-        total, variance, width = (float(state[k]) for k in ("total", "variance", "width"))
-        levels = [[[float(t), float(v)] for t, v in level] for level in state["levels"]]
-        tick, detected = int(state["tick"]), state["detected"]
-    except (KeyError, TypeError, ValueError) as e:
-        raise StateError(f"corrupt drift window: {e!r}") from e
+        total, variance, width = (_real(state[k], k) for k in ("total", "variance", "width"))
+        levels = [[[_real(t, "levels"), _real(v, "levels")] for t, v in level]
+                  for level in state["levels"]]  # fmt: skip
+        tick, detected = state["tick"], state["detected"]
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise StateError(f"corrupt drift window: {e}") from None
     held = sum(len(level) * (1 << i) for i, level in enumerate(levels))
     if (not levels or len(levels) > 62 or any(len(lv) > MAX_BUCKETS for lv in levels)
-            or held != width or not all(map(math.isfinite, (total, variance)))
-            or not 0 <= tick < 2**62 or not isinstance(detected, bool)):  # fmt: skip
+            or held != width or type(tick) is not int or not 0 <= tick < 2**62
+            or not isinstance(detected, bool)):  # fmt: skip
         raise StateError("corrupt drift window: its buckets do not add up")
+    # each value is a mistake rate in [0, 1]: a sum of n of them is in [0, n], and so is their
+    # squared deviation (n / 4 at most); a little slack for the rounding of long runs. A sum far
+    # outside (-1e308) overflows the window's statistics later, at the run's final save.
+    slack = 1e-6 * (1.0 + width)
+    for name, value in (("total", total), ("variance", variance)):
+        if not -slack <= value <= width + slack:
+            raise StateError(f"corrupt drift window: {name} is {value!r}, outside 0 to {width:g}")
+    if not all(-slack <= t <= (1 << i) + slack and -slack <= v <= (1 << i) + slack
+               for i, level in enumerate(levels) for t, v in level):  # fmt: skip
+        raise StateError("corrupt drift window: levels hold a sum outside what rates give")
     return total, variance, width, levels, tick, detected
+
+
+def _real(value: Any, name: str) -> float:
+    # a JSON number (not a bool, not a string float() would take), finite
+    if type(value) not in (float, int) or not -math.inf < value < math.inf:
+        raise ValueError(f"{name} holds {value!r}, not a finite number")
+    return float(value)
 
 
 class ChunkedAdwin:

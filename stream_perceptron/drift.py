@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from stream_perceptron import native
 from stream_perceptron.adwin import EMPTY_WINDOW, ChunkedAdwin, window_fields
 from stream_perceptron.errors import StateError
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.state import MAX_COUNT, count, number, short
 
-__all__ = ["CHUNK", "CLOCK", "DETECTORS", "DriftMonitor", "MARKS", "REFERENCE_AFTER"]
+__all__ = ["CHUNK", "CLOCK", "DETECTORS", "DriftMonitor", "MARKS", "REFERENCE_AFTER",
+           "SavedMonitor", "checked_state", "learner_kind", "reference_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,8 @@ MARKS = 100
 RECENT = 16
 #: the version of :meth:`DriftMonitor.get_state` (1: River's serialised window, base64)
 STATE_VERSION = 2
+#: the version of ``ReferenceWatch.get_state`` (:func:`reference_state`)
+REFERENCE_STATE_VERSION = 1
 
 
 def _core(delta: float, chunk: int, recent: int, clock: int) -> Any:
@@ -194,39 +199,32 @@ class DriftMonitor:
             **core,
         }
 
-    def load_state(self, state: Any) -> None:
-        """Continue from :meth:`get_state`. A state of an earlier release (River's serialised
-        window) or of other settings keeps its counts and drifts; its window starts afresh, with
-        a warning."""
-        try:
-            if float(state["delta"]) != self.delta:
-                raise StateError("the drift detector's delta differs from this run's")
-            seen, open_sum = int(state["seen"]), int(state["open_sum"])
-            recent = [int(r) for r in state.get("recent", [])][-self.recent :]
-            drifts = int(state["drifts"])
-            first, last = state["first_drift"], state["last_drift"]
-            positions = [int(p) for p in state.get("positions", [])][-MARKS:]
-            same = (state.get("version") == STATE_VERSION and state.get("clock") == self.clock
-                    and state.get("chunk") == self.chunk
-                    and state.get("detector", "adwin") == self.name)  # fmt: skip
-            window = window_fields(state["window"]) if same else None
-        except (KeyError, TypeError, ValueError) as e:
-            raise StateError(f"corrupt drift detector state: {e!r}") from e
-        chunk = int(state["chunk"]) if isinstance(state.get("chunk"), int) else 0
-        if not (0 <= seen and chunk > 0 and 0 <= open_sum <= seen % chunk and 0 <= drifts
-                and all(0 <= r <= chunk for r in recent)):  # fmt: skip
-            raise StateError("corrupt drift detector state: counts out of range")
-        if window is None:
-            logger.warning("the drift detector's window was saved by an earlier release or "
-                           "by another detector or chunking: it starts afresh (the counts and "
-                           "drifts are kept)")  # fmt: skip
-        if chunk != self.chunk:  # the open chunk and the recent rates are another chunking's
+    def load_state(self, state: Any, learned: int | None = None) -> None:
+        """Continue from :meth:`get_state` (``learned``: the run's learned examples, which the
+        counts cannot pass). A state of an earlier release (River's serialised window) or of
+        other settings (another detector, delta or chunking: a changed flag, not corruption)
+        keeps its counts and drifts; its window starts afresh, with a one-line warning.
+        :class:`StateError` naming the field for a state no monitor writes."""
+        saved = checked_state(state, learned)
+        settings = (saved.detector, saved.delta, saved.chunk, saved.clock)
+        window = saved.window
+        if settings != (self.name, self.delta, self.chunk, self.clock) and window is not None:
+            logger.warning(
+                "the checkpoint's drift detector (%s, delta %g, chunk %d, clock %s) is not this "
+                "run's (%s, delta %g, chunk %d, clock %d): its window starts afresh (the counts "
+                "and drifts are kept)", *settings, self.name, self.delta, self.chunk, self.clock,
+            )  # fmt: skip
+            window = None
+        elif window is None:
+            logger.warning("the drift detector's window was saved by an earlier release: it "
+                           "starts afresh (the counts and drifts are kept)")  # fmt: skip
+        open_sum, recent = saved.open_sum, saved.recent[-self.recent :]
+        if saved.chunk != self.chunk:  # the open chunk and the recent rates are another chunking's
             open_sum, recent = 0, []
-        self._set(seen, open_sum, recent, window)
-        self.drifts = drifts
-        self.first_drift = None if first is None else int(first)
-        self.last_drift = None if last is None else int(last)
-        self.positions = positions
+        self._set(saved.seen, open_sum, recent, window)
+        self.drifts = saved.drifts
+        self.first_drift, self.last_drift = saved.first_drift, saved.last_drift
+        self.positions = saved.positions[-MARKS:]
 
     def _set(self, seen: int, open_sum: int, recent: list[int], window: Any) -> None:
         """A new core at these counts, with ``window`` (:func:`window_fields`; None: empty)."""
@@ -234,3 +232,123 @@ class DriftMonitor:
         self._core._set(seen, open_sum, recent, *(window or EMPTY_WINDOW))
         self._pending = []
         self._left = self.chunk - seen % self.chunk
+
+
+class SavedMonitor(NamedTuple):
+    """A drift monitor's state as :func:`checked_state` read it."""
+
+    detector: str
+    delta: float
+    chunk: int
+    clock: int | None
+    seen: int
+    open_sum: int
+    recent: list[int]
+    drifts: int
+    first_drift: int | None
+    last_drift: int | None
+    positions: list[int]
+    window: Any  # window_fields' tuple, or None: an earlier release's (not read)
+
+
+def checked_state(state: Any, learned: int | None = None) -> SavedMonitor:
+    """:meth:`DriftMonitor.get_state` read back and checked without a monitor (``inspect`` checks
+    a checkpoint's this way): every field of its type and in its range, the counts within the
+    run's ``learned`` examples, drifts within the examples seen. :class:`StateError` naming the
+    field otherwise."""
+    if not isinstance(state, dict):
+        raise StateError(f"corrupt drift detector state: {short(state)}")
+    try:
+        return _checked(state, learned)
+    except KeyError as e:
+        raise StateError(f"corrupt drift detector state: the field {e} is missing") from None
+    except StateError as e:
+        raise StateError(f"corrupt drift detector state: {e}") from None
+
+
+def _checked(state: dict[str, Any], learned: int | None) -> SavedMonitor:
+    detector = state.get("detector", "adwin")  # absent from the first release's
+    if detector not in DETECTORS[:2]:
+        raise StateError(f"detector is {short(detector)}, not one of {DETECTORS[:2]}")
+    version = state.get("version")  # absent from the first release's
+    if version is not None:
+        count(version, "version")
+    delta = number(state["delta"], "delta", 0.0, 1.0)
+    chunk = count(state["chunk"], "chunk", low=1)
+    clock = None if state.get("clock") is None else count(state["clock"], "clock", low=1)
+    seen = count(state["seen"], "seen", MAX_COUNT if learned is None else learned,
+                 "" if learned is None else "the examples learned")  # fmt: skip
+    open_sum = count(state["open_sum"], "open_sum", seen % chunk, "the open chunk's length")
+    recent = state.get("recent", [])
+    if not isinstance(recent, list):
+        raise StateError(f"recent is {short(recent)}, not a list of counts")
+    recent = [count(r, "recent", chunk, "chunk") for r in recent]
+    drifts = count(state["drifts"], "drifts", seen, "seen")
+    first, last = (None if state[k] is None else count(state[k], k, seen, "seen")
+                   for k in ("first_drift", "last_drift"))  # fmt: skip
+    if drifts:
+        wrong = first is None or last is None or first > last
+    else:
+        wrong = first is not None or last is not None
+    if wrong:
+        raise StateError(f"first_drift {first} and last_drift {last} for {drifts} drifts")
+    positions = state.get("positions", [])
+    if not isinstance(positions, list) or len(positions) > drifts:
+        raise StateError(f"positions is {short(positions)}, not up to {drifts} positions")
+    positions = [count(p, "positions", seen, "seen") for p in positions]
+    window = None
+    if version == STATE_VERSION:
+        window = window_fields(state["window"])
+        if window[2] * chunk > seen:  # the window holds a value per chunk seen, at most
+            raise StateError(f"the window holds {window[2]:g} chunks of {seen} examples")
+    return SavedMonitor(detector, delta, chunk, clock, seen, open_sum, recent, drifts, first,
+                        last, positions, window)  # fmt: skip
+
+
+def reference_state(
+    state: Any, learner: StreamClassifier, learned: int | None = None
+) -> tuple[StreamClassifier | None, int | None, int | None, int]:
+    """``--drift-detector reference``'s state (``ReferenceWatch.get_state``) read back and
+    checked against ``learner``, the model it watches: ``(copy, due, taken_at, after)``. The copy
+    must be a model of the learner's kind (its class, binary or multi-class, hyperparameters and
+    preprocessing: a copy of another kind makes false drifts, and ``--on-drift reset`` acts on
+    them), taken within the ``learned`` examples; the next copy due at most ``after`` examples
+    after them. :class:`StateError` naming the field otherwise."""
+    if not isinstance(state, dict):
+        raise StateError(f"corrupt drift reference state: {short(state)}")
+    try:
+        if state["version"] != REFERENCE_STATE_VERSION or type(state["version"]) is not int:
+            raise StateError(f"version is {short(state['version'])}, not "
+                             f"{REFERENCE_STATE_VERSION}")  # fmt: skip
+        after = count(state["after"], "after", low=1)
+        taken_at, due = state["taken_at"], state["due"]
+        if learned is None:
+            taken_at = None if taken_at is None else count(taken_at, "taken_at")
+            due = None if due is None else count(due, "due")
+        else:  # a copy is taken at an example learned; the next is due within after of them
+            if taken_at is not None:
+                taken_at = count(taken_at, "taken_at", learned, "the examples learned")
+            if due is not None:
+                due = count(due, "due", learned + after, f"{learned} learned + after {after}")
+        model = state["model"]
+        copy = None if model is None else StreamClassifier.from_state(model)
+    except KeyError as e:
+        raise StateError(f"corrupt drift reference state: the field {e} is missing") from None
+    except StateError as e:
+        raise StateError(f"corrupt drift reference state: {e}") from None
+    if (copy is None) == (due is None) or (copy is None) != (taken_at is None):
+        held = "a copy" if copy is not None else "no copy"
+        raise StateError(f"corrupt drift reference state: {held} with due {due} and taken_at "
+                         f"{taken_at} (a copy and when it was taken, or when one is due)")
+    if copy is not None and learner_kind(copy) != learner_kind(learner):
+        raise StateError(f"corrupt drift reference state: model is a copy of {copy!r}, not of "
+                         f"the model {learner!r}")  # fmt: skip
+    return copy, due, taken_at, after
+
+
+def learner_kind(learner: StreamClassifier) -> tuple[Any, ...]:
+    """What a copy of ``learner`` has the same of: its class and hyperparameters, and those of
+    the learner a :class:`~stream_perceptron.learners.Preprocessed` wraps."""
+    params = learner._get_params()
+    inner = params.pop("model", None)
+    return (type(learner), params, None if inner is None else learner_kind(inner))

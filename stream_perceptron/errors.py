@@ -10,6 +10,7 @@ __all__ = [
     "StateError",
     "RecordError",
     "ValueTooLargeError",
+    "UsageError",
 ]
 
 
@@ -50,6 +51,13 @@ class ValueTooLargeError(RecordError):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__("value_too_large", detail)
+
+
+class UsageError(StreamPerceptronError):
+    """Command-line flags that cannot work with what a file holds, found once it is read (a
+    resumed checkpoint's model): exit 2, as argparse's usage errors."""
+
+    exit_code = 2
 
 
 class EngineError(StreamPerceptronError):

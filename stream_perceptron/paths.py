@@ -14,10 +14,16 @@ import stat
 from dataclasses import dataclass
 
 __all__ = [
+    "READ",
+    "REPLACE",
+    "STREAM",
+    "WRITE",
     "FileRole",
     "conflicts",
+    "file_flag_problem",
     "file_identity",
     "is_regular_or_absent",
+    "path_problem",
     "same_file",
     "state_file_problem",
 ]
@@ -94,6 +100,81 @@ def is_regular_or_absent(path: str) -> bool:
         return True
 
 
+# How a command uses a file it is given, for :func:`path_problem`.
+READ = "read"  # read whole at the start: a regular file (a FIFO would block, /dev/zero not end)
+STREAM = "stream"  # read as a stream (--input): a file, a FIFO or a device
+WRITE = "write"  # written or appended to: a new file, or an existing file, FIFO or device
+REPLACE = "replace"  # replaced by a rename (a state file): a new file or a regular one
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def path_problem(path: str, use: str) -> str | None:
+    """Why ``path`` cannot be used as ``use`` (:data:`READ`, :data:`STREAM`, :data:`WRITE`,
+    :data:`REPLACE`) says, or None; checked before anything is read, so that a run never learns
+    its whole input to fail at the end. A dangling symlink is written through (its target
+    created), never read.
+
+    Examples
+    --------
+    >>> path_problem("", WRITE)
+    'is an empty path, which names no file'
+    >>> path_problem("/no/such/dir/model.json", REPLACE)
+    'the directory /no/such/dir does not exist'
+    >>> path_problem(os.devnull, READ)
+    'is a character device, not a regular file'
+
+    """
+    if not path:
+        return "is an empty path, which names no file"
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as e:
+        return f"cannot be checked: {e.strerror}"
+    if st is None:
+        real = os.path.realpath(path)  # a dangling symlink: where it points
+        link = os.path.islink(path)
+        if use in (READ, STREAM):
+            if link:
+                return f"is a symbolic link to {real}, which does not exist"
+            return "does not exist"
+        parent = os.path.dirname(real)
+        if os.path.isdir(parent):
+            return None  # a new file (through a dangling symlink: its target)
+        what = "is not a directory" if os.path.exists(parent) else "does not exist"
+        if link:
+            return f"is a symbolic link into {parent}, which {what}"
+        return f"{parent} is not a directory" if os.path.exists(parent) else (
+            f"the directory {parent} does not exist"
+        )
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if use in (READ, REPLACE) and not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "a special file")
+        return f"is {kind}, not a regular file"
+    return None
+
+
+def file_flag_problem(files: list[tuple[str, str | None, str]]) -> str | None:
+    """The first of ``files``, ``(flag, path or None when not given, use)``, that cannot be
+    used, as ``"--flag PATH: reason"``: the one check of every command's file flags.
+
+    Examples
+    --------
+    >>> file_flag_problem([("--input", None, STREAM), ("--predictions", "", WRITE)])
+    "--predictions '': is an empty path, which names no file"
+
+    """
+    for flag, path, use in files:
+        problem = None if path is None else path_problem(path, use)
+        if problem is not None:
+            return f"{flag} {path or repr(path)}: {problem}"
+    return None
+
+
 def state_file_problem(path: str, *, replace: bool) -> str | None:
     """Why a state file (``run --checkpoint``, ``pull-model --output``) cannot be written at
     ``path``, or None: the one check every command that writes one makes before it starts.
@@ -104,17 +185,10 @@ def state_file_problem(path: str, *, replace: bool) -> str | None:
     Examples
     --------
     >>> state_file_problem(os.devnull, replace=True)
-    'is not a regular file'
+    'is a character device, not a regular file'
 
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "exists" if os.path.islink(path) and not replace else None  # a dangling link
-    except OSError as e:
-        return f"cannot be checked: {e.strerror}"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if not replace:
+    problem = path_problem(path, REPLACE)
+    if problem is None and not replace and os.path.exists(path):  # a dangling link is new
         return "exists"
-    return None
+    return problem

@@ -8,17 +8,20 @@ import time
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
+from stream_perceptron.drift import checked_state, reference_state
 from stream_perceptron.errors import StateError
+from stream_perceptron.state import MAX_COUNT
 
 if TYPE_CHECKING:
     from stream_perceptron.drift import DriftMonitor
     from stream_perceptron.engine.drift_reference import ReferenceWatch
+    from stream_perceptron.learners import StreamClassifier
 
 __all__ = ["RunStats"]
 
 
 def _count(value: Any, what: str) -> int:
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
         raise StateError(f"corrupt counters: {what} is {value!r}, not a count")
     return value
 
@@ -145,9 +148,11 @@ class RunStats:
                else {"drift_reference": self.drift_reference.get_state()}),
         }
 
-    def load_state(self, state: Any) -> None:
+    def load_state(self, state: Any, model: StreamClassifier | None = None) -> None:
         """Continue from :meth:`get_state`'s counters; :class:`StateError` when ``state`` is not
-        such counters (a wrong type, a negative count, more mistakes than examples)."""
+        such counters (a wrong type, a negative count, more mistakes than examples) or its
+        drift states do not load (checked even without a detector to take them: the reference
+        copy against ``model``, the checkpoint's model, when given)."""
         if not isinstance(state, dict):
             raise StateError(f"corrupt counters: {state!r}")
         learned, unlabelled, mistakes = (
@@ -165,15 +170,20 @@ class RunStats:
         self.learned, self.unlabelled, self.mistakes = learned, unlabelled, mistakes
         self.invalid = reasons
         self.recent_mistakes.extend(bool(m) for m in recent)
-        if self.drift is not None and state.get("drift") is not None:
-            self.drift.load_state(state["drift"])
+        drift, saved_reference = state.get("drift"), state.get("drift_reference")
+        if self.drift is not None and drift is not None:
+            self.drift.load_state(drift, learned)
         elif self.drift is not None:  # saved without a detector: count on from here
             self.drift.start_at(learned)
+        elif drift is not None:  # no detector here (inspect): the state is checked all the same
+            checked_state(drift, learned)
         reference = self.drift_reference
-        if reference is not None and state.get("drift_reference") is not None:
-            reference.load_state(state["drift_reference"])
+        if reference is not None and saved_reference is not None:
+            reference.load_state(saved_reference, learned)
         elif reference is not None:  # saved without the reference detector
             reference.start_at(learned)
+        elif saved_reference is not None and model is not None:
+            reference_state(saved_reference, model, learned)
 
     def format_human(self) -> str:
         """A short multi-line summary for people."""

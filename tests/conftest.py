@@ -15,7 +15,13 @@ from collections.abc import Iterator  # noqa: E402
 import evidence  # noqa: E402
 import needs  # noqa: E402
 import pytest  # noqa: E402
-from kafka_broker import BrokerError, broker_running, start_broker, stop_broker  # noqa: E402
+from kafka_broker import (  # noqa: E402
+    DEFAULT_STATE_DIR,
+    BrokerError,
+    broker_running,
+    start_broker,
+    stop_broker,
+)
 
 #: fixtures that bring a need with them
 _NEED_OF_FIXTURE = {"kafka_bootstrap": "kafka", "secured": "kafka", "own_broker": "kafka"}
@@ -38,14 +44,52 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_BROKER_BEFORE] = bool(
             os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
         ) or broker_running()
+        os.environ[_SESSION_ENV] = str(os.getpid())  # the xdist workers inherit it
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _controller(config) and not config.stash.get(_BROKER_BEFORE, True) and broker_running():
-        # and its state goes too, so the next session starts from an empty broker as CI's
-        # fresh clone does: a soak's broker restarted over the 2,500 partitions its earlier
-        # runs left took 17 s to show a new topic (a test's 15 s wait failed on it)
-        stop_broker(clean=True)
+    if not _controller(config):
+        return
+    lease = _LEASES / str(os.getpid())
+    used = lease.exists()
+    lease.unlink(missing_ok=True)
+    if not config.stash.get(_BROKER_BEFORE, True) and used and not _other_leases():
+        if broker_running():
+            # and its state goes too, so the next session starts from an empty broker as
+            # CI's fresh clone does: a soak's broker restarted over the 2,500 partitions its
+            # earlier runs left took 17 s to show a new topic (a test's 15 s wait failed)
+            stop_broker(clean=True)
+
+
+# Sessions that use the broker hold a lease on it (a file named by the controller's pid): a
+# session stops the broker only when it used it and no other live session holds one. Before,
+# a session that never touched the broker but started before it stopped it at its end, under
+# another session's running tests (two pytest runs in one work tree: "all brokers down").
+_SESSION_ENV = "STREAM_PERCEPTRON_TEST_SESSION"
+_LEASES = Path(os.environ.get("KAFKA_STATE_DIR") or DEFAULT_STATE_DIR) / "leases"
+
+
+def _take_lease() -> None:
+    session = os.environ.get(_SESSION_ENV)
+    if session:
+        _LEASES.mkdir(parents=True, exist_ok=True)
+        (_LEASES / session).touch()
+
+
+def _other_leases() -> bool:
+    """Whether another live session holds a lease (a dead one's is removed)."""
+    alive = False
+    for lease in _LEASES.glob("*") if _LEASES.is_dir() else ():
+        try:
+            pid = int(lease.name)
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            lease.unlink(missing_ok=True)
+            continue
+        except (ValueError, PermissionError):
+            pass
+        alive = True
+    return alive
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -86,9 +130,11 @@ def kafka_bootstrap() -> str:
     if given:
         return given
     try:
-        return start_broker()
+        bootstrap = start_broker()
     except BrokerError as exc:
         pytest.fail(f"cannot start the test broker: {exc}")
+    _take_lease()
+    return bootstrap
 
 
 @pytest.fixture(params=("kafka-python", "confluent-kafka"))

@@ -12,7 +12,7 @@ from connectors import PositionKey
 from stream_perceptron.checkpoint.inputs import valid
 from stream_perceptron.errors import StateError
 from stream_perceptron.learners import StreamClassifier
-from stream_perceptron.state import read_json, write_json_atomic
+from stream_perceptron.state import MAX_COUNT, read_json, write_json_atomic
 from stream_perceptron.stats import RunStats
 
 __all__ = ["Checkpoint", "PositionKey", "file_size", "load_checkpoint", "save_checkpoint"]
@@ -61,6 +61,8 @@ class Checkpoint:
             )
         try:
             model = StreamClassifier.from_state(data["model"])
+        except StateError as e:  # it names the field
+            raise StateError(f"corrupt checkpoint: model: {e}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             raise StateError(f"corrupt checkpoint: its model does not load: {e!r}") from e
         positions = _field(data, "positions", list)
@@ -73,10 +75,16 @@ class Checkpoint:
                 partition is None or _is_count(partition)
             ):
                 raise StateError(f"corrupt checkpoint: a position is {p!r}")
+            if (source, partition) in next_offsets:  # which one would the run start from?
+                raise StateError(f"corrupt checkpoint: the position of {source!r} partition "
+                                 f"{partition} is there twice")  # fmt: skip
             next_offsets[(source, partition)] = _count(p.get("next_offset"), "next_offset")
         stats = data.get("stats")
         if stats is not None:
-            RunStats().load_state(stats)  # raises StateError for anything it cannot hold
+            try:  # StateError for anything it cannot hold (its drift states too)
+                RunStats().load_state(stats, model)
+            except StateError as e:
+                raise StateError(f"corrupt checkpoint: stats: {e}") from None
         outputs = _field(data, "outputs", dict, default={})
         inputs = _field(data, "inputs", dict, default={})  # version 1: none
         for name, entry in inputs.items():
@@ -92,7 +100,7 @@ class Checkpoint:
 
 
 def _is_count(value: Any) -> bool:
-    return type(value) is int and value >= 0
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def _count(value: Any, what: str) -> int:

@@ -8,11 +8,17 @@ import sys
 from stream_perceptron.checkpoint import load_checkpoint
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.learners import Preprocessed
+from stream_perceptron.paths import READ, file_flag_problem
 
 __all__ = ["inspect_command"]
 
 
 def inspect_command(args: argparse.Namespace) -> int:
+    # before opening it: opening a FIFO for reading waits for a writer, forever
+    problem = file_flag_problem([("CHECKPOINT", args.checkpoint, READ)])
+    if problem is not None:
+        print(f"stream-perceptron: error: {problem}", file=sys.stderr)
+        return 1
     try:
         checkpoint = load_checkpoint(args.checkpoint)
     except StreamPerceptronError as e:

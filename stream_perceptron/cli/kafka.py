@@ -308,13 +308,21 @@ def pull_model_command(args: argparse.Namespace) -> int:
     """``pull-model``, its ``--output`` checked as ``run --checkpoint`` is (a regular file, an
     existing one only with ``--force``) and locked while it is written."""
     from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
-    from stream_perceptron.paths import state_file_problem
+    from stream_perceptron.paths import READ, file_flag_problem, state_file_problem
 
-    problem = state_file_problem(args.output, replace=args.force)
+    problem = file_flag_problem([
+        ("--model-topic-key-file", args.model_topic_key_file, READ),
+        ("--ssl-cafile", args.ssl_cafile, READ),
+        ("--ssl-certfile", args.ssl_certfile, READ),
+        ("--ssl-keyfile", args.ssl_keyfile, READ),
+    ])  # fmt: skip
+    if problem is None:
+        why = state_file_problem(args.output, replace=args.force)
+        if why is not None:
+            advice = ": give --force to replace it" if why == "exists" else ""
+            problem = f"--output {args.output or repr(args.output)}: {why}{advice}"
     if problem is not None:
-        advice = ": give --force to replace it" if problem == "exists" else ""
-        print(f"stream-perceptron: error: --output {args.output} {problem}{advice}",
-              file=sys.stderr)  # fmt: skip
+        print(f"stream-perceptron: error: {problem}", file=sys.stderr)
         return 2
     try:
         lock = CheckpointLock(args.output).acquire()  # not while a run writes it
@@ -335,7 +343,7 @@ def _pull_model(args: argparse.Namespace) -> int:
     from connectors import ConnectorError
     from connectors.kafka.model_log import ModelTopicError
     from stream_perceptron.checkpoint import Checkpoint, save_checkpoint
-    from stream_perceptron.sharing.pull import pull_model
+    from stream_perceptron.sharing.pull import incomplete, pull_model
 
     client = resolve_client(args.kafka_client)
     unusable = missing_client(client)
@@ -354,6 +362,13 @@ def _pull_model(args: argparse.Namespace) -> int:
     try:
         log.ensure(create=False)  # never creates it (a mistyped name is an error)
         model, version, offsets, view = pull_model(log, signer)
+        gap = incomplete(model, view)
+        if gap is not None and not args.allow_incomplete:  # a model that looks like the whole
+            print(f"stream-perceptron: error: {gap}: not writing {args.output} (give "
+                  "--allow-incomplete to write it anyway)", file=sys.stderr)  # fmt: skip
+            return 1
+        if gap is not None:
+            logger.warning("%s: written anyway (--allow-incomplete)", gap)
         save_checkpoint(args.output, Checkpoint(model=model, next_offsets=dict(offsets)))
     except ModelTopicError as e:
         print(f"stream-perceptron: error: {e}", file=sys.stderr)

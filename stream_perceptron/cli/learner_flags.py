@@ -45,7 +45,12 @@ class LearnerFlags:
     def from_args(cls, args: argparse.Namespace) -> LearnerFlags:
         """The flags of a parsed ``run`` command line."""
         given = vars(args)
-        return cls(**{f.name: given[f.name] for f in dataclasses.fields(cls)})
+        # None for a field whose default is not None: a flag not given (--rff-gamma is None
+        # until checked, since given without --rff-components it is an error)
+        return cls(**{
+            f.name: given[f.name] for f in dataclasses.fields(cls)
+            if given[f.name] is not None or f.default is None
+        })  # fmt: skip
 
 
 def make_learner(flags: LearnerFlags) -> StreamClassifier:

@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 import threading
+from typing import Any
 
 from stream_perceptron import __version__
 from stream_perceptron.cli.flags import (
@@ -30,12 +31,26 @@ __all__ = ["main", "build_parser"]
 logger = logging.getLogger(__name__)
 
 
+class _Version(argparse.Action):
+    """``--version``: the version and the tiers in use (a missing C extension makes every run
+    20-60x slower), found only when asked: the parser is built for every command."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        from stream_perceptron.native import describe_tiers
+
+        print(f"{parser.prog} {__version__} ({describe_tiers()})")  # stdout, as argparse's
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-perceptron",
         description="A streaming perceptron: learns from records on stdin or Kafka.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version and the tiers in use")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     parser.add_argument("-q", "--quiet", action="store_true", help="errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -63,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint file to write (a regular file; an existing one only with --force)",
     )
     pull.add_argument("--force", action="store_true", help="replace an existing --output file")
+    pull.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="write --output even when its model holds another number of examples than the "
+        "partition records count (learned examples missing from it); without it, exit 1 "
+        "and write nothing",
+    )
     pull.add_argument(
         "--model-topic-key-file",
         metavar="PATH",

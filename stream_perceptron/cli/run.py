@@ -24,8 +24,10 @@ from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, EngineError, Outputs
 from stream_perceptron.engine.drift_actions import forget_average, reset_learner
 from stream_perceptron.engine.drift_reference import ReferenceWatch, reference_monitor
-from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.errors import StreamPerceptronError, UsageError
 from stream_perceptron.formats import make_parser
+from stream_perceptron.learners import StreamClassifier
+from stream_perceptron.learners.preprocessed import base_learner
 from stream_perceptron.paths import is_regular_or_absent
 from stream_perceptron.progress import Progress
 from stream_perceptron.state import write_json
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     fmt = checked_run_args(args, parser)
+    _warn_without_c()
     try:
         return _run(args, fmt)
     except (StreamPerceptronError, ConnectorError, OSError) as e:
@@ -48,6 +51,22 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     finally:
         while _stopping:  # stopped in time
             _stopping.pop().cancel()
+
+
+def _warn_without_c() -> None:
+    """One line when a C extension is not in use: a run 20-60x slower looks like a working one."""
+    from stream_perceptron.native import missing
+
+    off = missing()
+    if not off:
+        return
+    reasons = sorted(set(off.values()))
+    built = all(reason.startswith("turned off") for reason in reasons)
+    logger.warning(
+        "no C tier for %s (%s): their work runs in pure Python, 20-60x slower%s",
+        ", ".join(off), "; ".join(reasons),
+        "" if built else "; reinstall stream-perceptron where a C compiler is found",
+    )  # fmt: skip
 
 
 def _run(args: argparse.Namespace, fmt: str) -> int:
@@ -93,6 +112,12 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     if checkpoint is not None:
         warn_ignored_flags(flags, checkpoint.model)
         learner = checkpoint.model
+        if args.on_drift == "forget" and not _averaged(learner):  # as a fresh run: exit 2
+            raise UsageError(
+                f"--on-drift forget restarts the average: the checkpoint's model "
+                f"({type(base_learner(learner)).__name__}) is not averaged; give --on-drift "
+                "reset or none"
+            )
     if stats.drift is not None and args.drift_detector == "reference":
         stats.drift_reference = ReferenceWatch(learner, stats.drift, args.drift_reference_after)
     if checkpoint is not None and checkpoint.stats:
@@ -289,6 +314,11 @@ def _linger(seconds: float | None) -> None:
         threading.Event().wait(seconds)
     except KeyboardInterrupt:
         pass
+
+
+def _averaged(learner: StreamClassifier) -> bool:
+    """Whether ``learner`` keeps an average (what ``--on-drift forget`` restarts)."""
+    return bool(base_learner(learner)._get_params().get("averaged"))
 
 
 def _call_all(hooks: list[Callable[[float], None]], seconds: float) -> None:

@@ -245,7 +245,7 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--rff-gamma",
         type=float_upto(1e6),
-        default=1.0,
+        default=None,  # 1, set once checked: given without --rff-components is an error
         metavar="G",
         help="with --rff-components: the kernel width G of exp(-G ||x - x'||^2) (default 1). "
         "Larger is a more local boundary; with --scale standard and a few features, 0.5 to 4",

@@ -7,7 +7,16 @@ import argparse
 import os
 
 from stream_perceptron.drift import REFERENCE_AFTER
-from stream_perceptron.paths import FileRole, conflicts, state_file_problem
+from stream_perceptron.paths import (
+    READ,
+    REPLACE,
+    STREAM,
+    WRITE,
+    FileRole,
+    conflicts,
+    file_flag_problem,
+    state_file_problem,
+)
 
 __all__ = ["DEFAULT_KAFKA_METRICS_PORT", "checked_run_args"]
 
@@ -21,11 +30,11 @@ def checked_run_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     """``run``'s usage errors (exit 2 through ``parser.error``), before anything is opened,
     and the defaults that follow from other flags; returns the input format."""
     fmt = _format_of(args, parser)
-    if args.resume and not args.checkpoint:
+    if args.resume and args.checkpoint is None:  # an empty one: _check_files says so
         parser.error("--resume needs --checkpoint PATH")
     if args.fresh and args.resume:
         parser.error("give --resume or --fresh, not both")
-    if args.fresh and not args.checkpoint:
+    if args.fresh and args.checkpoint is None:
         parser.error("--fresh needs --checkpoint PATH")
     _check_files(args, parser)
     if args.model_topic:
@@ -69,8 +78,10 @@ def checked_run_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
                 parser.error(f"--{flag.replace('_', '-')} needs --source kafka")
         if args.kafka_client != "auto":
             parser.error("--kafka-client needs --source kafka")
-    if args.rff_gamma != 1.0 and args.rff_components is None:
+    if args.rff_gamma is not None and args.rff_components is None:  # given, even as 1
         parser.error("--rff-gamma needs --rff-components")
+    if args.rff_gamma is None:
+        args.rff_gamma = 1.0
     if args.on_drift != "none" and args.drift_detector == "none":
         parser.error("--on-drift needs --drift-detector adwin or reference")
     if args.drift_reference_after != REFERENCE_AFTER and args.drift_detector != "reference":
@@ -138,8 +149,23 @@ def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParse
 
 
 def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """Usage errors, before anything is opened for writing: two roles on one file, or a
-    checkpoint that is not a regular file."""
+    """Usage errors, before anything is read or opened for writing: a file flag naming no
+    usable file (empty, in a missing directory, a dangling symlink, a FIFO where a file is
+    read whole), two roles on one file, or a checkpoint that is not a regular file."""
+    stdio = ("-", None)  # stdin or stdout, or not given
+    problem = file_flag_problem([
+        ("--input", None if args.source == "kafka" or args.input == "-" else args.input, STREAM),
+        ("--checkpoint", args.checkpoint, REPLACE),
+        ("--predictions", None if args.predictions in stdio else args.predictions, WRITE),
+        ("--dead-letter", None if args.dead_letter in stdio else args.dead_letter, WRITE),
+        ("--summary-json", args.summary_json, WRITE),
+        ("--model-topic-key-file", args.model_topic_key_file, READ),
+        ("--ssl-cafile", args.ssl_cafile, READ),
+        ("--ssl-certfile", args.ssl_certfile, READ),
+        ("--ssl-keyfile", args.ssl_keyfile, READ),
+    ])  # fmt: skip
+    if problem is not None:
+        parser.error(problem)
     named = [
         ("--input", args.input if args.source != "kafka" else None),
         ("--predictions", args.predictions),
@@ -158,4 +184,4 @@ def _check_files(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
                 "overwrites it"
             )
         if problem is not None:
-            parser.error(f"--checkpoint {args.checkpoint} {problem}")
+            parser.error(f"--checkpoint {args.checkpoint}: {problem}")

@@ -20,12 +20,7 @@ from typing import Any, Protocol, cast
 from connectors import LineBlock, MessageBlock, PositionKey, Record
 from stream_perceptron.engine.outcomes import Outcomes
 from stream_perceptron.engine.outputs import BlockOrigin, PredictionBlock
-from stream_perceptron.formats.base import (
-    LABEL_OUTSIDE_ENCODING,
-    BlockParser,
-    DenseBatch,
-    DenseParser,
-)
+from stream_perceptron.formats.base import BlockParser, DenseBatch, DenseParser
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.learners.block_learning import BlockRows
 
@@ -244,9 +239,10 @@ class BlockPath:
         if result is None:
             return False
         if result.bad_labels:
-            records = run.records()
+            records, cells = run.records(), dense[2]
             for i, error in result.bad_labels.items():
-                outcomes.bad(records[i], LABEL_OUTSIDE_ENCODING, str(error))
+                label = self.parser.label_cache[cells[i]]
+                outcomes.refused(records[i], self.learner, label, error)
 
         def predictions() -> PredictionBlock:
             return prediction_block(run.origin(), result.rows())

@@ -37,9 +37,9 @@ def reset_learner(learner: StreamClassifier) -> None:
 def forget_average(learner: StreamClassifier) -> None:
     """Restart the averaging of an averaged perceptron, in place: the weights, the bias, the
     label encoding and any scaling statistics stay; the average starts again from the current
-    weights, as if they were the first (the model's ``n_seen`` counts from the restart). The
-    past average, which a switch leaves pointing at the old concept and which moves by 1/t an
-    example, no longer holds the model back.
+    weights, as if they were the first (the model's ``n_seen`` and ``n_mistakes`` count from
+    the restart). The past average, which a switch leaves pointing at the old concept and
+    which moves by 1/t an example, no longer holds the model back.
 
     >>> from stream_perceptron import Perceptron
     >>> model = Perceptron(averaged=True)
@@ -56,6 +56,7 @@ def forget_average(learner: StreamClassifier) -> None:
     if not state["params"].get("averaged"):
         return
     state["n_seen"] = 0
+    state["n_mistakes"] = 0  # a state's mistakes are among its examples (from_state checks)
     state["avg_ref"] = 0
     for holder in state.get("classes", [state]):
         holder["avg_weights_acc"] = []

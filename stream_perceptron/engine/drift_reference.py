@@ -29,8 +29,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from stream_perceptron import native
-from stream_perceptron.drift import REFERENCE_AFTER, DriftMonitor
-from stream_perceptron.errors import LabelError, StateError, ValueTooLargeError
+from stream_perceptron.drift import (
+    REFERENCE_AFTER,
+    REFERENCE_STATE_VERSION,
+    DriftMonitor,
+    reference_state,
+)
+from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.lazy_numpy import np
@@ -49,7 +54,7 @@ logger = logging.getLogger(__name__)
 #: 800k stationary SEA examples (0.02: one) while it sees SEA's smallest switch sooner.
 REFERENCE_CHUNK, REFERENCE_CLOCK, REFERENCE_RECENT = 1, 1, 128
 REFERENCE_DELTA = 0.01
-STATE_VERSION = 1
+STATE_VERSION = REFERENCE_STATE_VERSION
 
 
 #: :meth:`ReferenceWatch.trial_block` of a block learned while no copy is held
@@ -200,20 +205,14 @@ class ReferenceWatch:
             "model": None if copy is None else copy.get_state(),
         }
 
-    def load_state(self, state: Any) -> None:
-        """Continue from :meth:`get_state` (a different ``after`` counts on from the saved
-        due position)."""
-        try:
-            due, taken_at, model = state["due"], state["taken_at"], state["model"]
-            if state["version"] != STATE_VERSION:
-                raise StateError(f"drift reference state version {state['version']!r}")
-            copy = None if model is None else StreamClassifier.from_state(model)
-            due = None if due is None else int(due)
-            taken_at = None if taken_at is None else int(taken_at)
-        except (KeyError, TypeError, ValueError) as e:
-            raise StateError(f"corrupt drift reference state: {e!r}") from e
-        if (copy is None) == (due is None):
-            raise StateError("corrupt drift reference state: neither a copy nor a due position")
+    def load_state(self, state: Any, learned: int | None = None) -> None:
+        """Continue from :meth:`get_state` (``learned``: the run's learned examples). The state
+        is checked against the learner (:func:`~stream_perceptron.drift.reference_state`:
+        :class:`StateError` naming the field). A different ``after`` counts on from the saved
+        due position, but no further than this run's ``after`` from ``learned``."""
+        copy, due, taken_at, after = reference_state(state, self.learner, learned)
+        if due is not None and learned is not None and after != self.after:
+            due = min(due, learned + self.after)
         self._copy, self.due, self.taken_at = copy, due, taken_at
 
     def start_at(self, learned: int) -> None:

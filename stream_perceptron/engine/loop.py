@@ -31,7 +31,7 @@ from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.engine.window import RecentWindow
 from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats import Parser
-from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING, UNPARSEABLE, DenseParser
+from stream_perceptron.formats.base import UNPARSEABLE, DenseParser
 from stream_perceptron.formats.delimited import CsvHeaderError
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
@@ -308,11 +308,8 @@ class Engine:
                 continue
             try:
                 prediction = learner.predict_learn_one(x, y)
-            except LabelError as e:
-                outcomes.bad(record, LABEL_OUTSIDE_ENCODING, str(e))
-                continue
-            except RecordError as e:  # value_too_large: the model refused the example
-                outcomes.bad(record, e.reason, e.detail)
+            except (LabelError, RecordError) as e:  # the model refused the example
+                outcomes.refused(record, learner, y, e)
                 continue
             outcomes.learned(record, x, y, prediction)
 

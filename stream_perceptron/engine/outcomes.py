@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors import PositionKey, Record
 from stream_perceptron.engine.outputs import Outputs, PredictionBlock, prediction_line
 from stream_perceptron.engine.window import RecentWindow
-from stream_perceptron.errors import BadRecordError, EngineError
+from stream_perceptron.errors import BadRecordError, EngineError, LabelError, RecordError
+from stream_perceptron.formats.base import LABEL_OUTSIDE_ENCODING
 from stream_perceptron.stats import RunStats
 
-__all__ = ["BadRecordError", "EngineError", "Outcomes"]
+if TYPE_CHECKING:
+    from stream_perceptron.learners import StreamClassifier
+
+__all__ = ["BadRecordError", "EngineError", "Outcomes", "refusal"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +118,13 @@ class Outcomes:
         if self._write_predictions is not None:
             self._write_predictions(predictions())
 
+    def refused(
+        self, record: Record, learner: StreamClassifier, y: Any, error: LabelError | RecordError
+    ) -> None:
+        """The learner refused ``record``'s example (label ``y``) with ``error``: a bad
+        record, for the reason :func:`refusal` decides."""
+        self.bad(record, *refusal(learner, y, error))
+
     def bad(self, record: Record, reason: str, detail: str) -> None:
         """A record was refused: counted by reason and kept as a dead letter, the model left
         untouched; under ``on_error="fail"`` the run stops."""
@@ -123,3 +134,32 @@ class Outcomes:
         if self.on_error == "fail":
             raise BadRecordError(f"bad record at {record.position}: {reason}: {detail}")
         logger.debug("bad record at %s: %s: %s", record.position, reason, detail)
+
+
+def refusal(learner: StreamClassifier, y: Any, error: LabelError | RecordError) -> tuple[str, str]:
+    """``(reason, detail)`` of a labelled example ``learner`` refused with ``error``: the one
+    place both paths (the record path's ``predict_learn_one``, the block path's label
+    encoding) decide why a record is refused.
+
+    A record with several faults is refused for the first of, in this order:
+
+    1. what its bytes are (``line_too_long``, then the parser's reasons: ``invalid_json``,
+       ``non_numeric_value``, ``non_finite_value``, a number past float64 as
+       ``value_too_large``, ...): found before there is an example;
+    2. ``label_outside_encoding``: the label is outside the model's label encoding as it
+       stands (a third label for a binary model, ``true`` beside a class ``1``);
+    3. ``value_too_large``: learning the example would make the model non-finite (R, a
+       weight, a bias, an averaging accumulator, the scaler's statistics, the Fourier map).
+
+    The label comes before the values because it needs no arithmetic: the block path encodes a
+    block's labels before it learns any row, and a row refused for its label is never offered
+    to the model. A learner may find its values too large first (``Preprocessed`` transforms
+    before its model sees the label), so a value refusal asks the learner's ``check_label``.
+    """
+    if isinstance(error, LabelError):
+        return LABEL_OUTSIDE_ENCODING, str(error)
+    try:
+        learner.check_label(y)  # the learner is as it was: a refused example leaves no trace
+    except LabelError as e:
+        return LABEL_OUTSIDE_ENCODING, str(e)
+    return error.reason, error.detail

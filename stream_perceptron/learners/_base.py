@@ -14,9 +14,10 @@ from stream_perceptron.errors import StateError
 from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._init_weights import WeightInitializer
-from stream_perceptron.learners._maths import too_large
+from stream_perceptron.learners._maths import check_class_kind, too_large
 from stream_perceptron.learners._state import LEARNERS, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION
 from stream_perceptron.learners.block_learning import BlockResult, learn_multiclass_block
+from stream_perceptron.state import count, number, short
 
 __all__ = ["DenseLearner", "MulticlassClassifier", "StreamClassifier", "UndoLog", "overrides"]
 
@@ -161,6 +162,11 @@ class StreamClassifier(base.MiniBatchClassifier):
         self.learn_one(x, y)
         return prediction
 
+    def check_label(self, y: Any) -> None:
+        """Raise the :class:`~stream_perceptron.errors.LabelError` learning label ``y`` would
+        raise now, changing nothing (the engine's refusal order asks it, see
+        :func:`stream_perceptron.engine.outcomes.refusal`). Here every label is taken."""
+
     @property
     def weights(self) -> Any:
         """The learned weights: ``{feature: w}``, or ``{class: {feature: w}}``."""
@@ -269,13 +275,31 @@ class StreamClassifier(base.MiniBatchClassifier):
         if klass is None or (cls is not StreamClassifier and klass is not cls):
             raise StateError(f"the state holds a {name!r}, not a {cls.__name__}")
         try:
-            model = klass(**state["params"])
-            model._n_seen = int(state["n_seen"])
-            model._n_mistakes = int(state["n_mistakes"])
-            model._max_norm = float(state["max_norm"])
+            params = state.get("params")
+            if not isinstance(params, dict):
+                raise StateError(f"params is {short(params)}, not the hyperparameters")
+            defaults = inspect.signature(klass.__init__).parameters
+            for key, value in params.items():  # finite; the constructor checks the range
+                default = defaults[key].default if key in defaults else None
+                numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+                if numeric or isinstance(value, (int, float)) and not isinstance(value, bool):
+                    number(value, f"params.{key}")
+            try:
+                model = klass(**params)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise StateError(f"params: {e}") from None
+            # a checkpoint is input: every count and number checked (what a NaN or a count
+            # past n_seen would do shows only later, in predictions and a failed save)
+            model._n_seen = n_seen = count(state.get("n_seen"), "n_seen")
+            model._n_mistakes = count(state.get("n_mistakes"), "n_mistakes", n_seen, "n_seen")
+            model._max_norm = number(state.get("max_norm"), "max_norm", 0.0)
             model._load_payload(state)
-        except (KeyError, TypeError, ValueError) as e:
-            raise StateError(f"corrupt {name} state: {e!r}") from e
+        except StateError as e:
+            raise StateError(f"corrupt {name} state: {e}") from None
+        except KeyError as e:
+            raise StateError(f"corrupt {name} state: the field {e} is missing") from None
+        except (TypeError, ValueError, AttributeError, IndexError) as e:
+            raise StateError(f"corrupt {name} state: {e!r}") from None
         return model
 
     def _state_payload(self) -> dict[str, Any]:
@@ -299,6 +323,10 @@ class MulticlassClassifier(StreamClassifier):
     def predict_learn_one(self, x: dict, y: Any) -> Any:
         """Predict ``x`` as ``predict_one`` would, then learn ``(x, y)``; return the prediction."""
         return self._learn(x, y)
+
+    def check_label(self, y: Any) -> None:
+        # the one label a multi-class learner refuses: a boolean equal to a number class
+        check_class_kind(dict.fromkeys(self.classes), y)  # type: ignore[attr-defined]
 
     def _learn(self, x: dict, y: Any) -> Any:
         raise NotImplementedError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stream_perceptron.errors import StateError
 from stream_perceptron.lazy_numpy import np
 
 __all__ = ["WeightInitializer", "INIT_MODES", "RANDOM_INIT_SCALE"]
@@ -53,7 +54,10 @@ class WeightInitializer:
     def set_state(self, state: dict[str, Any] | None) -> None:
         """Restore a state produced by :meth:`get_state`."""
         if self._rng is not None and state is not None:
-            self._rng.bit_generator.state = state
+            try:
+                self._rng.bit_generator.state = state
+            except (TypeError, ValueError, KeyError) as e:  # numpy's checks of a saved state
+                raise StateError(f"rng is not a generator's state: {e!r}") from None
 
 
 def new_features(x: dict, known: dict) -> list:

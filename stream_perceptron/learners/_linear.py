@@ -13,6 +13,7 @@ from stream_perceptron.learners._init_weights import WeightInitializer
 from stream_perceptron.learners._maths import class_margins, norm, sigmoid, sparse_dot
 from stream_perceptron.learners._state import pairs
 from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.state import keyed, number
 
 __all__ = [
     "BIAS_MODES",
@@ -47,6 +48,9 @@ class BinaryLinearModel(StreamClassifier):
 
     def _learn(self, x: dict, y: int) -> float:
         raise NotImplementedError
+
+    def check_label(self, y: Any) -> None:
+        self._labels.propose(y)  # raises for a label outside the encoding; changes nothing
 
     def _plain_score(self, x: dict) -> float:
         return sparse_dot(self._w, x) + self._b
@@ -95,8 +99,8 @@ class BinaryLinearModel(StreamClassifier):
 
     def _load_linear_payload(self, state: dict[str, Any]) -> None:
         self._labels = BinaryLabels.from_state(state["labels"])
-        self._w = {k: float(v) for k, v in state["weights"]}
-        self._b = float(state["bias"])
+        self._w = keyed(state["weights"], "weights")
+        self._b = number(state["bias"], "bias")
 
 
 class MulticlassLinearModel(MulticlassClassifier):

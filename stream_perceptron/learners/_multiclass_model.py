@@ -13,8 +13,9 @@ from stream_perceptron.lazy_numpy import is_bool
 from stream_perceptron.learners import _multiclass_kernel as _multiclass
 from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
 from stream_perceptron.learners._maths import argmax, softmax
-from stream_perceptron.learners._state import pairs, to_json_key
+from stream_perceptron.learners._state import class_entries, pairs, to_json_key
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
+from stream_perceptron.state import count, keyed, number
 
 __all__ = ["MulticlassModel"]
 
@@ -266,14 +267,12 @@ class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearM
 
     def _load_payload(self, state: dict[str, Any]) -> None:
         self._memo = None
-        for entry in state["classes"]:
-            c = entry["label"]
+        for c, entry, field in class_entries(state):
             self._add_class(c)
-            self._w[c] = {k: float(v) for k, v in entry["weights"]}
-            self._b[c] = float(entry["bias"])
-            self._u[c] = {k: float(v) for k, v in entry["avg_weights_acc"]}
-            self._ub[c] = float(entry["avg_bias_acc"])
-        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
-        if not 0 <= self._avg_ref <= self._n_seen:
-            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
+            self._w[c] = keyed(entry["weights"], f"{field}.weights")
+            self._b[c] = number(entry["bias"], f"{field}.bias")
+            self._u[c] = keyed(entry["avg_weights_acc"], f"{field}.avg_weights_acc")
+            self._ub[c] = number(entry["avg_bias_acc"], f"{field}.avg_bias_acc")
+        # absent from version 1
+        self._avg_ref = count(state.get("avg_ref", 0), "avg_ref", self._n_seen, "n_seen")
         self._init.set_state(state["rng"])

@@ -14,6 +14,7 @@ from stream_perceptron.learners._maths import norm
 from stream_perceptron.learners._state import pairs
 from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
+from stream_perceptron.state import count, keyed, number
 
 __all__ = ["ROW", "PerceptronModel"]
 
@@ -105,11 +106,10 @@ class PerceptronModel(NativeModelStore, LinearHyperparameters, BinaryBlocks, Bin
         self._memo = None
         self._store_reset()  # the state replaces the whole model
         self._load_linear_payload(state)
-        self._u = {k: float(v) for k, v in state["avg_weights_acc"]}
-        self._ub = float(state["avg_bias_acc"])
-        self._avg_ref = int(state.get("avg_ref", 0))  # absent from version 1
-        if not 0 <= self._avg_ref <= self._n_seen:
-            raise ValueError(f"avg_ref {self._avg_ref} outside 0..n_seen")
+        self._u = keyed(state["avg_weights_acc"], "avg_weights_acc")
+        self._ub = number(state["avg_bias_acc"], "avg_bias_acc")
+        # absent from version 1
+        self._avg_ref = count(state.get("avg_ref", 0), "avg_ref", self._n_seen, "n_seen")
         self._init.set_state(state["rng"])
 
     # -- dense blocks --------------------------------------------------------------------------

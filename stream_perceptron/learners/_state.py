@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from stream_perceptron.errors import StateError
 from stream_perceptron.lazy_numpy import loaded, np
+from stream_perceptron.state import json_key, short
 
 if TYPE_CHECKING:
     from stream_perceptron.learners._base import StreamClassifier
 
-__all__ = ["LEARNERS", "READABLE_SCHEMA_VERSIONS", "SCHEMA_VERSION", "pairs", "registered",
-           "to_json_key"]
+__all__ = ["LEARNERS", "READABLE_SCHEMA_VERSIONS", "SCHEMA_VERSION", "class_entries", "pairs",
+           "registered", "to_json_key"]
 
 #: Version 2 added ``average_half_life`` (a hyperparameter, so in ``params``), ``avg_ref`` and
 #: the passive-aggressive learners; a version 1 state is read as the same model (no forgetting
@@ -45,3 +46,24 @@ def to_json_key(k: Any) -> Any:
 def pairs(d: dict) -> list[list[Any]]:
     """A dict as a JSON list of ``[key, value]`` pairs, keeping non-string keys' types."""
     return [[to_json_key(k), v] for k, v in d.items()]
+
+
+def class_entries(state: dict[str, Any]) -> list[tuple[Any, dict[str, Any], str]]:
+    """A multi-class state's ``classes`` read back: ``(label, entry, field)`` for each, the
+    entry a JSON object, the label a JSON scalar there once (``field``: the entry's name in
+    messages). :class:`StateError` naming the field otherwise."""
+    entries = state["classes"]
+    if not isinstance(entries, list):
+        raise StateError(f"classes is {short(entries)}, not a list of classes")
+    out: list[tuple[Any, dict[str, Any], str]] = []
+    labels: dict[Any, None] = {}
+    for i, entry in enumerate(entries):
+        field = f"classes[{i}]"
+        if not isinstance(entry, dict):
+            raise StateError(f"{field} is {short(entry)}, not a class")
+        label = json_key(entry.get("label"), f"{field}.label")
+        if label in labels:  # True and 1 are one key too: check_class_kind keeps them apart
+            raise StateError(f"{field}.label {short(label)} is there twice")
+        labels[label] = None
+        out.append((label, entry, field))
+    return out

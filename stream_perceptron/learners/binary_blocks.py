@@ -30,16 +30,17 @@ class BinaryBlocks:
     def encode_block(
         self, keys: Sequence[Hashable], label_of: Mapping[Hashable, Any], *,
         atomic: bool = False, ids: Any = None,
-    ) -> tuple[Any, list[tuple[Any, Any]], dict[int, LabelError]] | None:  # fmt: skip
+    ) -> tuple[Any, list[str], dict[int, LabelError]] | None:  # fmt: skip
         """A block's labels as the signs :meth:`learn_dense` takes, encoded as the row loop
         would encode them; row ``i``'s label is ``label_of[keys[i]]`` (``None``: unlabelled),
         or with ``ids`` (int32, a row each) ``label_of[keys[ids[i]]]``: ``keys`` are then the
         block's distinct keys, each looked up once.
 
-        Returns ``(signs, classes, errors)``: ``signs`` int8 (an ``array("b")`` or an int8
+        Returns ``(signs, encodings, errors)``: ``signs`` int8 (an ``array("b")`` or an int8
         ``memoryview``, no NumPy on the block path; 0 for unlabelled rows and for
-        rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row
-        ``i``'s prediction (the encoding can settle within a block), ``errors`` row -> the
+        rejected ones), ``encodings[i]`` the name of the encoding that decodes row ``i``'s
+        prediction (:func:`~stream_perceptron.learners.labels.predicted_label`; the encoding
+        can settle within a block), ``errors`` row -> the
         :class:`LabelError` of a label outside the encoding (leave those rows out of
         :meth:`learn_dense`). ``atomic``: when a label is outside the encoding, leave the
         encoding as it was and return ``None`` (the row loop would stop at that label).
@@ -49,9 +50,9 @@ class BinaryBlocks:
         >>> from stream_perceptron import Perceptron
         >>> model = Perceptron()
         >>> cells = {b"1": 1, b"0": 0, b"": None}
-        >>> signs, classes, errors = model.encode_block([b"1", b"0", b""], cells)
-        >>> signs.tolist(), classes[0], errors
-        ([1, -1, 0], (0, 1), {})
+        >>> signs, encodings, errors = model.encode_block([b"1", b"0", b""], cells)
+        >>> signs.tolist(), encodings[0], errors
+        ([1, -1, 0], '0/1', {})
 
         """
         codec = self._labels
@@ -68,15 +69,15 @@ class BinaryBlocks:
                     signs = _take(list(map(sign_of.__getitem__, keys)), ids)
                 else:
                     signs = array("b", map(sign_of.__getitem__, keys))
-                return signs, [(codec.negative, codec.positive)] * len(signs), {}
+                return signs, [codec.encoding] * len(signs), {}
         if ids is not None:
             keys = list(map(keys.__getitem__, ids.tolist()))
         saved = codec.get_state() if atomic else None
-        signs, classes, errors = encode_labels(self, [label_of[key] for key in keys])
+        signs, encodings, errors = encode_labels(self, [label_of[key] for key in keys])
         if errors and saved is not None:
             self._labels = BinaryLabels.from_state(saved)
             return None
-        return signs, classes, errors
+        return signs, encodings, errors
 
     def learn_block(
         self, dense: DenseBatch, label_of: Mapping[bytes, Any], /, *, atomic: bool = False
@@ -106,7 +107,7 @@ def _take(signs: list[int], ids: Any) -> Any:
 
 def encode_labels(
     model: BinaryBlocks, labels: Sequence[Any]
-) -> tuple[Any, list[tuple[Any, Any]], dict[int, LabelError]]:
+) -> tuple[Any, list[str], dict[int, LabelError]]:
     """Encode a batch's labels as :meth:`Perceptron.learn_dense` (and the binary
     ``PassiveAggressive``'s) wants them, as the row loop would.
 
@@ -114,19 +115,18 @@ def encode_labels(
     with :func:`parse_label`, ``b""`` unlabelled). Encoding does not depend on the weights, so
     encoding the whole batch first leaves ``model._labels`` as the interleaved loop does.
 
-    Returns ``(signs, classes, errors)``: ``signs`` int8 (``0`` for unlabelled rows and for
-    rejected ones), ``classes[i]`` the ``(negative, positive)`` labels that decode row ``i``'s
-    prediction (the encoding can settle during a batch), and ``errors`` row -> the
+    Returns ``(signs, encodings, errors)``: ``signs`` int8 (``0`` for unlabelled rows and for
+    rejected ones), ``encodings[i]`` the name of the encoding that decodes row ``i``'s
+    prediction (:func:`~stream_perceptron.learners.labels.predicted_label`; the encoding can
+    settle during a batch), and ``errors`` row -> the
     :class:`LabelError` of a label outside the encoding: drop those rows from ``X`` and
     ``signs`` before ``learn_dense`` (the loop neither predicts nor learns them).
     """
     codec = model._labels
     signs = array("b", bytes(len(labels)))
-    classes: list[tuple[Any, Any]] = []
+    encodings: list[str] = []
     errors: dict[int, LabelError] = {}
     parsed: dict[bytes, Any] = {}
-    encoding = codec.encoding
-    current = (codec.negative, codec.positive)
     for i, y in enumerate(labels):
         if isinstance(y, bytes):
             cell = y
@@ -139,8 +139,5 @@ def encode_labels(
                 signs[i] = codec.encode(y)
             except LabelError as e:
                 errors[i] = e
-            if codec.encoding != encoding:
-                encoding = codec.encoding
-                current = (codec.negative, codec.positive)
-        classes.append(current)
-    return signs, classes, errors
+        encodings.append(codec.encoding)
+    return signs, encodings, errors

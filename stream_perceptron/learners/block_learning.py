@@ -19,6 +19,7 @@ from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.lazy_numpy import np
+from stream_perceptron.learners.labels import predicted_label
 
 __all__ = ["BlockResult", "BlockRows", "learn_binary_block", "learn_multiclass_block"]
 
@@ -61,7 +62,7 @@ class _BinaryBlockLearner(Protocol):
     def encode_block(
         self, keys: Sequence[Hashable], label_of: Mapping[Any, Any], *,
         atomic: bool = False, ids: Any = None,
-    ) -> tuple[Any, list[tuple[Any, Any]], dict[int, LabelError]] | None: ...  # fmt: skip
+    ) -> tuple[Any, list[str], dict[int, LabelError]] | None: ...  # fmt: skip
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any: ...
 
@@ -87,7 +88,7 @@ def learn_binary_block(
         encoded = learner.encode_block(label_cells, label_of, atomic=atomic)
     if encoded is None:
         return None
-    signs, classes, errors = encoded
+    signs, encodings, errors = encoded
     kept: list[int] | None = None  # the rows learned, when some are refused
     if errors:
         kept = [i for i in range(n) if i not in errors]
@@ -116,8 +117,10 @@ def learn_binary_block(
         up = np.asarray(predicted) > 0
         wrong = (np.asarray(predicted) != sign) & (sign != 0)
         cells = label_cells if kept is None else [label_cells[i] for i in kept]
-        if classes.count(classes[0]) != len(classes):  # the encoding settled in the block
-            shown = [classes[i][p] for i, p in zip(kept or range(n), up.tolist())]
+        # predictions decode as the record path's (predicted_label), by encoding name
+        if encodings.count(encodings[0]) != len(encodings):  # the encoding settled in the block
+            rows = zip(kept or range(n), up.tolist())
+            shown = [predicted_label(encodings[i], p) for i, p in rows]
             labels = list(map(label_of.__getitem__, cells))
             return BlockRows(kept, shown, labels, wrong.tolist())
         # A row's case follows from its label cell (a kept row is unlabelled exactly when its
@@ -130,7 +133,7 @@ def learn_binary_block(
             ids = {cell: i for i, cell in enumerate(dict.fromkeys(cells))}
             cell_ids = np.fromiter(map(ids.__getitem__, cells), np.intp, count=len(cells))
         codes = (cell_ids * 2 + up) * 2 + wrong
-        negative, positive = classes[0]
+        negative, positive = (predicted_label(encodings[0], p) for p in (False, True))
         cases = [
             (shown, label_of[cell], wrong)
             for cell in ids

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from stream_perceptron.errors import StateError
 from stream_perceptron.learners._base import MulticlassClassifier
 from stream_perceptron.learners._maths import (
     argmax,
@@ -16,7 +17,8 @@ from stream_perceptron.learners._maths import (
     softmax,
     too_large,
 )
-from stream_perceptron.learners._state import pairs, registered, to_json_key
+from stream_perceptron.learners._state import class_entries, pairs, registered, to_json_key
+from stream_perceptron.state import count, keyed, number
 
 __all__ = ["CentroidClassifier"]
 
@@ -178,8 +180,11 @@ class CentroidClassifier(MulticlassClassifier):
         }
 
     def _load_payload(self, state: dict[str, Any]) -> None:
-        for entry in state["classes"]:
-            c = entry["label"]
-            self._sums[c] = {k: float(v) for k, v in entry["sums"]}
-            self._counts[c] = int(entry["count"])
-            self._sq_norms[c] = float(entry["sum_sq_norm"])
+        for c, entry, field in class_entries(state):
+            self._sums[c] = keyed(entry["sums"], f"{field}.sums")
+            # a class is there once learned: at least one example (its mean divides by it)
+            self._counts[c] = count(entry["count"], f"{field}.count", self._n_seen, "n_seen", 1)
+            self._sq_norms[c] = number(entry["sum_sq_norm"], f"{field}.sum_sq_norm", 0.0)
+        if sum(self._counts.values()) != self._n_seen:
+            raise StateError(f"the classes' counts add up to {sum(self._counts.values())}, "
+                             f"not n_seen {self._n_seen}")  # fmt: skip

@@ -38,6 +38,7 @@ from stream_perceptron.errors import StateError
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners.hashing import murmur3_32_reference
+from stream_perceptron.state import number, short
 
 __all__ = ["RandomFourierFeatures", "COLUMN_CACHE"]
 
@@ -250,7 +251,14 @@ class RandomFourierFeatures(base.Transformer):
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RandomFourierFeatures:
+        # the values as saved, unconverted: the constructor checks their types and ranges
+        # (int() would take 2.7 for 2, float() a string)
+        if not isinstance(state, dict):
+            raise StateError(f"rff is {short(state)}, not a random Fourier features map")
         try:
-            return cls(int(state["n_components"]), float(state["gamma"]), int(state["seed"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise StateError(f"corrupt random Fourier features state: {e!r}") from e
+            number(state["gamma"], "gamma")  # an int past floats' range too
+            return cls(state["n_components"], state["gamma"], state["seed"])
+        except KeyError as e:
+            raise StateError(f"rff: the field {e} is missing") from None
+        except (TypeError, ValueError) as e:
+            raise StateError(f"rff: {e}") from None

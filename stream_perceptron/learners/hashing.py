@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron import native
+from stream_perceptron.errors import StateError
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._state import to_json_key
+from stream_perceptron.state import count, json_key, keyed, short
 
 __all__ = ["FeatureHasher", "murmur3_32", "murmur3_32_reference"]
 
@@ -198,9 +200,18 @@ class FeatureHasher:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self._names = OrderedDict((int(b), k) for b, k in state["names"])
-        self.collisions = int(state["collisions"])
-        self.merged = int(state["merged"])
+        """Continue from :meth:`get_state`; :class:`StateError` naming the field for what it
+        never gives (a bucket past ``2**bits``, one twice, more names than it keeps)."""
+        if not isinstance(state, dict):
+            raise StateError(f"hasher is {short(state)}, not a feature hasher's state")
+        names = keyed(state["names"], "hasher.names", json_key)
+        if len(names) > NAME_CACHE:
+            raise StateError(f"hasher.names holds {len(names)} names, more than {NAME_CACHE}")
+        self._names = OrderedDict(
+            (count(b, "hasher.names: a bucket", self._mask), k) for b, k in names.items()
+        )
+        self.collisions = count(state["collisions"], "hasher.collisions")
+        self.merged = count(state["merged"], "hasher.merged")
 
 
 _ABSENT = object()

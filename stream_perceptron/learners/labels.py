@@ -4,16 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from stream_perceptron.errors import LabelError
+from stream_perceptron.errors import LabelError, StateError
 from stream_perceptron.lazy_numpy import is_bool
+from stream_perceptron.state import short
 
-__all__ = ["BinaryLabels"]
+__all__ = ["BinaryLabels", "predicted_label"]
 
 _ENCODINGS: dict[str, tuple[Any, Any]] = {
     "bool": (False, True),
     "0/1": (0, 1),
     "-1/+1": (-1, 1),
 }
+
+
+def predicted_label(encoding: str, positive: bool) -> Any:
+    """The label a binary prediction is written as: the positive or the negative class of
+    ``encoding`` (``False``/``True``, ``0``/``1`` or ``-1``/``1``).
+
+    The one decoder of both engine paths: the record path's learners decode with
+    :meth:`BinaryLabels.decode` (and its ``negative``/``positive``, this function's values) and
+    the block path with this function of each row's encoding name, never by comparing labels
+    (``(0, 1) == (False, True)``: compared pairs would take one encoding for the other).
+
+    >>> predicted_label("0/1", True), predicted_label("bool", True)
+    (1, True)
+    """
+    return _ENCODINGS[encoding][1 if positive else 0]
 
 
 class BinaryLabels:
@@ -44,7 +60,8 @@ class BinaryLabels:
     def _set(self, encoding: str, settled: bool) -> None:
         self.encoding = encoding
         self.settled = settled
-        self.negative, self.positive = _ENCODINGS[encoding]
+        self.negative = predicted_label(encoding, False)
+        self.positive = predicted_label(encoding, True)
         self._codes: dict[Any, int] = (
             {self.negative: -1, self.positive: 1}
             if settled
@@ -109,7 +126,7 @@ class BinaryLabels:
         return self._codes.get(y) if self.settled else None
 
     def decode(self, sign: int) -> Any:
-        """The caller's label for sign -1 or +1."""
+        """The caller's label for sign -1 or +1: :func:`predicted_label`'s, cached."""
         return self.positive if sign > 0 else self.negative
 
     def get_state(self) -> dict[str, Any]:
@@ -118,8 +135,17 @@ class BinaryLabels:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> BinaryLabels:
-        """Rebuild from :meth:`get_state`."""
-        return cls(state["encoding"], state["settled"])
+        """Rebuild from :meth:`get_state`; :class:`StateError` for anything it never gives."""
+        if not isinstance(state, dict):
+            raise StateError(f"labels is {short(state)}, not a label encoding")
+        encoding, settled = state.get("encoding"), state.get("settled")
+        if not isinstance(encoding, str) or encoding not in _ENCODINGS:
+            raise StateError(f"labels.encoding is {short(encoding)}, not one of "
+                             f"{', '.join(_ENCODINGS)}")  # fmt: skip
+        # only bool (nothing seen) and 0/1 (a first label 1) are ever open
+        if not isinstance(settled, bool) or (encoding == "-1/+1" and not settled):
+            raise StateError(f"labels.settled is {short(settled)} for the encoding {encoding}")
+        return cls(encoding, settled)
 
 
 def _is_number(y: Any) -> bool:

@@ -20,9 +20,10 @@ from stream_perceptron.learners._maths import (
     sq_norm_of,
     too_large,
 )
-from stream_perceptron.learners._state import pairs, registered, to_json_key
+from stream_perceptron.learners._state import class_entries, pairs, registered, to_json_key
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
+from stream_perceptron.state import keyed, number
 
 _INF = math.inf
 
@@ -396,8 +397,7 @@ class MulticlassPassiveAggressive(MulticlassLinearModel):
         }
 
     def _load_payload(self, state: dict[str, Any]) -> None:
-        for entry in state["classes"]:
-            c = entry["label"]
+        for c, entry, field in class_entries(state):
             self._add_class(c)
-            self._w[c] = {k: float(v) for k, v in entry["weights"]}
-            self._b[c] = float(entry["bias"])
+            self._w[c] = keyed(entry["weights"], f"{field}.weights")
+            self._b[c] = number(entry["bias"], f"{field}.bias")

@@ -185,6 +185,9 @@ class Preprocessed(StreamClassifier):
     def predict_one(self, x: dict, **kwargs: Any) -> Any:
         return self.model.predict_one(self.transform_one(x))
 
+    def check_label(self, y: Any) -> None:
+        self.model.check_label(y)
+
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict[Any, float]:
         return self.model.predict_proba_one(self.transform_one(x))
 

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron import native
+from stream_perceptron.errors import StateError
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners._state import to_json_key
+from stream_perceptron.state import count, json_key, number, short
 
 __all__ = ["Standardizer"]
 
@@ -177,9 +179,22 @@ class Standardizer:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Standardizer:
+        """Rebuild from :meth:`get_state`: :class:`StateError` naming the field for statistics
+        no run of it holds (a feature counted 0 times or twice, a mean past
+        :data:`SCALE_LIMIT`, a variance negative or past its square, a number not finite)."""
+        stats = state.get("stats") if isinstance(state, dict) else None
+        if not isinstance(stats, list):
+            raise StateError(f"scaler.stats is {short(stats)}, not a list of statistics")
         scaler = cls()
-        for k, n, mean, var in state["stats"]:
-            scaler._n[k] = int(n)
-            scaler._mean[k] = float(mean)
-            scaler._var[k] = float(var)
+        for row in stats:
+            if not isinstance(row, list) or len(row) != 4:
+                raise StateError(f"scaler.stats holds {short(row)}, not [feature, n, mean, var]")
+            k = json_key(row[0], "scaler.stats")
+            if k in scaler._n:
+                raise StateError(f"scaler.stats has the feature {short(k)} twice")
+            field = f"scaler.stats[{k!r}]"
+            scaler._n[k] = count(row[1], f"{field}.n", low=1)
+            # the bounds every counted value keeps them in (see SCALE_LIMIT)
+            scaler._mean[k] = number(row[2], f"{field}.mean", -SCALE_LIMIT, SCALE_LIMIT)
+            scaler._var[k] = number(row[3], f"{field}.variance", 0.0, SCALE_LIMIT * SCALE_LIMIT)
         return scaler

@@ -17,7 +17,9 @@ otherwise the server stops accepting (the kernel's backlog holds the others) unt
 is done. When ``accept`` itself fails (out of file descriptors) the server backs off (0.1 s,
 doubling to 5 s) instead of spinning, and logs each reason once. A request ends at its blank
 line, CRLF or bare LF. Bound to a loopback address, a request naming another ``Host`` (a DNS
-rebinding page in a browser) is refused with 403. Every answer says ``nosniff`` and carries a
+rebinding page in a browser) is refused with 403; two ``Host`` headers, an invalid one (an
+empty host, a port that is not a number) or whitespace before a header's colon, with 400
+(RFC 9112 sections 3.2 and 5.1). Every answer says ``nosniff`` and carries a
 Content-Security-Policy that lets the live page run its own inline code and nothing else;
 ``HEAD`` answers the ``Content-Length`` ``GET`` would have.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import re
 import resource
 import selectors
 import socket
@@ -81,6 +84,50 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+# RFC 3986's host [":" port]: an IP literal in brackets, or a name or IPv4 address (reg-name)
+_HOST = re.compile(r"(?:\[([0-9A-Fa-f:.]+)\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)(?::[0-9]*)?")
+
+
+def _request_host(header_lines: list[bytes]) -> tuple[str | None, str | None]:
+    """The request's ``Host`` value (None without one) and why it must be answered 400 (None:
+    it need not): more than one ``Host``, an invalid one, or whitespace between a header's name
+    and its colon (a second Host a proxy and this server could read differently).
+
+    Examples
+    --------
+    >>> _request_host([b"Host: 127.0.0.1:9108"])
+    ('127.0.0.1:9108', None)
+    >>> [_request_host(h)[1] for h in ([b"Host: a", b"host: b"], [b"Host :"], [b"Host: a:x"])]
+    ['more than one Host header', 'whitespace before a header colon', 'an invalid Host header']
+
+    """
+    hosts = []
+    for line in header_lines:
+        name, colon, value = line.partition(b":")
+        if not colon:
+            continue
+        if name != name.strip(b" \t"):
+            return None, "whitespace before a header colon"
+        if name.lower() == b"host":
+            hosts.append(value.strip(b" \t").decode("latin-1"))
+    if not hosts:
+        return None, None
+    if len(hosts) > 1:
+        return None, "more than one Host header"
+    match = _HOST.fullmatch(hosts[0])
+    if match is None or (match[1] is not None and not _is_ipv6(match[1])):
+        return None, "an invalid Host header"
+    return hosts[0], None
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _host_name(header: str) -> str:
@@ -258,14 +305,10 @@ class MetricsHTTPServer:
         self._selector.unregister(conn)
         del self._pending[conn]
         lines = [line.rstrip(b"\r") for line in bytes(buffer[: min(ends)]).split(b"\n")]
-        host = next(
-            (line.split(b":", 1)[1].decode("latin-1") for line in lines[1:]
-             if line[:5].lower() == b"host:"),
-            None,
-        )  # fmt: skip
+        host, problem = _request_host(lines[1:])
         with self._answering_lock:
             self._answering += 1
-        self._pool.submit(self._answer, conn, lines[0], host)
+        self._pool.submit(self._answer, conn, lines[0], host, problem)
 
     def _expire(self, now: float) -> None:
         for conn, (_buffer, deadline) in list(self._pending.items()):
@@ -281,9 +324,15 @@ class MetricsHTTPServer:
         conn.close()
 
     # -- the workers ---------------------------------------------------------------------------
-    def _answer(self, conn: socket.socket, request_line: bytes, host: str | None = None) -> None:
+    def _answer(
+        self,
+        conn: socket.socket,
+        request_line: bytes,
+        host: str | None = None,
+        problem: str | None = None,
+    ) -> None:
         try:
-            status, content_type, body = self._respond(request_line, host)
+            status, content_type, body = self._respond(request_line, host, problem)
             head = (
                 f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
@@ -300,10 +349,14 @@ class MetricsHTTPServer:
             with self._answering_lock:
                 self._answering -= 1
 
-    def _respond(self, request_line: bytes, host: str | None = None) -> Response:
+    def _respond(
+        self, request_line: bytes, host: str | None = None, problem: str | None = None
+    ) -> Response:
         parts = request_line.split()
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
             return 400, "text/plain; charset=utf-8", b"bad request\n"
+        if problem is not None:
+            return 400, "text/plain; charset=utf-8", f"bad request: {problem}\n".encode()
         if self._loopback_only and host is not None and not is_loopback(_host_name(host)):
             # a page of another site whose name now resolves to 127.0.0.1 (DNS rebinding)
             return 403, "text/plain; charset=utf-8", b"this server answers loopback hosts only\n"

@@ -37,11 +37,22 @@ from types import ModuleType
 
 __all__ = [
     "dense", "dense_error", "drift", "features", "speedups", "has_dense", "E10_MIN", "E10_MAX",
+    "missing", "describe_tiers",
 ]  # fmt: skip
+
+#: The C extensions not in use, by short name, and why (see :func:`missing`).
+_missing: dict[str, str] = {}
 
 
 def _off(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
+
+
+def _not_built(e: ImportError) -> str:
+    # the detail is "No module named ..." but for a build that does not load (a missing symbol)
+    return "not built" if e.name and e.name.startswith("stream_perceptron._") else (
+        f"not loadable ({e})"
+    )
 
 
 # -- the dict API's helpers -----------------------------------------------------------------------
@@ -49,33 +60,39 @@ def _off(name: str) -> bool:
 speedups: ModuleType | None
 if _off("STREAM_PERCEPTRON_PURE_PYTHON"):
     speedups = None
+    _missing["speedups"] = "turned off by STREAM_PERCEPTRON_PURE_PYTHON"
 else:
     try:
         from stream_perceptron import _speedups as speedups
-    except ImportError:  # not built: the pure-Python loops
+    except ImportError as e:  # not built: the pure-Python loops
         speedups = None
+        _missing["speedups"] = _not_built(e)
 
 # -- feature preprocessing: a dense block standardised, MurmurHash3 (_features.c) -----------------
 
 features: ModuleType | None
 if _off("STREAM_PERCEPTRON_NO_C"):
     features = None
+    _missing["features"] = "turned off by STREAM_PERCEPTRON_NO_C"
 else:
     try:
         from stream_perceptron import _features as features
-    except ImportError:  # not built: the pure-Python reference
+    except ImportError as e:  # not built: the pure-Python reference
         features = None
+        _missing["features"] = _not_built(e)
 
 # -- the drift monitor's loop: ADWIN over chunks of the mistake stream (_drift.c) -----------------
 
 drift: ModuleType | None
 if _off("STREAM_PERCEPTRON_NO_C"):
     drift = None
+    _missing["drift"] = "turned off by STREAM_PERCEPTRON_NO_C"
 else:
     try:
         from stream_perceptron import _drift as drift
-    except ImportError:  # not built: the pure-Python reference (stream_perceptron/adwin.py)
+    except ImportError as e:  # not built: the pure-Python reference (stream_perceptron/adwin.py)
         drift = None
+        _missing["drift"] = _not_built(e)
 
 # -- the dense kernels and block scanners ---------------------------------------------------------
 
@@ -103,11 +120,13 @@ dense: ModuleType | None = None
 dense_error: str | None = None
 if _off("STREAM_PERCEPTRON_NO_C"):
     dense_error = "disabled by STREAM_PERCEPTRON_NO_C"
+    _missing["dense"] = "turned off by STREAM_PERCEPTRON_NO_C"
 else:
     try:
         from stream_perceptron import _dense as _loaded
     except ImportError as e:  # built without a C compiler: the per-record path
         dense_error = f"the C extension is not built ({e})"
+        _missing["dense"] = _not_built(e)
     else:
         POW10_LO, POW10_HI = _powers_of_ten()
         _loaded.set_tables(POW10_LO, POW10_HI)
@@ -118,3 +137,35 @@ def has_dense() -> bool:
     """Whether the dense kernels and scanners are there (read at each call: tests turn them
     off by setting :data:`dense` to ``None``)."""
     return dense is not None
+
+
+_TIERS = ("dense", "speedups", "features", "drift")
+
+
+def missing() -> dict[str, str]:
+    """The C extensions not in use (``dense``, ``speedups``, ``features``, ``drift``) and why:
+    not built (no C compiler at install), or turned off by an environment variable. Their
+    work then runs in the pure-Python reference, 20-60x slower."""
+    return {name: _missing[name] for name in _TIERS if name in _missing}
+
+
+def describe_tiers() -> str:
+    """The tiers in use, for ``stream-perceptron --version``.
+
+    Examples
+    --------
+    >>> describe_tiers().startswith(("C tier: ", "pure Python"))
+    True
+
+    """
+    off = missing()
+    used = [name for name in _TIERS if name not in off]
+    if not off:
+        return f"C tier: {', '.join(used)}"
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in off.items():
+        by_reason.setdefault(reason, []).append(name)
+    why = "; ".join(f"{', '.join(names)} {reason}" for reason, names in by_reason.items())
+    if not used:
+        return f"pure Python: the C extensions are missing: {why}"
+    return f"C tier: {', '.join(used)}; pure Python for the rest: {why}"

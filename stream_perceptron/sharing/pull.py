@@ -11,7 +11,7 @@ from stream_perceptron.sharing.signing import RecordSigner
 from stream_perceptron.sharing.states import learner_of
 from stream_perceptron.sharing.view import ModelView
 
-__all__ = ["pull_model", "read_view"]
+__all__ = ["incomplete", "pull_model", "read_view"]
 
 
 def read_view(log: Any, signer: RecordSigner | None = None) -> ModelView:
@@ -41,3 +41,12 @@ def pull_model(
     state, version = current
     offsets = {k: p.next_offset for k, p in view.partitions.items()}
     return learner_of(state), version, offsets, view
+
+
+def incomplete(model: StreamClassifier, view: ModelView) -> str | None:
+    """Why the pulled ``model`` is not the whole cluster's (``None``: it is): the partition
+    records count examples learned that it does not hold, or fewer than it holds."""
+    counted = view.counts()[0]
+    if model.n_seen == counted:
+        return None
+    return f"the model holds {model.n_seen} examples, the partition records count {counted}"

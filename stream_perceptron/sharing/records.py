@@ -11,12 +11,12 @@ with a short ``reason``; readers count it by reason and skip it, never fold it.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from stream_perceptron.errors import StreamPerceptronError
+from stream_perceptron.state import NonFiniteNumberError, finite_float, no_constant
 
 __all__ = [
     "KIND",
@@ -78,17 +78,6 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise RecordFormatError(f"the number {text[:40]} is not finite", "non_finite")
-    return value
-
-
-def _constant(name: str) -> float:
-    raise RecordFormatError(f"{name} is not a finite number", "non_finite")
-
-
 def parse_json(value: bytes) -> Any:
     """``value`` as JSON, refusing what no worker writes: over ``MAX_RECORD_BYTES``, nesting
     deeper than the interpreter's recursion limit, NaN, infinities and numbers that overflow a
@@ -110,7 +99,9 @@ def parse_json(value: bytes) -> Any:
     if len(value) > MAX_RECORD_BYTES:
         raise RecordFormatError(f"{len(value)} bytes (at most {MAX_RECORD_BYTES})", "too_large")
     try:
-        return json.loads(value, parse_float=_finite, parse_constant=_constant)
+        return json.loads(value, parse_float=finite_float, parse_constant=no_constant)
+    except NonFiniteNumberError as e:  # the state files' parse hooks
+        raise RecordFormatError(str(e), "non_finite") from None
     except RecursionError:
         raise RecordFormatError("not JSON: nested too deep", "not_json") from None
     except (ValueError, UnicodeDecodeError) as e:

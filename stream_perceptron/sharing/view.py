@@ -369,16 +369,16 @@ class ModelView:
     def current(self) -> tuple[dict[str, Any], int] | None:
         """The cluster's current model and its version: the newest mixture with every
         increment it does not hold folded in (version + 1 then), with the exact cluster-wide
-        counts."""
+        count of mistakes. Its ``n_seen`` is what it learned: less than :meth:`counts` says
+        when learned examples are missing from it (the caller decides: ``pull-model`` exits 1
+        unless ``--allow-incomplete``)."""
         folded = self.folded()
         if folded is None or self.mixture is None:
             return None
         state, fresh, _ = folded
-        n_seen, n_mistakes = self.counts()
-        if state["n_seen"] != n_seen:
-            logger.warning("the model holds %d examples, the partition records count %d",
-                           state["n_seen"], n_seen)  # fmt: skip
-        state["n_mistakes"] = n_mistakes
+        # at most its n_seen: a model missing learned examples (pulled with
+        # --allow-incomplete) must still load, and a state's n_mistakes <= n_seen
+        state["n_mistakes"] = min(self.counts()[1], state["n_seen"])
         return state, self.mixture.version + (1 if fresh else 0)
 
 

@@ -20,6 +20,7 @@ import stream_perceptron.learners.scaling as scaling_module
 from stream_perceptron import Perceptron, native
 from stream_perceptron.errors import ValueTooLargeError
 from stream_perceptron.learners.binary_blocks import encode_labels
+from stream_perceptron.learners.labels import predicted_label
 
 MODES = [
     dict(bias=bias, averaged=averaged, lr=lr)
@@ -119,7 +120,7 @@ def run_fast(model: Perceptron, features: list, X: np.ndarray, labels: list) -> 
         return []
     encoding = model.label_encoding
     before = bits(model.get_state())
-    signs, classes, errors = encode_labels(model, labels)
+    signs, encodings, errors = encode_labels(model, labels)
     assert not errors
     try:
         preds = model.learn_dense(features, X, signs)
@@ -132,7 +133,7 @@ def run_fast(model: Perceptron, features: list, X: np.ndarray, labels: list) -> 
         assert refused == [REFUSED]
         return out + refused + run_fast(model, features, X[i + 1 :], labels[i + 1 :])
     assert preds.dtype == np.int8
-    return [pos if p > 0 else neg for p, (neg, pos) in zip(preds.tolist(), classes)]
+    return [predicted_label(e, p > 0) for p, e in zip(preds.tolist(), encodings)]
 
 
 def check(make, features, X, labels, chunks=None):

@@ -26,6 +26,7 @@ from river import datasets
 from stream_perceptron import MulticlassPerceptron, Perceptron, native
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners.binary_blocks import encode_labels
+from stream_perceptron.learners.labels import predicted_label
 
 pytestmark = needs_c
 
@@ -339,9 +340,9 @@ def test_float32_rows_are_read_as_the_doubles_they_are(mode):
 def test_encode_labels_follows_the_encoding_as_it_settles():
     model = Perceptron()
     labels = [None, b"1", b"", 1, b"0", None, b"-1", b"cat", b"1"]
-    signs, classes, errors = encode_labels(model, labels)
+    signs, encodings, errors = encode_labels(model, labels)
     assert signs.tolist() == [0, 1, 0, 1, -1, 0, 0, 0, 1]
-    assert classes == [(False, True)] + [(0, 1)] * 8
+    assert encodings == ["bool"] + ["0/1"] * 8  # names: (0, 1) == (False, True) as pairs
     assert sorted(errors) == [6, 7] and all(isinstance(e, LabelError) for e in errors.values())
     assert model._labels.get_state() == {"encoding": "0/1", "settled": True}
     # the same as the row loop: the predictions decode with the encoding of their time
@@ -369,12 +370,12 @@ def test_mixed_batch_with_label_errors_as_the_engine_would_run_it():
         except LabelError:
             expected.append("bad")
     got = Perceptron()
-    signs, classes, errors = encode_labels(got, cells)
+    signs, encodings, errors = encode_labels(got, cells)
     signs = np.asarray(signs)  # an int8 array("b")
     keep = np.ones(len(X), bool)
     keep[list(errors)] = False
     preds = got.learn_dense(features, X[keep], signs[keep])
-    decoded = iter(pos if p > 0 else neg for p, (neg, pos) in
-                   zip(preds.tolist(), np.array(classes, dtype=object)[keep].tolist()))  # fmt: skip
+    kept_encodings = [e for i, e in enumerate(encodings) if keep[i]]
+    decoded = iter(predicted_label(e, p > 0) for p, e in zip(preds.tolist(), kept_encodings))
     assert ["bad" if i in errors else next(decoded) for i in range(len(X))] == expected
     assert_same_model(got, want)

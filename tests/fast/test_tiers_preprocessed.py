@@ -16,6 +16,7 @@ from test_tiers_equal import BINARY_STREAMS, MULTICLASS_STREAMS, _blocks
 from stream_perceptron import MulticlassPerceptron, Perceptron, Preprocessed
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.learners.binary_blocks import encode_labels
+from stream_perceptron.learners.labels import predicted_label
 
 pytestmark = needs_c
 
@@ -41,12 +42,12 @@ def _dense_rows(model: Preprocessed, features: list, X: np.ndarray, labels: list
     binary = isinstance(model.model, Perceptron)
     if binary:
         encoding = model.label_encoding
-        signs, classes, errors = encode_labels(model.model, labels)
+        signs, encodings, errors = encode_labels(model.model, labels)
         assert not errors
     try:
         if binary:
             preds = model.learn_dense(features, X, signs)
-            return [pos if p > 0 else neg for p, (neg, pos) in zip(preds.tolist(), classes)]
+            return [predicted_label(e, p > 0) for p, e in zip(preds.tolist(), encodings)]
         return list(model.learn_dense(features, X, labels))
     except (ValueTooLargeError, LabelError) as e:
         if binary:

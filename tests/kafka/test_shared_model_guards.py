@@ -29,6 +29,7 @@ from shared_model_helpers import (
 from test_shared_model import _check_exact, _drain
 
 from stream_perceptron import Perceptron
+from stream_perceptron.sharing import PartitionState
 
 
 def test_hostile_model_topic_records_stop_nothing(kafka_bootstrap, tmp_path, kafka_client):
@@ -78,6 +79,24 @@ def test_hostile_model_topic_records_stop_nothing(kafka_bootstrap, tmp_path, kaf
                    model_topic, "--output", str(tmp_path / "again.json"),
                    "--kafka-client", kafka_client)  # fmt: skip
     assert proc.returncode == 0 and b"refused and skipped" in proc.stderr, proc.stderr
+    # a partition record counting examples no mixture holds (a worker's increments lost):
+    # pull-model writes nothing and exits 1, unless --allow-incomplete (issue 42, class 12)
+    ghost = PartitionState("ghost", 0, next_offset=10, n_seen=10, worker="ghost")
+    writer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    try:
+        writer.send(model_topic, key=ghost.key.encode(), value=ghost.encode())
+        writer.flush()
+    finally:
+        writer.close()
+    incomplete = tmp_path / "incomplete.json"
+    pull = ["pull-model", "--bootstrap-servers", kafka_bootstrap, "--model-topic", model_topic,
+            "--output", str(incomplete), "--kafka-client", kafka_client]  # fmt: skip
+    proc = run_cli(*pull)
+    assert proc.returncode == 1 and not incomplete.exists(), proc.stderr
+    assert b"the partition records count" in proc.stderr and b"--allow-incomplete" in proc.stderr
+    proc = run_cli(*pull, "--allow-incomplete")
+    assert proc.returncode == 0 and incomplete.exists(), proc.stderr
+    assert b"written anyway (--allow-incomplete)" in proc.stderr
 
 
 def test_model_topics_that_could_lose_the_model_are_refused(kafka_bootstrap, tmp_path):
