@@ -104,7 +104,9 @@ def read_json(path: str | os.PathLike[str], limit: int = MAX_STATE_BYTES) -> Any
     where), and a key twice in one object (json would keep the last one silently).
     """
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer (a regular file
+        # reads as ever); the file type is checked before any read
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise StateError(f"the state file {path} is not a regular file")

@@ -242,3 +242,33 @@ def test_pull_model_of_an_incomplete_model_exits_1_unless_allow_incomplete(
     assert cli_kafka.pull_model_command(args) == 0
     assert json.loads(out.read_text())["model"]["n_seen"] == 0
     assert "written anyway (--allow-incomplete)" in caplog.text
+
+
+def test_read_json_refuses_a_fifo_without_waiting_for_a_writer(tmp_path):
+    """The API's loader too (``load_checkpoint``, ``from_state`` callers), not only the CLI's
+    up-front check: opening a FIFO for reading waits for a writer that never comes."""
+    import threading
+
+    from stream_perceptron.errors import StateError
+    from stream_perceptron.state import read_json
+
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_json(fifo)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    if not outcome:  # still waiting: let it go by opening the other end
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+        pytest.fail("read_json waited on a FIFO")
+    assert isinstance(outcome[0], StateError) and "not a regular file" in str(outcome[0])
