@@ -135,10 +135,11 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         "--mix-every",
         type=positive_int,
         metavar="N",
-        help="mix as soon as the group learned N examples that no mixture holds (the owner of "
-        "partition 0 of the first topic mixes; every worker then moves onto the mixture); "
-        "every worker commits after its part of N records for it (N times its share of the "
-        "input partitions)",
+        help="about one mix per N examples of the group: every worker commits after its part "
+        "of N records (N times its share of the input partitions), and the leader (the owner "
+        "of partition 0 of the first topic) mixes at its commit once the committed examples "
+        "that no mixture holds reach N/2 (it sees only what the others committed before it "
+        "read); every worker then moves onto the mixture",
     )
     shared.add_argument(
         "--mix-interval",
