@@ -168,7 +168,14 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
         self._closed = False
         self._as_blocks = False  # message_blocks() is iterated, not batches()
         self._poll_count = max_poll_records  # messages asked of the next poll
+        self._stop_requested: Callable[[], bool] | None = None
         self._config = self._configure(bootstrap_servers, client_options)
+
+    def stop_when(self, requested: Callable[[], bool]) -> None:
+        """End the iteration before the next poll once ``requested()`` is true: the engine's
+        stop (SIGTERM) is seen within one poll timeout, between polls, never by an exception
+        raised inside a commit, a rebalance callback or a client's C call."""
+        self._stop_requested = requested
 
     # -- Source --------------------------------------------------------------------------------
     def batches(self) -> Iterator[list[Record]]:
@@ -390,6 +397,8 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
                 )
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
+            if self._stop_requested is not None and self._stop_requested():
+                return  # as at the end (--exit-at-end): the consumer stays for the last commit
             with self._poll_lock:
                 if self._closed:
                     break

@@ -128,6 +128,12 @@ class Engine:
         self.coordinator.attach(RunState(learner, self.stats, self.outputs, self.lock))
         self._stop = False
         self._waiting_for_input = False
+        # a source that polls (Kafka) looks at the stop between its polls: an exception raised
+        # by the signal handler could surface in whatever the source runs while the engine
+        # waits on it (a shared-model commit: a transaction failed by a TypeError from inside
+        # confluent-kafka's produce, which checks for signals); only a blocking read is
+        # interrupted so
+        self._polls_stop = False
         self._blocks = (
             BlockPath.of(learner, parser, self.outcomes, self.coordinator.resume_from)
             if dense
@@ -154,7 +160,7 @@ class Engine:
         Batches end between messages, so a stop never splits a multi-record message.
         """
         self._stop = True
-        if self._waiting_for_input:
+        if self._waiting_for_input and not self._polls_stop:
             raise _Interrupted
 
     # -- the loop ------------------------------------------------------------------------------
@@ -162,6 +168,10 @@ class Engine:
         """Process the source to its end (or until stopped); always checkpoint at the end."""
         coordinator = self.coordinator
         coordinator.bind(source)
+        stop_when = getattr(source, "stop_when", None)
+        if stop_when is not None:
+            stop_when(lambda: self._stop)
+            self._polls_stop = True
         ticker = self._idle_ticker(source)
         try:
             for unit in self._batches(source):

@@ -139,9 +139,12 @@ def test_in_a_real_group(
         kafka_client.require_internals(consumer)
         consumer.subscribe(topics=[topic], listener=Listener())
         deadline = time.monotonic() + 60
-        while "assigned" not in seen and time.monotonic() < deadline:
+        # until an assignment holds the partitions: a consumer whose metadata did not list
+        # the new topic yet joins with nothing ("No partition metadata for topic", a fresh
+        # clone's make test beside a soak), then rebalances once it learns the topic
+        while not seen.get("assigned") and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
-        assert "assigned" in seen, "no assignment within 60 s"
+        assert seen.get("assigned"), "no assignment of the partitions within 60 s"
         assert [(tp.topic, tp.partition) for tp in seen["assigned"]] == [(topic, 0), (topic, 1)]
         assert set(seen["committed"].values()) == {None}
         assert seen["finish_thread"] == seen["listener_thread"]  # the IO loop thread
