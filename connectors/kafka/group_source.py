@@ -172,8 +172,7 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
         self._config = self._configure(bootstrap_servers, client_options)
 
     def stop_when(self, requested: Callable[[], bool]) -> None:
-        """End the iteration before the next poll once ``requested()`` is true: the engine's
-        stop (SIGTERM) is seen within one poll timeout, between polls, never by an exception
+        """End before the next poll once ``requested()`` (SIGTERM): never by an exception
         raised inside a commit, a rebalance callback or a client's C call."""
         self._stop_requested = requested
 
@@ -184,18 +183,16 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
         Returns
         -------
         Iterator of list of Record
-            Non-empty batches, in the order the client returns messages
-            (offset order within a partition); a batch never ends inside a
-            message. Empty polls yield nothing. Ends only when
-            ``exit_at_end`` applies or after :meth:`close`.
+            Non-empty batches, in the order the client returns messages (offset order within
+            a partition); a batch never ends inside a message. Empty polls yield nothing.
+            Ends only when ``exit_at_end`` applies, after :meth:`close` or at ``stop_when``.
 
         Raises
         ------
         ConnectorError
-            If called twice or after :meth:`close`; while iterating, if the
-            consumer cannot be created, an error cannot be cured by retrying,
-            or (``exit_at_end``) no assignment arrives in time. Exceptions of
-            ``on_assign`` / ``on_revoke`` propagate unchanged.
+            If called twice or after :meth:`close`; while iterating, if the consumer cannot
+            be created, an error cannot be cured by retrying, or (``exit_at_end``) no
+            assignment arrives in time. ``on_assign`` / ``on_revoke``'s exceptions propagate.
         """
         self._start()
         return self._iterate()  # type: ignore[return-value]  # units are lists of records
@@ -205,10 +202,7 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
         one-record messages in a poll as one :class:`~connectors.MessageBlock`, made without a
         record per message; a poll holding a message of several lines comes as records.
 
-        Raises
-        ------
-        ConnectorError
-            As :meth:`batches`.
+        Raises ``ConnectorError`` as :meth:`batches` does.
         """
         self._start()
         self._as_blocks = True
@@ -398,7 +392,7 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
             if self._stop_requested is not None and self._stop_requested():
-                return  # as at the end (--exit-at-end): the consumer stays for the last commit
+                return  # as at the end: the consumer stays for the last commit
             with self._poll_lock:
                 if self._closed:
                     break
@@ -422,8 +416,7 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
                     deadline = self._wait_for_partitions(deadline)
         self._close_consumer()
 
-    #: How long a poll waits while ``hold_at_end`` keeps a member at its end (``on_idle`` is
-    #: called this often).
+    #: A poll's wait while ``hold_at_end`` keeps a member at its end (``on_idle``'s period)
     HOLD_POLL_MS = 20
 
     #: How long the brokers have to list their topics (``--exit-at-end`` checks the names).
