@@ -33,17 +33,7 @@ pytestmark = pytest.mark.kafka
 #: its watchdog exiting then; 1 s more for that exit (it was 30 s)
 STOP_WITHIN_S = STOP_BOUND_S + 1.0
 
-#: A broker that leads every partition and shuts down in a controlled way can report a commit
-#: done whose markers it skipped (Kafka 4.3.1: leaders go to -1 first, and the coordinator logs
-#: "Couldn't find leader endpoint for partitions ... can be skipped"); the worker's next
-#: transaction, aborted by the outage, then marks them ABORT: a fresh clone lost 135
-#: predictions so, with the offsets that spoke for them committed. The product cannot mend a
-#: broker's skipped markers (the README says so), so this single broker stops without it.
-NO_CONTROLLED_SHUTDOWN = "controlled.shutdown.enable=false"
-
-
-def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client, monkeypatch):
-    monkeypatch.setenv("KAFKA_EXTRA_PROPERTIES", NO_CONTROLLED_SHUTDOWN)
+def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
     state, port = tmp_path / "kafka", free_port()
     bootstrap = start_broker(state_dir=state, port=port)
     procs = []
