@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define E10_MIN (-348)
@@ -2070,6 +2071,740 @@ static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
                          st.refused, st.avg_ref, st.n_factors);
 }
 
+/* -- the sparse block ---------------------------------------------------------------------
+ *
+ * A block of JSON lines of any shape the record path reads as numbers (JsonLinesParser.parse,
+ * the reference) as CSR rows: indptr (int64, n + 1), slots (int32, a feature a value) and
+ * values (float64), the slots local to the block: slot k is the k-th distinct feature name
+ * the block brings, the names returned as a list of str. Per line: a flat object, any key
+ * set and order, or the nested {"x": {...}, "y": label} form; numbers as JsonLinesParser makes
+ * them (integers as float(int), the rest as float()), booleans 1.0/0.0, null missing, a
+ * string value v of key k the feature "k=v" at 1.0. The label's raw JSON text goes into
+ * labels (joined by newlines; "null" when absent), as scan_jsonl gives it. Status 3 for any
+ * line of another form (an escape or control character in a key or string, a duplicate key, a
+ * value that is an array or another object, NaN, an empty line, ...): the caller parses the
+ * block line by line, where each such line gets its reason. A name given twice in a row (the
+ * same key and value, or "a=b" as a key and as a string) is status 3 too: the record path
+ * decides. Numbers left to Python as in scan_jsonl (slow: start, end, item, 0).
+ */
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t kstart, klen, vstart, vlen; /* vlen -1: a key's own entry */
+    int32_t slot;                          /* the feature's local slot; -1: none yet */
+    Py_ssize_t stamp;                      /* the last row (+1) that had it */
+} SparseEntry;
+
+typedef struct {
+    const unsigned char *buf;
+    SparseEntry *entries;
+    size_t cap, count;
+    int32_t n_slots;
+    Py_ssize_t *slot_spans; /* slot k's name: kstart, klen, vstart, vlen at 4k */
+    size_t slot_cap;
+} SparseTable;
+
+static inline uint64_t fnv_bytes(uint64_t h, const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        h = (h ^ p[k]) * 1099511628211ull;
+    return h;
+}
+
+static int sparse_grow(SparseTable *t)
+{
+    size_t cap = t->cap ? 2 * t->cap : 1024;
+    SparseEntry *e = calloc(cap, sizeof(SparseEntry));
+    if (e == NULL)
+        return -1;
+    for (size_t k = 0; k < t->cap; k++) {
+        SparseEntry *old = &t->entries[k];
+        if (old->hash == 0)
+            continue;
+        size_t j = (size_t)old->hash & (cap - 1);
+        while (e[j].hash != 0)
+            j = (j + 1) & (cap - 1);
+        e[j] = *old;
+    }
+    free(t->entries);
+    t->entries = e;
+    t->cap = cap;
+    return 0;
+}
+
+/* The entry of key buf[ks:ks+kl] (vl < 0) or of the string feature key=value; NULL: no memory.
+   An empty place in the table has hash 0 (a used entry's hash is odd). A pointer returned
+   stays valid until the next call (which may grow the table). */
+static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, Py_ssize_t vs,
+                                 Py_ssize_t vl)
+{
+    if (2 * (t->count + 1) > t->cap && sparse_grow(t) < 0)
+        return NULL;
+    const unsigned char *buf = t->buf;
+    uint64_t h = fnv_bytes(1469598103934665603ull, buf + ks, kl);
+    if (vl >= 0)
+        h = fnv_bytes((h ^ '=') * 1099511628211ull, buf + vs, vl);
+    h |= 1; /* never 0: 0 marks an empty slot */
+    size_t j = (size_t)h & (t->cap - 1);
+    for (;;) {
+        SparseEntry *e = &t->entries[j];
+        if (e->hash == 0) {
+            e->hash = h;
+            e->kstart = ks;
+            e->klen = kl;
+            e->vstart = vs;
+            e->vlen = vl;
+            e->slot = -1;
+            e->stamp = 0;
+            t->count++;
+            return e;
+        }
+        if (e->hash == h && e->klen == kl && e->vlen == vl &&
+            memcmp(buf + e->kstart, buf + ks, kl) == 0 &&
+            (vl <= 0 || memcmp(buf + e->vstart, buf + vs, vl) == 0))
+            return e;
+        j = (j + 1) & (t->cap - 1);
+    }
+}
+
+/* A feature's slot (a new one for a name the block had not brought yet); -1: no memory. */
+static int32_t sparse_slot(SparseTable *t, SparseEntry *e)
+{
+    if (e->slot >= 0)
+        return e->slot;
+    if ((size_t)t->n_slots == t->slot_cap) {
+        size_t cap = t->slot_cap ? 2 * t->slot_cap : 256;
+        Py_ssize_t *s = realloc(t->slot_spans, 4 * cap * sizeof(Py_ssize_t));
+        if (s == NULL)
+            return -1;
+        t->slot_spans = s;
+        t->slot_cap = cap;
+    }
+    Py_ssize_t *span = t->slot_spans + 4 * (size_t)t->n_slots;
+    span[0] = e->kstart;
+    span[1] = e->klen;
+    span[2] = e->vstart;
+    span[3] = e->vlen;
+    e->slot = t->n_slots++;
+    return e->slot;
+}
+
+/* A string at buf[i] == '"' with no escape and no control character: the index after its
+   closing quote, its content at [i + 1, end - 1); -1 otherwise. */
+static inline Py_ssize_t plain_string(const unsigned char *buf, Py_ssize_t i)
+{
+    i++;
+    for (;;) {
+        unsigned char c = buf[i];
+        if (c == '"')
+            return i + 1;
+        if (c == '\\' || c < 0x20) /* a newline ends the block: < 0x20 stops there too */
+            return -1;
+        i++;
+    }
+}
+
+/* A JSON number at buf[i] (strict grammar, as scan_jsonl): the index after it, -1 when it is
+   not one; *value and *ok (0: left to Python) as scan_jsonl decides them. */
+static inline Py_ssize_t json_number(const unsigned char *buf, Py_ssize_t i, Py_ssize_t size,
+                                     double *value, int *ok)
+{
+    int neg = buf[i] == '-';
+    if (neg)
+        i++;
+    uint64_t man = 0;
+    Py_ssize_t d0 = i;
+    if (buf[i] == '0')
+        i++;
+    else if (buf[i] >= '1' && buf[i] <= '9')
+        i = read_digits(buf, i, size, &man);
+    else
+        return -1;
+    Py_ssize_t n_digits = i - d0;
+    int64_t exp10 = 0;
+    int integer = 1;
+    if (buf[i] == '.') {
+        integer = 0;
+        Py_ssize_t f0 = ++i;
+        i = read_digits(buf, i, size, &man);
+        if (i == f0)
+            return -1;
+        exp10 = f0 - i;
+        n_digits += i - f0;
+    }
+    if (buf[i] == 'e' || buf[i] == 'E') {
+        integer = 0;
+        i = read_exponent(buf, i + 1, &exp10);
+        if (i < 0)
+            return -1;
+    }
+    *ok = 1;
+    if (n_digits > 19)
+        *ok = 0;
+    else if (integer && man == 0)
+        *value = 0.0; /* float(int("-0")) is +0.0 */
+    else
+        *value = signed_decimal(man, exp10, neg, ok);
+    return i;
+}
+
+typedef struct {
+    int32_t *slots;
+    double *values;
+    Py_ssize_t cap, nnz;
+    int64_t *slow;
+    Py_ssize_t slow_cap, n_slow;
+} SparseOut;
+
+/* One object's members at buf[i] == '{' into out (features), row stamp `row`; the label
+   key's value span into (ls, le) when label_len >= 0 (-1: no label here), where a "y" member's
+   value starts into ys, where an "x" member whose value is an object starts into xs (not read
+   here; xs NULL: such a member is not plain); members: how many. Returns the index after the closing brace; -1 not plain, -2 no memory,
+   -3 slow full. */
+static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned char *buf,
+                                Py_ssize_t size, Py_ssize_t i, Py_ssize_t row,
+                                const unsigned char *label, Py_ssize_t label_len,
+                                Py_ssize_t *ls, Py_ssize_t *le, Py_ssize_t *ys, Py_ssize_t *ye,
+                                Py_ssize_t *xs, Py_ssize_t *members)
+{
+    i = skip_ws(buf, i + 1);
+    *members = 0;
+    if (buf[i] == '}')
+        return i + 1;
+    for (;;) {
+        if (buf[i] != '"')
+            return -1;
+        Py_ssize_t ks = i + 1, end = plain_string(buf, i);
+        if (end < 0)
+            return -1;
+        Py_ssize_t kl = end - 1 - ks;
+        i = skip_ws(buf, end);
+        if (buf[i] != ':')
+            return -1;
+        i = skip_ws(buf, i + 1);
+        ++*members;
+        SparseEntry *key = sparse_entry(t, ks, kl, 0, -1);
+        if (key == NULL)
+            return -2;
+        if (key->stamp == row)
+            return -1; /* a key given twice */
+        key->stamp = row;
+        unsigned char c = buf[i];
+        int is_label = label_len >= 0 && kl == label_len && memcmp(buf + ks, label, kl) == 0;
+        if (kl == 1 && buf[ks] == 'y') {
+            *ys = i;
+        }
+        if (kl == 1 && buf[ks] == 'x' && c == '{' && xs != NULL) {
+            *xs = i; /* the nested form's features: read by the caller */
+            int depth = 0;
+            for (;;) { /* skip the object (its strings hold no brace that matters: checked later) */
+                unsigned char d = buf[i];
+                if (d == '\n')
+                    return -1;
+                if (d == '"') {
+                    i = plain_string(buf, i);
+                    if (i < 0)
+                        return -1;
+                    continue;
+                }
+                if (d == '{')
+                    depth++;
+                else if (d == '}' && --depth == 0)
+                    break;
+                i++;
+            }
+            i++;
+        }
+        else if (is_label) {
+            Py_ssize_t start = i;
+            if (c == '"') {
+                i++; /* escapes allowed: the label cache decodes the text */
+                while (buf[i] != '"') {
+                    if (buf[i] == '\n')
+                        return -1;
+                    i += buf[i] == '\\' && buf[i + 1] != '\n' ? 2 : 1;
+                }
+                i++;
+            }
+            else if (c == '{' || c == '[') {
+                return -1;
+            }
+            else {
+                while (buf[i] != ',' && buf[i] != '}' && buf[i] != ' ' && buf[i] != '\t' &&
+                       buf[i] != '\r' && buf[i] != '\n')
+                    i++;
+            }
+            *ls = start;
+            *le = i;
+        }
+        else {
+            Py_ssize_t start = i;
+            double value = 1.0;
+            int ok = 1;
+            SparseEntry *feature = key;
+            if (c == '"') {
+                Py_ssize_t vend = plain_string(buf, i);
+                if (vend < 0)
+                    return -1;
+                feature = sparse_entry(t, ks, kl, i + 1, vend - 1 - (i + 1));
+                if (feature == NULL)
+                    return -2;
+                if (feature->stamp == row)
+                    return -1;
+                feature->stamp = row;
+                i = vend;
+            }
+            else if (c == 't' && i + 4 <= size && memcmp(buf + i, "true", 4) == 0) {
+                i += 4;
+            }
+            else if (c == 'f' && i + 5 <= size && memcmp(buf + i, "false", 5) == 0) {
+                value = 0.0;
+                i += 5;
+            }
+            else if (c == 'n' && i + 4 <= size && memcmp(buf + i, "null", 4) == 0) {
+                feature = NULL; /* missing */
+                i += 4;
+            }
+            else {
+                i = json_number(buf, i, size, &value, &ok);
+                if (i < 0)
+                    return -1;
+            }
+            if (feature != NULL) {
+                int32_t slot = sparse_slot(t, feature);
+                if (slot < 0)
+                    return -2;
+                if (out->nnz == out->cap)
+                    return -1; /* cannot happen: cap bounds the items a block can hold */
+                out->slots[out->nnz] = slot;
+                out->values[out->nnz] = value;
+                if (!ok) {
+                    if (out->n_slow == out->slow_cap)
+                        return -3;
+                    int64_t *s = out->slow + 4 * out->n_slow++;
+                    s[0] = start;
+                    s[1] = i;
+                    s[2] = out->nnz;
+                    s[3] = 0;
+                }
+                out->nnz++;
+            }
+        }
+        i = skip_ws(buf, i);
+        if (buf[i] == '}')
+            return i + 1;
+        if (buf[i] != ',')
+            return -1;
+        i = skip_ws(buf, i + 1);
+    }
+}
+
+/* The scan of n lines (buf ends with a newline): 0 done, 2 slow full, 3 not plain, 4 no
+   memory. indptr gets n + 1 entries. */
+static int scan_sparse_jsonl(SparseTable *t, SparseOut *out, const unsigned char *buf,
+                             Py_ssize_t size, Py_ssize_t n, const unsigned char *label,
+                             Py_ssize_t label_len, int64_t *indptr, unsigned char *labels,
+                             Py_ssize_t *n_labels_out)
+{
+    Py_ssize_t i = 0, row = 0, n_labels = 0;
+    const int label_is_y = label_len == 1 && label[0] == 'y';
+    indptr[0] = 0;
+    while (i < size) {
+        if (row >= n)
+            return 3;
+        i = skip_ws(buf, i);
+        if (buf[i] != '{')
+            return 3;
+        Py_ssize_t ls = -1, le = -1, ys = -1, ye = -1, xs = -1, members = 0;
+        Py_ssize_t first = out->nnz;
+        Py_ssize_t end = sparse_object(t, out, buf, size, i, 2 * row + 1, label, label_len, &ls,
+                                       &le, &ys, &ye, &xs, &members);
+        if (end == -2)
+            return 4;
+        if (end == -3)
+            return 2;
+        if (end < 0)
+            return 3;
+        if (xs >= 0) {
+            /* {"x": {...}} or {"x": {...}, "y": label}: the nested form (any other member
+               beside an object "x" is a flat object holding an object: refused there) */
+            if (!(members == 1 || (members == 2 && ys >= 0)) || out->nnz != first)
+                return 3;
+            if (members == 2 && !label_is_y)
+                return 3; /* "y" read as a feature of the flat form: let the record path say */
+            Py_ssize_t ms = 0, unused_s = -1, unused_e = -1, y2s = -1, y2e = -1;
+            Py_ssize_t inner = sparse_object(t, out, buf, size, xs, 2 * row + 2, label, -1,
+                                             &unused_s, &unused_e, &y2s, &y2e, NULL, &ms);
+            if (inner == -2)
+                return 4;
+            if (inner == -3)
+                return 2;
+            if (inner < 0)
+                return 3;
+        }
+        i = skip_ws(buf, end);
+        if (buf[i] != '\n')
+            return 3;
+        i++;
+        if (row)
+            labels[n_labels++] = '\n';
+        if (ls >= 0) {
+            memcpy(labels + n_labels, buf + ls, le - ls);
+            n_labels += le - ls;
+        }
+        else {
+            memcpy(labels + n_labels, "null", 4);
+            n_labels += 4;
+        }
+        row++;
+        indptr[row] = out->nnz;
+    }
+    *n_labels_out = n_labels;
+    return row == n ? 0 : 3;
+}
+
+/* The names of the table's slots, as str (a string feature's "key=value"); NULL with
+   *undecodable set when one is not UTF-8 (no error set then), NULL with an error otherwise. */
+static PyObject *sparse_names(const SparseTable *t, int *undecodable)
+{
+    PyObject *names = PyList_New(t->n_slots);
+    if (names == NULL)
+        return NULL;
+    char *tmp = NULL;
+    size_t tmp_cap = 0;
+    for (int32_t k = 0; k < t->n_slots; k++) {
+        const Py_ssize_t *span = t->slot_spans + 4 * (size_t)k;
+        const char *text = (const char *)t->buf + span[0];
+        Py_ssize_t len = span[1];
+        if (span[3] >= 0) {
+            len = span[1] + 1 + span[3];
+            if ((size_t)len > tmp_cap) {
+                char *grown = PyMem_Realloc(tmp, (size_t)len);
+                if (grown == NULL) {
+                    PyMem_Free(tmp);
+                    Py_DECREF(names);
+                    return PyErr_NoMemory();
+                }
+                tmp = grown;
+                tmp_cap = (size_t)len;
+            }
+            memcpy(tmp, text, span[1]);
+            tmp[span[1]] = '=';
+            memcpy(tmp + span[1] + 1, t->buf + span[2], span[3]);
+            text = tmp;
+        }
+        PyObject *name = PyUnicode_DecodeUTF8(text, len, NULL);
+        if (name == NULL) {
+            PyMem_Free(tmp);
+            Py_DECREF(names);
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                *undecodable = 1;
+            }
+            return NULL;
+        }
+        PyList_SET_ITEM(names, k, name);
+    }
+    PyMem_Free(tmp);
+    return names;
+}
+
+PyDoc_STRVAR(scan_sparse_jsonl_doc,
+"scan_sparse_jsonl(buf, n, label, indptr, slots, values, labels, slow)\n"
+"    -> (status, nnz, n_labels, n_slow, names)\n\n"
+"``buf`` (bytes ending with a newline) holds ``n`` JSON objects, one a line, of any key set\n"
+"(see the comment above it in _dense.c); ``label`` the label key (UTF-8 bytes). indptr int64\n"
+"(n + 1), slots int32 and values float64 (len(buf) // 4 + n items at least), labels uint8\n"
+"(len(buf) + 4 * n), slow int64 (k, 4). ``names``: the local slots' feature names (None\n"
+"unless status is 0). Status 0 done, 2 slow is full, 3 a line of another form.");
+
+static PyObject *py_scan_sparse_jsonl(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf, *o_indptr, *o_slots, *o_values, *o_labels, *o_slow;
+    Py_ssize_t n;
+    const char *label;
+    Py_ssize_t label_len;
+    if (!PyArg_ParseTuple(args, "Ony#OOOOO", &o_buf, &n, &label, &label_len, &o_indptr,
+                          &o_slots, &o_values, &o_labels, &o_slow))
+        return NULL;
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "call set_tables first");
+        return NULL;
+    }
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad n");
+        return NULL;
+    }
+    Py_buffer v[6];
+    if (get_buffer(o_buf, &v[0], 0, 1, "buf") < 0)
+        return NULL;
+    Py_ssize_t size = v[0].len;
+    if (((const unsigned char *)v[0].buf)[size - 1] != '\n') {
+        PyBuffer_Release(&v[0]);
+        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
+        return NULL;
+    }
+    Py_ssize_t cap = size / 4 + n;
+    const BufferSpec specs[5] = {
+        {o_indptr, 1, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr"},
+        {o_slots, 1, cap * (Py_ssize_t)sizeof(int32_t), "slots"},
+        {o_values, 1, cap * (Py_ssize_t)sizeof(double), "values"},
+        {o_labels, 1, size + 4 * n, "labels"},
+        {o_slow, 1, 0, "slow"},
+    };
+    if (get_buffers(specs, v + 1, 5) < 0) {
+        PyBuffer_Release(&v[0]);
+        return NULL;
+    }
+    SparseTable t = {v[0].buf, NULL, 0, 0, 0, NULL, 0};
+    SparseOut out = {v[2].buf, v[3].buf, cap, 0, v[5].buf,
+                     v[5].len / (4 * (Py_ssize_t)sizeof(int64_t)), 0};
+    Py_ssize_t n_labels = 0;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_sparse_jsonl(&t, &out, v[0].buf, size, n, (const unsigned char *)label,
+                               label_len, v[1].buf, v[4].buf, &n_labels);
+    Py_END_ALLOW_THREADS
+    PyObject *names = NULL;
+    if (status == 0) {
+        int undecodable = 0;
+        names = sparse_names(&t, &undecodable);
+        if (names == NULL && !undecodable) {
+            free(t.entries);
+            free(t.slot_spans);
+            release_buffers(v, 6);
+            return NULL;
+        }
+        if (names == NULL)
+            status = 3;
+    }
+    free(t.entries);
+    free(t.slot_spans);
+    release_buffers(v, 6);
+    if (status == 4)
+        return PyErr_NoMemory();
+    if (names == NULL) {
+        names = Py_None;
+        Py_INCREF(names);
+    }
+    return Py_BuildValue("innnN", status, out.nnz, n_labels, out.n_slow, names);
+}
+
+/* -- the binary perceptron over sparse rows --------------------------------------------------
+ *
+ * kernel_of's rule (the reference: Perceptron._learn and predict_one) over CSR rows whose
+ * slots index the block's own arrays w, u (m each): a row's dot adds w*v, in the row's order,
+ * for the features w has (present), sq every v*v; an update adds step*v to each of the row's
+ * weights (c*step*v to its accumulators when averaging), and a weight or accumulator the
+ * model did not have yet joins it then: w_new / u_new list those slots in the order they
+ * joined (the order new keys enter the model's dicts).
+ */
+static void kernel_sparse(const int64_t *indptr, const int32_t *slots, const double *values,
+                          Py_ssize_t n, const int8_t *signs, double *w, unsigned char *present,
+                          double *u, unsigned char *u_present, int32_t *w_new,
+                          Py_ssize_t *n_w_new, int32_t *u_new, Py_ssize_t *n_u_new, Py_ssize_t m,
+                          double lr, int bias_mode, int averaged, int8_t *preds, KernelState *st)
+{
+    double b = st->b, ub = st->ub, max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    int w_updated = 0, u_updated = 0;
+    const int forgetting = st->half_life > 0.0;
+    Py_ssize_t nw = 0, nu = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
+        int y = signs[i];
+        double dot = 0.0, udot = 0.0, sq = 0.0;
+        int with_average = averaged && n_seen > 0;
+        double tp = forgetting && with_average
+                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                        : (double)n_seen;
+        for (Py_ssize_t k = k0; k < k1; k++) {
+            Py_ssize_t j = slots[k];
+            double v = values[k];
+            if (present[j]) {
+                dot += w[j] * v;
+                if (with_average)
+                    udot += u[j] * v;
+            }
+            sq += v * v;
+        }
+        if (!(sq < INFINITY)) {
+            double nonfinite = 0.0;
+            for (Py_ssize_t k = k0; k < k1; k++)
+                nonfinite += values[k] - values[k];
+            if (nonfinite != 0.0) {
+                st->finite = 0;
+                return;
+            }
+        }
+        double score = dot + b;
+        if (with_average)
+            preds[i] = score - (udot + ub) / tp > 0 ? 1 : -1;
+        else
+            preds[i] = score > 0 ? 1 : -1;
+        if (y == 0)
+            continue;
+        n_seen += 1;
+        long long t = n_seen;
+        double r = sqrt(sq);
+        if (!(r < INFINITY)) {
+            st->refused = i;
+            st->finite = 1;
+            return;
+        }
+        if (r > max_norm)
+            max_norm = r;
+        if ((double)y * score <= 0) {
+            n_mistakes += 1;
+            double step = lr * (double)y;
+            double db;
+            if (bias_mode == 0)
+                db = step;
+            else if (bias_mode == 1)
+                db = (double)y * max_norm * max_norm;
+            else
+                db = 0.0;
+            b += db;
+            int averaging = averaged && (t > 1 || forgetting);
+            double coef = forgetting ? pow(st->beta, (double)(st->avg_ref - t)) : (double)(t - 1);
+            if (averaging)
+                ub += coef * db;
+            double check = (b - b) + (ub - ub);
+            double c = coef * step;
+            for (Py_ssize_t k = k0; k < k1; k++) {
+                Py_ssize_t j = slots[k];
+                double wj = w[j] + step * values[k];
+                w[j] = wj;
+                check += wj - wj;
+                if (!present[j]) {
+                    present[j] = 1;
+                    w_new[nw++] = (int32_t)j;
+                }
+            }
+            if (averaging) {
+                for (Py_ssize_t k = k0; k < k1; k++) {
+                    Py_ssize_t j = slots[k];
+                    double uj = u[j] + c * values[k];
+                    u[j] = uj;
+                    check += uj - uj;
+                    if (!u_present[j]) {
+                        u_present[j] = 1;
+                        u_new[nu++] = (int32_t)j;
+                    }
+                }
+                u_updated = 1;
+            }
+            w_updated = 1;
+            if (check != 0.0) {
+                st->refused = i;
+                st->finite = 1;
+                return;
+            }
+        }
+        if (forgetting)
+            renormalise_binary(st, t, u, 1, &ub, m);
+    }
+    st->b = b;
+    st->ub = ub;
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->w_updated = w_updated;
+    st->u_updated = u_updated;
+    st->finite = 1;
+    *n_w_new = nw;
+    *n_u_new = nu;
+}
+
+PyDoc_STRVAR(kernel_sparse_doc,
+"kernel_sparse(indptr, slots, values, signs, w, present, u, u_present, w_new, u_new, lr,\n"
+"              bias_mode, averaged, b, ub, n_seen, n_mistakes, max_norm, preds, n, m,\n"
+"              half_life, beta, avg_ref, factors)\n"
+"    -> (b, ub, n_seen, n_mistakes, max_norm, n_w_new, n_u_new, finite, refused, avg_ref,\n"
+"        n_factors)\n\n"
+"The binary perceptron over n CSR rows (indptr int64 n + 1, slots int32, values float64) of\n"
+"a block's m features: w, u float64 (m) and present, u_present uint8 (m) updated in place,\n"
+"w_new, u_new int32 (m): the slots that joined the model, in order (see kernel).");
+
+static PyObject *py_kernel_sparse(PyObject *self, PyObject *args)
+{
+    PyObject *o_indptr, *o_slots, *o_values, *o_signs, *o_w, *o_present, *o_u, *o_upresent;
+    PyObject *o_wnew, *o_unew, *o_preds, *o_factors;
+    double lr, b, ub, max_norm, half_life, beta;
+    int bias_mode, averaged;
+    long long n_seen, n_mistakes, avg_ref;
+    Py_ssize_t n, m;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOdipddLLdOnnddLO", &o_indptr, &o_slots, &o_values,
+                          &o_signs, &o_w, &o_present, &o_u, &o_upresent, &o_wnew, &o_unew, &lr,
+                          &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
+                          &o_preds, &n, &m, &half_life, &beta, &avg_ref, &o_factors))
+        return NULL;
+    if (n < 0 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad n or m");
+        return NULL;
+    }
+    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
+        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+        return NULL;
+    }
+    Py_buffer iv;
+    if (get_buffer(o_indptr, &iv, 0, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr") < 0)
+        return NULL;
+    const int64_t *indptr = iv.buf;
+    Py_ssize_t nnz = (Py_ssize_t)indptr[n];
+    int ok = indptr[0] == 0 && nnz >= 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = indptr[i] <= indptr[i + 1];
+    if (!ok) {
+        PyBuffer_Release(&iv);
+        PyErr_SetString(PyExc_ValueError, "indptr must rise from 0");
+        return NULL;
+    }
+    const BufferSpec specs[11] = {
+        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
+        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
+        {o_signs, 0, n, "signs"},
+        {o_w, 1, m * (Py_ssize_t)sizeof(double), "w"},
+        {o_present, 1, m, "present"},
+        {o_u, 1, m * (Py_ssize_t)sizeof(double), "u"},
+        {o_upresent, 1, m, "u_present"},
+        {o_wnew, 1, m * (Py_ssize_t)sizeof(int32_t), "w_new"},
+        {o_unew, 1, m * (Py_ssize_t)sizeof(int32_t), "u_new"},
+        {o_preds, 1, n, "preds"},
+        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
+    };
+    Py_buffer v[11];
+    if (get_buffers(specs, v, 11) < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    const int32_t *slots = v[0].buf;
+    for (Py_ssize_t k = 0; ok && k < nnz; k++)
+        ok = slots[k] >= 0 && slots[k] < m;
+    if (!ok) {
+        release_buffers(v, 11);
+        PyBuffer_Release(&iv);
+        PyErr_SetString(PyExc_ValueError, "slots must be in [0, m)");
+        return NULL;
+    }
+    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
+                      half_life, beta, avg_ref, v[10].buf, 0};
+    Py_ssize_t n_w_new = 0, n_u_new = 0;
+    Py_BEGIN_ALLOW_THREADS
+    kernel_sparse(indptr, slots, v[1].buf, n, v[2].buf, v[3].buf, v[4].buf, v[5].buf, v[6].buf,
+                  v[7].buf, &n_w_new, v[8].buf, &n_u_new, m, lr, bias_mode, averaged, v[9].buf,
+                  &st);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 11);
+    PyBuffer_Release(&iv);
+    if (!st.finite || st.refused >= 0)
+        return Py_BuildValue("ddLLdnnOnLn", b, ub, n_seen, n_mistakes, max_norm, (Py_ssize_t)0,
+                             (Py_ssize_t)0, st.finite ? Py_True : Py_False, st.refused, avg_ref,
+                             (Py_ssize_t)0);
+    return Py_BuildValue("ddLLdnnOnLn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
+                         n_w_new, n_u_new, Py_True, st.refused, st.avg_ref, st.n_factors);
+}
+
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
@@ -2084,6 +2819,8 @@ static PyMethodDef methods[] = {
     {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
     {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},
     {"kernel_pa_multiclass", py_kernel_pa_multiclass, METH_VARARGS, kernel_pa_multiclass_doc},
+    {"scan_sparse_jsonl", py_scan_sparse_jsonl, METH_VARARGS, scan_sparse_jsonl_doc},
+    {"kernel_sparse", py_kernel_sparse, METH_VARARGS, kernel_sparse_doc},
     {NULL, NULL, 0, NULL},
 };
 

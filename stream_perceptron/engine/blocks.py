@@ -21,6 +21,7 @@ from connectors import LineBlock, MessageBlock, PositionKey, Record
 from stream_perceptron.engine.outcomes import Outcomes
 from stream_perceptron.engine.outputs import BlockOrigin, PredictionBlock
 from stream_perceptron.formats.base import BlockParser, DenseBatch, DenseParser
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.learners.block_learning import BlockRows
 
@@ -217,6 +218,8 @@ class BlockPath:
         """The block path of this learner and parser, or ``None`` when either cannot."""
         if not isinstance(parser, DenseParser) or not learner.dense_capable:
             return None
+        if learner.sparse_capable and hasattr(parser, "sparse_blocks"):
+            parser.sparse_blocks = True  # blocks of any record shape, as sparse rows
         return cls(learner, parser, outcomes, resume_from)
 
     def learn(self, run: Run) -> bool:
@@ -231,6 +234,8 @@ class BlockPath:
         outcomes = self.outcomes
         watch, trial = outcomes.stats.drift_reference, None
         if watch is not None:  # the drift reference's copy predicts the block first
+            if isinstance(dense[1], SparseRows):  # its copy takes dense blocks only
+                return False
             trial = watch.trial_block(dense, self.parser.label_cache, outcomes.stats.learned)
             if trial is None:
                 return False

@@ -8,6 +8,7 @@ from itertools import repeat
 from typing import Any
 
 from stream_perceptron.formats.base import LabelCache
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 
 __all__ = ["RecentWindow"]
@@ -51,7 +52,9 @@ class RecentWindow:
         size = self.size
         # A copy of the last rows only: the block's whole matrix is freed at once, so the next
         # block reuses its memory instead of faulting in fresh pages (measured: 9% of a run).
-        if isinstance(rows, memoryview):  # the C scanner's matrix (its path needs no NumPy)
+        if isinstance(rows, SparseRows):
+            rows = rows.tail(size)
+        elif isinstance(rows, memoryview):  # the C scanner's matrix (its path needs no NumPy)
             last = rows[-size:]
             rows = memoryview(last.tobytes()).cast("d", last.shape or ())
         else:
@@ -75,9 +78,10 @@ class RecentWindow:
         size = self.size
         while self._pending:
             names, rows, cells = self._pending.popleft()
-            rows = np.asarray(rows)  # the readers take NumPy rows
             start = max(0, len(cells) - size)
-            recent.extend(
-                zip(zip(repeat(names), rows[start:]), map(labels.__getitem__, cells[start:]))
-            )
+            if isinstance(rows, SparseRows):  # the readers take a sparse row as its dict
+                xs: Any = rows.tail(len(cells) - start).dicts(names)
+            else:
+                xs = zip(repeat(names), np.asarray(rows)[start:])  # the readers take NumPy rows
+            recent.extend(zip(xs, map(labels.__getitem__, cells[start:])))
         self._pending_rows = 0

@@ -68,6 +68,9 @@ class JsonLinesParser:
         self._labels = LabelCache(parse=_label_of_text)  # raw label value -> label
         # The keys of the last dense block: (keys as UTF-8, label index, feature names).
         self._schema: tuple[list[bytes], int, list[str]] | None = None
+        #: Whether :meth:`parse_dense_block` also gives sparse rows (the engine sets it when
+        #: its learner takes them): a block of lines of any shape the record path reads.
+        self.sparse_blocks = False
 
     @property
     def label_cache(self) -> LabelCache:
@@ -106,6 +109,24 @@ class JsonLinesParser:
             n = block.count(b"\n")
         if native.dense is None or n == 0:
             return None
+        dense = self._dense_block(block, n)
+        if dense is None and self.sparse_blocks:
+            dense = scan.parse_sparse_jsonl_block(block, n, self.label)
+        if dense is None:
+            return None
+        names, X, cells = dense
+        try:
+            for cell in set(cells):
+                self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
+        except (ValueError, RecordError):  # UnicodeDecodeError and JSONDecodeError are ones
+            return None
+        return names, X, cells
+
+    def _dense_block(self, block: bytes, n: int) -> tuple[list[str], Any, list[bytes]] | None:
+        """The block as a dense matrix, when its lines are flat objects with the same keys in
+        the same order and numbers or booleans as values; ``None`` otherwise."""
+        from stream_perceptron.formats import scan
+
         schema = self._schema
         for _ in range(2):
             if schema is None:
@@ -122,11 +143,6 @@ class JsonLinesParser:
         else:
             return None
         X, cells = dense
-        try:
-            for cell in set(cells):
-                self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
-        except (ValueError, RecordError):  # UnicodeDecodeError and JSONDecodeError are ones
-            return None
         return names, X, cells
 
     def _schema_of(self, line: bytes) -> tuple[list[bytes], int, list[str]] | None:

@@ -21,8 +21,14 @@ from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.formats.label_cells import LabelCells
+from stream_perceptron.formats.sparse_rows import SparseRows
 
-__all__ = ["parse_csv_block", "parse_csv_numbers", "parse_jsonl_block"]
+__all__ = [
+    "parse_csv_block",
+    "parse_csv_numbers",
+    "parse_jsonl_block",
+    "parse_sparse_jsonl_block",
+]
 
 # The CSV scanner parse_csv_block runs; None: float() on every cell (tests set it).
 scan_csv: Any = native.dense.scan_csv if native.dense is not None else None
@@ -136,9 +142,7 @@ def parse_csv_block(
     values = memoryview(X).cast("d")
     label_parts = []
     done = 0  # rows of the spans before
-    for (start, _), (_, got, n_labels, n_slow), (_, slow) in zip(
-        spans, scanned, jobs, strict=True
-    ):
+    for (start, _), (_, got, n_labels, n_slow), (_, slow) in zip(spans, scanned, jobs, strict=True):
         if not _fill_slow(values, slow, n_slow, ncol - 1, block, start, done, float):
             return None
         label_parts.append(label_buf[start : start + n_labels].tobytes())
@@ -225,3 +229,56 @@ def parse_jsonl_block(
         return None
     labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
     return memoryview(X).cast("d", (n, width)), labels
+
+
+def parse_sparse_jsonl_block(
+    block: bytes, n: int, label: str
+) -> tuple[list[str], SparseRows, list[bytes]] | None:
+    """``n`` JSON objects, one a line (each line ending with a newline), of any key set and
+    order, flat or in the nested ``{"x": {...}, "y": label}`` form, as sparse rows:
+    ``(feature names, rows, raw label values)``, the features of each row those
+    :class:`~stream_perceptron.formats.JsonLinesParser` gives it, in the same order, with the
+    same floats (strings as ``name=value`` at 1.0, booleans 1.0/0.0, null left out); a row
+    without a label has the label text ``null``. ``None`` when a line is of another form (the
+    record path then gives each its reason), or without the C extension."""
+    c = native.dense
+    if c is None or not n:
+        return None
+    if not block.isascii():
+        try:  # the record path refuses a line that is not UTF-8 anywhere, in a null's key too
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    cap = len(block) // 4 + n
+    indptr = c.empty(8 * (n + 1))
+    slots = c.empty(4 * cap)
+    values = c.empty(8 * cap)
+    label_buf = c.empty(len(block) + 4 * n)
+    slow = c.empty(min(_SLOW_CELLS, cap) * 32)
+    status, nnz, n_labels, n_slow, names = c.scan_sparse_jsonl(
+        block, n, label.encode("utf-8"), indptr, slots, values, label_buf, slow
+    )
+    if status != 0 or len(set(names)) != len(names):  # "a=b" as a key and as a string
+        return None
+    value_view = memoryview(values).cast("d")[:nnz]
+    if n_slow and not _fill_slow_items(value_view, slow, n_slow, block):
+        return None
+    rows = SparseRows(memoryview(indptr).cast("q"), memoryview(slots).cast("i")[:nnz], value_view)
+    labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
+    return names, rows, labels
+
+
+def _fill_slow_items(values: memoryview[float], slow: bytearray, n_slow: int, text: bytes) -> bool:
+    """The numbers a sparse scan left to Python (``slow``: int64 ``(start, end, item, 0)``)
+    into ``values``; False when one is not a finite float (the record path refuses it)."""
+    cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
+    for k in range(0, len(cells), 4):
+        s, e, item = cells[k : k + 3]
+        try:
+            value = _json_number(text[s:e])
+        except (ValueError, OverflowError):
+            return False
+        if not math.isfinite(value):
+            return False
+        values[item] = value
+    return True

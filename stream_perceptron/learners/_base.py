@@ -184,6 +184,14 @@ class StreamClassifier(base.MiniBatchClassifier):
         this learner's configuration. False here; the perceptrons say when."""
         return False
 
+    @property
+    def sparse_capable(self) -> bool:
+        """Whether :meth:`learn_dense` also takes sparse rows (a
+        :class:`~stream_perceptron.formats.sparse_rows.SparseRows` as ``X``, its slots
+        indexing ``features``): the engine then asks the parser for sparse blocks too. False
+        here; the learners that can say when."""
+        return False
+
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
         """Predict-then-learn a dense block of rows (see :class:`DenseLearner`)."""
         raise NotImplementedError(f"{type(self).__name__} has no dense block learning")

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._linear import BIAS_MODES
 
@@ -44,8 +45,14 @@ if TYPE_CHECKING:
     from stream_perceptron.learners._perceptron_model import PerceptronModel
 
 __all__ = [
-    "BIAS_CODES", "supported", "learn_dense", "checked_block", "plain_block", "predictions",
+    "BIAS_CODES",
+    "supported",
+    "learn_dense",
+    "checked_block",
+    "plain_block",
+    "predictions",
     "refusal",
+    "learn_sparse",
 ]
 
 BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
@@ -215,3 +222,66 @@ def refusal(row: int) -> ValueTooLargeError:
     )
     error.row = row  # type: ignore[attr-defined]
     return error
+
+
+def learn_sparse(
+    model: PerceptronModel, features: Sequence[Any], rows: SparseRows, signs: Any
+) -> Any:
+    """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
+    left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, new
+    keys entering the model's dicts in the order that loop adds them."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    names = list(features)
+    n, m = len(rows), len(names)
+    preds = bytearray(n)
+    if n == 0:
+        return memoryview(preds).cast("b")
+    if len(memoryview(signs)) != n:
+        raise ValueError(f"signs has shape ({len(memoryview(signs))},), expected ({n},)")
+    wd, ud = model._w, model._u
+    w = array("d", [wd.get(k, 0.0) for k in names])
+    had_w = bytes([k in wd for k in names])
+    u = array("d", [ud.get(k, 0.0) for k in names])
+    had_u = bytes([k in ud for k in names])
+    present, u_present = bytearray(had_w), bytearray(had_u)
+    w_new, u_new = array("i", bytes(4 * m)), array("i", bytes(4 * m))
+    half_life = model.average_half_life
+    factors = array("d", bytes(8 * n) if half_life is not None else b"")
+    (b, ub, n_seen, n_mistakes, max_norm, n_w_new, n_u_new, finite, refused, avg_ref,
+     n_factors) = c.kernel_sparse(
+        rows.indptr, rows.slots, rows.values, signs, w, present, u, u_present, w_new, u_new,
+        float(model.lr), BIAS_CODES[model._bias_mode], bool(model.averaged), float(model._b),
+        float(model._ub), int(model._n_seen), int(model._n_mistakes), float(model._max_norm),
+        preds, n, m, 0.0 if half_life is None else float(half_life), float(model._beta),
+        int(model._avg_ref), factors,
+    )  # fmt: skip
+    if not finite:
+        raise ValueError("rows have non-finite values")
+    if refused >= 0:
+        raise refusal(int(refused))
+    _write_back(wd, names, w, had_w, w_new[:n_w_new])
+    _write_back(ud, names, u, had_u, u_new[:n_u_new])
+    if n_factors:
+        rescale_outside(ud, names, u, True, factors[:n_factors].tolist())
+        model._avg_ref = int(avg_ref)
+    model._b = float(b)
+    model._ub = float(ub)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    model._max_norm = float(max_norm)
+    return memoryview(preds).cast("b")
+
+
+def _write_back(
+    d: dict[Any, float], names: list[Any], values: array, had: bytes, new: array
+) -> None:
+    """The kernel's values into the model dict ``d``: the keys it had keep their place, the
+    new ones (``new``: slots in the order they joined) follow in that order."""
+    values_list = values.tolist()
+    for j, k in enumerate(names):
+        if had[j]:
+            d[k] = values_list[j]
+    for j in new.tolist():
+        d[names[j]] = values_list[j]

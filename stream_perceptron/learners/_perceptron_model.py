@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import _binary_kernel as _binary
 from stream_perceptron.learners._linear import BinaryLinearModel, LinearHyperparameters
@@ -141,4 +142,6 @@ class PerceptronModel(NativeModelStore, LinearHyperparameters, BinaryBlocks, Bin
 
         """
         self._require_dense()
+        if isinstance(X, SparseRows):
+            return _binary.learn_sparse(self, features, X, signs)
         return _binary.learn_dense(self, features, X, signs)

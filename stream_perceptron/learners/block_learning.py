@@ -18,6 +18,7 @@ from stream_perceptron import native
 from stream_perceptron.errors import LabelError, ValueTooLargeError
 from stream_perceptron.formats.base import DenseBatch
 from stream_perceptron.formats.label_cells import LabelCells
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners.labels import predicted_label
 
@@ -92,7 +93,7 @@ def learn_binary_block(
     kept: list[int] | None = None  # the rows learned, when some are refused
     if errors:
         kept = [i for i in range(n) if i not in errors]
-        X, signs = np.asarray(X)[kept], np.asarray(signs)[kept]
+        X, signs = _rows_of(X, kept), np.asarray(signs)[kept]
     try:
         predicted = learner.learn_dense(features, X, signs)
     except ValueTooLargeError:
@@ -109,7 +110,7 @@ def learn_binary_block(
         if errors or unlabelled:
             picked = [i for i, sign in enumerate(memoryview(signs).tolist()) if sign]
             rows = picked if kept is None else [kept[i] for i in picked]
-            return features, np.asarray(X)[picked], [label_cells[i] for i in rows]
+            return features, _rows_of(X, picked), [label_cells[i] for i in rows]
         return features, X, label_cells
 
     def block_rows() -> BlockRows:
@@ -143,6 +144,11 @@ def learn_binary_block(
         return BlockRows(kept, codes=codes.tolist(), cases=cases)
 
     return BlockResult(mistakes, unlabelled, errors, window_rows, block_rows)
+
+
+def _rows_of(X: Any, rows: list[int]) -> Any:
+    """The rows ``rows`` of a block's ``X``, dense (a NumPy copy) or sparse."""
+    return X.take(rows) if isinstance(X, SparseRows) else np.asarray(X)[rows]
 
 
 def learn_multiclass_block(

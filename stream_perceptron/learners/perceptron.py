@@ -25,7 +25,6 @@ _speedups = native.speedups
 __all__ = ["Perceptron"]
 
 
-
 @registered
 class Perceptron(BinaryCore, CoreFields, PerceptronModel):
     """Binary perceptron, learning one example at a time and only from its mistakes.
@@ -345,6 +344,11 @@ class Perceptron(BinaryCore, CoreFields, PerceptronModel):
         class does not replace the learning code the kernel reproduces."""
         return self._kernel_applies(Perceptron) and _binary.supported(self)
 
+    @property
+    def sparse_capable(self) -> bool:
+        """Whether :meth:`learn_dense` takes sparse rows too: whenever it can run."""
+        return self.dense_capable
+
     # -- prediction ----------------------------------------------------------------------------
     def _score(self, x: dict) -> float:
         if self.averaged and self._n_seen:
@@ -418,6 +422,3 @@ class Perceptron(BinaryCore, CoreFields, PerceptronModel):
         return self._labels.decode(1 if self._score(x) > 0 else -1)
 
     # -- state ---------------------------------------------------------------------------------
-
-
-
