@@ -2509,22 +2509,122 @@ static PyObject *sparse_names(const SparseTable *t, int *undecodable)
     return names;
 }
 
-PyDoc_STRVAR(scan_sparse_jsonl_doc,
-"scan_sparse_jsonl(buf, n, label, indptr, slots, values, labels, slow)\n"
+/* -- the sparse libsvm scanner --------------------------------------------------------------
+ *
+ * LibsvmParser.parse (the reference) over a block: a line's text up to its first '#', split
+ * at Python's ASCII whitespace (str.split), an optional first token without ':' the label
+ * (copied into labels; "" when absent), then name:value tokens (qid:... skipped), the value
+ * decided by parse_decimal or left to Python's float() (slow). Status 3 for a line of another
+ * form: a byte >= 0x80 before the '#' (str.split splits at some of those), no token, a
+ * malformed token, a name given twice.
+ */
+
+static inline int split_space(unsigned char c)
+{
+    return c == ' ' || (c >= 9 && c <= 13) || (c >= 28 && c <= 31);
+}
+
+static int scan_sparse_libsvm(SparseTable *t, SparseOut *out, const unsigned char *buf,
+                              Py_ssize_t size, Py_ssize_t n, int64_t *indptr,
+                              unsigned char *labels, Py_ssize_t *n_labels_out)
+{
+    Py_ssize_t i = 0, row = 0, n_labels = 0;
+    indptr[0] = 0;
+    while (i < size) {
+        if (row >= n)
+            return 3;
+        Py_ssize_t tokens = 0;
+        Py_ssize_t stamp = row + 1;
+        if (row)
+            labels[n_labels++] = '\n';
+        for (;;) {
+            while (buf[i] != '\n' && split_space(buf[i]))
+                i++;
+            unsigned char c = buf[i];
+            if (c == '\n' || c == '#')
+                break;
+            Py_ssize_t start = i, colon = -1;
+            int second_colon = 0;
+            while (!split_space(buf[i]) && buf[i] != '#') {
+                if (buf[i] >= 0x80)
+                    return 3;
+                if (buf[i] == ':') {
+                    if (colon >= 0)
+                        second_colon = 1;
+                    else
+                        colon = i;
+                }
+                i++;
+            }
+            Py_ssize_t end = i;
+            tokens++;
+            if (colon < 0) {
+                if (tokens != 1)
+                    return 3; /* a token without ':' after the first: malformed */
+                memcpy(labels + n_labels, buf + start, end - start);
+                n_labels += end - start;
+                continue;
+            }
+            if (second_colon || colon == start || colon == end - 1)
+                return 3;
+            Py_ssize_t kl = colon - start;
+            if (kl == 3 && memcmp(buf + start, "qid", 3) == 0)
+                continue;
+            SparseEntry *key = sparse_entry(t, start, kl, 0, -1);
+            if (key == NULL)
+                return 4;
+            if (key->stamp == stamp)
+                return 3;
+            key->stamp = stamp;
+            int32_t slot = sparse_slot(t, key);
+            if (slot < 0)
+                return 4;
+            double value = 0.0;
+            int ok = parse_decimal(buf, colon + 1, end, &value);
+            if (out->nnz == out->cap)
+                return 3;
+            out->slots[out->nnz] = slot;
+            out->values[out->nnz] = value;
+            if (!ok) {
+                if (out->n_slow == out->slow_cap)
+                    return 2;
+                int64_t *s = out->slow + 4 * out->n_slow++;
+                s[0] = colon + 1;
+                s[1] = end;
+                s[2] = out->nnz;
+                s[3] = 0;
+            }
+            out->nnz++;
+        }
+        if (tokens == 0)
+            return 3; /* an empty line, or a comment alone */
+        while (buf[i] != '\n')
+            i++;
+        i++;
+        row++;
+        indptr[row] = out->nnz;
+    }
+    *n_labels_out = n_labels;
+    return row == n ? 0 : 3;
+}
+
+PyDoc_STRVAR(scan_sparse_doc,
+"scan_sparse(buf, n, label, indptr, slots, values, labels, slow)\n"
 "    -> (status, nnz, n_labels, n_slow, names)\n\n"
 "``buf`` (bytes ending with a newline) holds ``n`` JSON objects, one a line, of any key set\n"
-"(see the comment above it in _dense.c); ``label`` the label key (UTF-8 bytes). indptr int64\n"
+"(see scan_sparse_jsonl in _dense.c), ``label`` the label key (UTF-8 bytes); or, ``label``\n"
+"None, ``n`` libsvm lines (scan_sparse_libsvm). indptr int64\n"
 "(n + 1), slots int32 and values float64 (len(buf) // 4 + n items at least), labels uint8\n"
 "(len(buf) + 4 * n), slow int64 (k, 4). ``names``: the local slots' feature names (None\n"
 "unless status is 0). Status 0 done, 2 slow is full, 3 a line of another form.");
 
-static PyObject *py_scan_sparse_jsonl(PyObject *self, PyObject *args)
+static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
 {
     PyObject *o_buf, *o_indptr, *o_slots, *o_values, *o_labels, *o_slow;
     Py_ssize_t n;
     const char *label;
     Py_ssize_t label_len;
-    if (!PyArg_ParseTuple(args, "Ony#OOOOO", &o_buf, &n, &label, &label_len, &o_indptr,
+    if (!PyArg_ParseTuple(args, "Onz#OOOOO", &o_buf, &n, &label, &label_len, &o_indptr,
                           &o_slots, &o_values, &o_labels, &o_slow))
         return NULL;
     if (!tables_ready) {
@@ -2562,8 +2662,11 @@ static PyObject *py_scan_sparse_jsonl(PyObject *self, PyObject *args)
     Py_ssize_t n_labels = 0;
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = scan_sparse_jsonl(&t, &out, v[0].buf, size, n, (const unsigned char *)label,
-                               label_len, v[1].buf, v[4].buf, &n_labels);
+    if (label == NULL)
+        status = scan_sparse_libsvm(&t, &out, v[0].buf, size, n, v[1].buf, v[4].buf, &n_labels);
+    else
+        status = scan_sparse_jsonl(&t, &out, v[0].buf, size, n, (const unsigned char *)label,
+                                   label_len, v[1].buf, v[4].buf, &n_labels);
     Py_END_ALLOW_THREADS
     PyObject *names = NULL;
     if (status == 0) {
@@ -2819,7 +2922,7 @@ static PyMethodDef methods[] = {
     {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
     {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},
     {"kernel_pa_multiclass", py_kernel_pa_multiclass, METH_VARARGS, kernel_pa_multiclass_doc},
-    {"scan_sparse_jsonl", py_scan_sparse_jsonl, METH_VARARGS, scan_sparse_jsonl_doc},
+    {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
     {"kernel_sparse", py_kernel_sparse, METH_VARARGS, kernel_sparse_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -7,7 +7,9 @@ from stream_perceptron.formats.base import (
     DUPLICATE_FEATURE,
     EMPTY_RECORD,
     MALFORMED_TOKEN,
+    DenseBatch,
     Example,
+    LabelCache,
     decode_utf8,
     parse_label,
     to_number,
@@ -32,6 +34,56 @@ class LibsvmParser:
     """
 
     header_pending = False
+
+    def __init__(self) -> None:
+        self._labels = LabelCache()  # label token -> label, as parse_label reads it
+        #: Whether :meth:`parse_dense_block` gives blocks (the engine sets it when its learner
+        #: takes sparse rows); libsvm has no dense form.
+        self.sparse_blocks = False
+
+    @property
+    def label_cache(self) -> LabelCache:
+        """Label token -> parsed label, for the block path (see :class:`DenseParser`)."""
+        return self._labels
+
+    def parse_dense(self, values: list[bytes]) -> DenseBatch | None:
+        """:meth:`parse_dense_block` of a list of lines."""
+        block = b"\n".join(values) + b"\n"
+        if block.count(b"\n") != len(values):
+            return None
+        return self.parse_dense_block(block, len(values))
+
+    def parse_dense_block(self, block: bytes, n: int | None) -> DenseBatch | None:
+        """``n`` lines (each ending with a newline) as sparse rows, the features and labels
+        :meth:`parse` gives each (see
+        :func:`~stream_perceptron.formats.scan.parse_sparse_libsvm_block`), when
+        :attr:`sparse_blocks` is set and every line is of a form the scanner reads; else
+        ``None``: parse the lines one by one.
+
+        Examples
+        --------
+        >>> p = LibsvmParser()
+        >>> p.sparse_blocks = True
+        >>> names, rows, cells = p.parse_dense_block(b"1 3:0.5 a:2\\n-1 qid:2 a:1e1 # c\\n", 2)
+        >>> names, rows.dicts(names), [p.label_cache[c] for c in cells]
+        (['3', 'a'], [{'3': 0.5, 'a': 2.0}, {'a': 10.0}], [1, -1])
+
+        """
+        from stream_perceptron.formats import scan
+
+        if not self.sparse_blocks:
+            return None
+        if n is None:
+            n = block.count(b"\n")
+        sparse = scan.parse_sparse_libsvm_block(block, n)
+        if sparse is None:
+            return None
+        try:
+            for cell in set(sparse[2]):
+                self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
+        except (ValueError, RecordError):  # UnicodeDecodeError is a ValueError
+            return None
+        return sparse
 
     def parse(self, value: bytes) -> Example:
         text = decode_utf8(value)

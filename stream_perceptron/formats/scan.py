@@ -28,6 +28,7 @@ __all__ = [
     "parse_csv_numbers",
     "parse_jsonl_block",
     "parse_sparse_jsonl_block",
+    "parse_sparse_libsvm_block",
 ]
 
 # The CSV scanner parse_csv_block runs; None: float() on every cell (tests set it).
@@ -231,8 +232,19 @@ def parse_jsonl_block(
     return memoryview(X).cast("d", (n, width)), labels
 
 
+def parse_sparse_libsvm_block(
+    block: bytes, n: int
+) -> tuple[list[str], SparseRows, list[bytes]] | None:
+    """``n`` libsvm lines (each ending with a newline) as sparse rows, as
+    :func:`parse_sparse_jsonl_block` gives JSON lines: the features
+    :class:`~stream_perceptron.formats.LibsvmParser` gives each line, in its order, with the
+    same floats; the label cells the first tokens without ``:`` (empty when a line has none).
+    ``None`` when a line is of another form."""
+    return parse_sparse_jsonl_block(block, n, None)
+
+
 def parse_sparse_jsonl_block(
-    block: bytes, n: int, label: str
+    block: bytes, n: int, label: str | None
 ) -> tuple[list[str], SparseRows, list[bytes]] | None:
     """``n`` JSON objects, one a line (each line ending with a newline), of any key set and
     order, flat or in the nested ``{"x": {...}, "y": label}`` form, as sparse rows:
@@ -240,7 +252,8 @@ def parse_sparse_jsonl_block(
     :class:`~stream_perceptron.formats.JsonLinesParser` gives it, in the same order, with the
     same floats (strings as ``name=value`` at 1.0, booleans 1.0/0.0, null left out); a row
     without a label has the label text ``null``. ``None`` when a line is of another form (the
-    record path then gives each its reason), or without the C extension."""
+    record path then gives each its reason), or without the C extension. ``label`` None: the
+    lines are libsvm (:func:`parse_sparse_libsvm_block`)."""
     c = native.dense
     if c is None or not n:
         return None
@@ -255,27 +268,32 @@ def parse_sparse_jsonl_block(
     values = c.empty(8 * cap)
     label_buf = c.empty(len(block) + 4 * n)
     slow = c.empty(min(_SLOW_CELLS, cap) * 32)
-    status, nnz, n_labels, n_slow, names = c.scan_sparse_jsonl(
-        block, n, label.encode("utf-8"), indptr, slots, values, label_buf, slow
-    )
+    status, nnz, n_labels, n_slow, names = c.scan_sparse(
+        block, n, None if label is None else label.encode("utf-8"), indptr, slots, values,
+        label_buf, slow,
+    )  # fmt: skip
     if status != 0 or len(set(names)) != len(names):  # "a=b" as a key and as a string
         return None
     value_view = memoryview(values).cast("d")[:nnz]
-    if n_slow and not _fill_slow_items(value_view, slow, n_slow, block):
+    convert = _json_number if label is not None else float
+    if n_slow and not _fill_slow_items(value_view, slow, n_slow, block, convert):
         return None
     rows = SparseRows(memoryview(indptr).cast("q"), memoryview(slots).cast("i")[:nnz], value_view)
     labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
     return names, rows, labels
 
 
-def _fill_slow_items(values: memoryview[float], slow: bytearray, n_slow: int, text: bytes) -> bool:
+def _fill_slow_items(
+    values: memoryview[float], slow: bytearray, n_slow: int, text: bytes,
+    convert: Callable[[bytes], float],
+) -> bool:  # fmt: skip
     """The numbers a sparse scan left to Python (``slow``: int64 ``(start, end, item, 0)``)
     into ``values``; False when one is not a finite float (the record path refuses it)."""
     cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
     for k in range(0, len(cells), 4):
         s, e, item = cells[k : k + 3]
         try:
-            value = _json_number(text[s:e])
+            value = convert(text[s:e])
         except (ValueError, OverflowError):
             return False
         if not math.isfinite(value):
