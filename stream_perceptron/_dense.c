@@ -2256,19 +2256,21 @@ typedef struct {
     Py_ssize_t slow_cap, n_slow;
 } SparseOut;
 
-/* One object's members at buf[i] == '{' into out (features), row stamp `row`; the label
-   key's value span into (ls, le) when label_len >= 0 (-1: no label here), where a "y" member's
-   value starts into ys, where an "x" member whose value is an object starts into xs (not read
-   here; xs NULL: such a member is not plain); members: how many. Returns the index after the closing brace; -1 not plain, -2 no memory,
+/* One object's members at buf[i] == '{' into out (features), keys stamped `row` (its
+   object inside stamped row + 1); the label key's value span into (ls, le) when label_len >= 0
+   (-1: no label here), where a "y" member's value starts into ys; an "x" member whose value is
+   an object: its members read as features and *nested set (nested NULL: such a member is not
+   plain); members: how many; own: the features of this object's own members. Returns the index after the closing brace; -1 not plain, -2 no memory,
    -3 slow full. */
 static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned char *buf,
                                 Py_ssize_t size, Py_ssize_t i, Py_ssize_t row,
                                 const unsigned char *label, Py_ssize_t label_len,
-                                Py_ssize_t *ls, Py_ssize_t *le, Py_ssize_t *ys, Py_ssize_t *ye,
-                                Py_ssize_t *xs, Py_ssize_t *members)
+                                Py_ssize_t *ls, Py_ssize_t *le, Py_ssize_t *ys, int *nested,
+                                Py_ssize_t *members, Py_ssize_t *own)
 {
     i = skip_ws(buf, i + 1);
     *members = 0;
+    *own = 0;
     if (buf[i] == '}')
         return i + 1;
     for (;;) {
@@ -2294,26 +2296,14 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
         if (kl == 1 && buf[ks] == 'y') {
             *ys = i;
         }
-        if (kl == 1 && buf[ks] == 'x' && c == '{' && xs != NULL) {
-            *xs = i; /* the nested form's features: read by the caller */
-            int depth = 0;
-            for (;;) { /* skip the object (its strings hold no brace that matters: checked later) */
-                unsigned char d = buf[i];
-                if (d == '\n')
-                    return -1;
-                if (d == '"') {
-                    i = plain_string(buf, i);
-                    if (i < 0)
-                        return -1;
-                    continue;
-                }
-                if (d == '{')
-                    depth++;
-                else if (d == '}' && --depth == 0)
-                    break;
-                i++;
-            }
-            i++;
+        if (kl == 1 && buf[ks] == 'x' && c == '{' && nested != NULL) {
+            /* the nested form's features, read here; the caller checks the form */
+            Py_ssize_t ms = 0, unused_s = -1, unused_e = -1, unused_y = -1, inner_own = 0;
+            i = sparse_object(t, out, buf, size, i, row + 1, label, -1, &unused_s, &unused_e,
+                              &unused_y, NULL, &ms, &inner_own);
+            if (i < 0)
+                return i;
+            *nested = 1;
         }
         else if (is_label) {
             Py_ssize_t start = i;
@@ -2388,6 +2378,7 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
                     s[3] = 0;
                 }
                 out->nnz++;
+                ++*own;
             }
         }
         i = skip_ws(buf, i);
@@ -2415,33 +2406,22 @@ static int scan_sparse_jsonl(SparseTable *t, SparseOut *out, const unsigned char
         i = skip_ws(buf, i);
         if (buf[i] != '{')
             return 3;
-        Py_ssize_t ls = -1, le = -1, ys = -1, ye = -1, xs = -1, members = 0;
-        Py_ssize_t first = out->nnz;
+        Py_ssize_t ls = -1, le = -1, ys = -1, members = 0, own = 0;
+        int nested = 0;
         Py_ssize_t end = sparse_object(t, out, buf, size, i, 2 * row + 1, label, label_len, &ls,
-                                       &le, &ys, &ye, &xs, &members);
+                                       &le, &ys, &nested, &members, &own);
         if (end == -2)
             return 4;
         if (end == -3)
             return 2;
         if (end < 0)
             return 3;
-        if (xs >= 0) {
-            /* {"x": {...}} or {"x": {...}, "y": label}: the nested form (any other member
-               beside an object "x" is a flat object holding an object: refused there) */
-            if (!(members == 1 || (members == 2 && ys >= 0)) || out->nnz != first)
-                return 3;
-            if (members == 2 && !label_is_y)
-                return 3; /* "y" read as a feature of the flat form: let the record path say */
-            Py_ssize_t ms = 0, unused_s = -1, unused_e = -1, y2s = -1, y2e = -1;
-            Py_ssize_t inner = sparse_object(t, out, buf, size, xs, 2 * row + 2, label, -1,
-                                             &unused_s, &unused_e, &y2s, &y2e, NULL, &ms);
-            if (inner == -2)
-                return 4;
-            if (inner == -3)
-                return 2;
-            if (inner < 0)
-                return 3;
-        }
+        /* {"x": {...}} or {"x": {...}, "y": label}: the nested form (any other member beside
+           an object "x" makes a flat object holding an object: refused there) */
+        if (nested && (own != 0 || !(members == 1 || (members == 2 && ys >= 0))))
+            return 3;
+        if (nested && members == 2 && !label_is_y)
+            return 3; /* "y" read as a feature of the flat form: let the record path say */
         i = skip_ws(buf, end);
         if (buf[i] != '\n')
             return 3;
@@ -2580,7 +2560,13 @@ static int scan_sparse_libsvm(SparseTable *t, SparseOut *out, const unsigned cha
             if (slot < 0)
                 return 4;
             double value = 0.0;
-            int ok = parse_decimal(buf, colon + 1, end, &value);
+            int ok = 0;
+            /* the common form at JSON's grammar's speed (an integer's -0 is float()'s -0.0
+               here), anything else by the careful parser */
+            if (json_number(buf, colon + 1, size, &value, &ok) != end || !ok)
+                ok = parse_decimal(buf, colon + 1, end, &value);
+            else if (value == 0.0 && buf[colon + 1] == '-')
+                value = -0.0;
             if (out->nnz == out->cap)
                 return 3;
             out->slots[out->nnz] = slot;

@@ -71,6 +71,7 @@ class JsonLinesParser:
         #: Whether :meth:`parse_dense_block` also gives sparse rows (the engine sets it when
         #: its learner takes them): a block of lines of any shape the record path reads.
         self.sparse_blocks = False
+        self._sparse_last = False  # the last block went sparse: try that form first
 
     @property
     def label_cache(self) -> LabelCache:
@@ -90,8 +91,12 @@ class JsonLinesParser:
         """``n`` lines (each ending with a newline) as one dense float64 matrix, when they are
         all flat objects with the same keys in the same order, the label among them and
         numbers or booleans as the other values: ``(feature names, X, raw label values)``,
-        the same floats :meth:`parse` gives. Otherwise ``None``: parse the lines one by one.
-        Needs the C extension (``None`` without it).
+        the same floats :meth:`parse` gives. With :attr:`sparse_blocks`, lines of any shape
+        :meth:`parse` reads as numbers (any key set and order, the nested form, strings,
+        nulls) come as sparse rows (``X`` a
+        :class:`~stream_perceptron.formats.sparse_rows.SparseRows`, see
+        :func:`~stream_perceptron.formats.scan.parse_sparse_jsonl_block`). Otherwise ``None``:
+        parse the lines one by one. Needs the C extension (``None`` without it).
 
         Examples
         --------
@@ -105,13 +110,22 @@ class JsonLinesParser:
         from stream_perceptron import native
         from stream_perceptron.formats import scan
 
-        if n is None:
-            n = block.count(b"\n")
-        if native.dense is None or n == 0:
+        c = native.dense
+        if c is None:
             return None
-        dense = self._dense_block(block, n)
+        if n is None:
+            n = c.count_lines(block, 0, len(block))
+        if n == 0:
+            return None
+        dense = None
+        first = not self._sparse_last  # the dense form first, until a block goes sparse
+        if first:
+            dense = self._dense_block(block, n)
         if dense is None and self.sparse_blocks:
             dense = scan.parse_sparse_jsonl_block(block, n, self.label)
+            self._sparse_last = dense is not None
+            if dense is None and not first:
+                dense = self._dense_block(block, n)
         if dense is None:
             return None
         names, X, cells = dense
