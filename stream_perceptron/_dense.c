@@ -2097,12 +2097,148 @@ typedef struct {
 
 typedef struct {
     const unsigned char *buf;
+    Py_ssize_t size;        /* buf's; an offset at or past it is arena's (offset - size) */
     SparseEntry *entries;
     size_t cap, count;
     int32_t n_slots;
     Py_ssize_t *slot_spans; /* slot k's name: kstart, klen, vstart, vlen at 4k */
     size_t slot_cap;
+    unsigned char *arena;   /* the decoded text of strings that hold escapes */
+    Py_ssize_t arena_len, arena_cap;
 } SparseTable;
+
+/* The text at offset off: in the block, or decoded in the arena. */
+static inline const unsigned char *sparse_text(const SparseTable *t, Py_ssize_t off)
+{
+    return off < t->size ? t->buf + off : t->arena + (off - t->size);
+}
+
+static inline int hex_digit(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static inline long hex4(const unsigned char *p)
+{
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        int d = hex_digit(p[k]);
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* A JSON string at buf[i] == '"': the index after its closing quote, its text's offset and
+   length into *off, *len (in the block when it holds no escape, else decoded into the arena as
+   UTF-8, as json.loads decodes it); -1 when json.loads would refuse it (a control character, a
+   bad escape) or it is not text (a lone surrogate escape: the record path says invalid_utf8),
+   -2 no memory. The block ends with a newline, so every loop stops. */
+static Py_ssize_t sparse_string(SparseTable *t, Py_ssize_t i, Py_ssize_t *off, Py_ssize_t *len)
+{
+    const unsigned char *buf = t->buf;
+    Py_ssize_t start = ++i;
+    for (;;) {
+        unsigned char c = buf[i];
+        if (c == '"') {
+            *off = start;
+            *len = i - start;
+            return i + 1;
+        }
+        if (c < 0x20)
+            return -1;
+        if (c == '\\')
+            break;
+        i++;
+    }
+    /* escapes: decode the whole string into the arena */
+    Py_ssize_t need = t->arena_len + (t->size - start); /* decoded text is never longer */
+    if (need > t->arena_cap) {
+        Py_ssize_t cap = need > 2 * t->arena_cap ? need : 2 * t->arena_cap;
+        unsigned char *grown = realloc(t->arena, (size_t)cap);
+        if (grown == NULL)
+            return -2;
+        t->arena = grown;
+        t->arena_cap = cap;
+    }
+    unsigned char *o = t->arena + t->arena_len;
+    Py_ssize_t n = 0;
+    i = start;
+    for (;;) {
+        unsigned char c = buf[i];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return -1;
+        if (c != '\\') {
+            o[n++] = c;
+            i++;
+            continue;
+        }
+        unsigned char e = buf[i + 1];
+        i += 2;
+        switch (e) {
+        case '"': o[n++] = '"'; continue;
+        case '\\': o[n++] = '\\'; continue;
+        case '/': o[n++] = '/'; continue;
+        case 'b': o[n++] = '\b'; continue;
+        case 'f': o[n++] = '\f'; continue;
+        case 'n': o[n++] = '\n'; continue;
+        case 'r': o[n++] = '\r'; continue;
+        case 't': o[n++] = '\t'; continue;
+        case 'u': break;
+        default: return -1;
+        }
+        if (i + 4 > t->size)
+            return -1;
+        long cp = hex4(buf + i);
+        if (cp < 0)
+            return -1;
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a pair, or a lone high surrogate */
+            if (!(buf[i] == '\\' && buf[i + 1] == 'u' && i + 6 <= t->size))
+                return -1;
+            long low = hex4(buf + i + 2);
+            if (low < 0xDC00 || low > 0xDFFF)
+                return -1;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            i += 6;
+        }
+        else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return -1;
+        }
+        /* UTF-8: at most 4 bytes from at least 6 escaped ones (12 for a pair) */
+        if (cp < 0x80) {
+            o[n++] = (unsigned char)cp;
+        }
+        else if (cp < 0x800) {
+            o[n++] = (unsigned char)(0xC0 | (cp >> 6));
+            o[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+        else if (cp < 0x10000) {
+            o[n++] = (unsigned char)(0xE0 | (cp >> 12));
+            o[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            o[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+        else {
+            o[n++] = (unsigned char)(0xF0 | (cp >> 18));
+            o[n++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+            o[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            o[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+    }
+    *off = t->size + t->arena_len;
+    *len = n;
+    t->arena_len += n;
+    return i + 1;
+}
 
 static inline uint64_t fnv_bytes(uint64_t h, const unsigned char *p, Py_ssize_t n)
 {
@@ -2140,10 +2276,10 @@ static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, P
 {
     if (2 * (t->count + 1) > t->cap && sparse_grow(t) < 0)
         return NULL;
-    const unsigned char *buf = t->buf;
-    uint64_t h = fnv_bytes(1469598103934665603ull, buf + ks, kl);
+    const unsigned char *key = sparse_text(t, ks), *value = vl >= 0 ? sparse_text(t, vs) : NULL;
+    uint64_t h = fnv_bytes(1469598103934665603ull, key, kl);
     if (vl >= 0)
-        h = fnv_bytes((h ^ '=') * 1099511628211ull, buf + vs, vl);
+        h = fnv_bytes((h ^ '=') * 1099511628211ull, value, vl);
     h |= 1; /* never 0: 0 marks an empty slot */
     size_t j = (size_t)h & (t->cap - 1);
     for (;;) {
@@ -2160,8 +2296,8 @@ static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, P
             return e;
         }
         if (e->hash == h && e->klen == kl && e->vlen == vl &&
-            memcmp(buf + e->kstart, buf + ks, kl) == 0 &&
-            (vl <= 0 || memcmp(buf + e->vstart, buf + vs, vl) == 0))
+            memcmp(sparse_text(t, e->kstart), key, kl) == 0 &&
+            (vl <= 0 || memcmp(sparse_text(t, e->vstart), value, vl) == 0))
             return e;
         j = (j + 1) & (t->cap - 1);
     }
@@ -2187,21 +2323,6 @@ static int32_t sparse_slot(SparseTable *t, SparseEntry *e)
     span[3] = e->vlen;
     e->slot = t->n_slots++;
     return e->slot;
-}
-
-/* A string at buf[i] == '"' with no escape and no control character: the index after its
-   closing quote, its content at [i + 1, end - 1); -1 otherwise. */
-static inline Py_ssize_t plain_string(const unsigned char *buf, Py_ssize_t i)
-{
-    i++;
-    for (;;) {
-        unsigned char c = buf[i];
-        if (c == '"')
-            return i + 1;
-        if (c == '\\' || c < 0x20) /* a newline ends the block: < 0x20 stops there too */
-            return -1;
-        i++;
-    }
 }
 
 /* A JSON number at buf[i] (strict grammar, as scan_jsonl): the index after it, -1 when it is
@@ -2276,10 +2397,10 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
     for (;;) {
         if (buf[i] != '"')
             return -1;
-        Py_ssize_t ks = i + 1, end = plain_string(buf, i);
+        Py_ssize_t ks, kl, end = sparse_string(t, i, &ks, &kl);
         if (end < 0)
-            return -1;
-        Py_ssize_t kl = end - 1 - ks;
+            return end;
+        const unsigned char *k = sparse_text(t, ks);
         i = skip_ws(buf, end);
         if (buf[i] != ':')
             return -1;
@@ -2292,11 +2413,11 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
             return -1; /* a key given twice */
         key->stamp = row;
         unsigned char c = buf[i];
-        int is_label = label_len >= 0 && kl == label_len && memcmp(buf + ks, label, kl) == 0;
-        if (kl == 1 && buf[ks] == 'y') {
+        int is_label = label_len >= 0 && kl == label_len && memcmp(k, label, kl) == 0;
+        if (kl == 1 && k[0] == 'y') {
             *ys = i;
         }
-        if (kl == 1 && buf[ks] == 'x' && c == '{' && nested != NULL) {
+        if (kl == 1 && k[0] == 'x' && c == '{' && nested != NULL) {
             /* the nested form's features, read here; the caller checks the form */
             Py_ssize_t ms = 0, unused_s = -1, unused_e = -1, unused_y = -1, inner_own = 0;
             i = sparse_object(t, out, buf, size, i, row + 1, label, -1, &unused_s, &unused_e,
@@ -2333,10 +2454,10 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
             int ok = 1;
             SparseEntry *feature = key;
             if (c == '"') {
-                Py_ssize_t vend = plain_string(buf, i);
+                Py_ssize_t vs, vl, vend = sparse_string(t, i, &vs, &vl);
                 if (vend < 0)
-                    return -1;
-                feature = sparse_entry(t, ks, kl, i + 1, vend - 1 - (i + 1));
+                    return vend;
+                feature = sparse_entry(t, ks, kl, vs, vl);
                 if (feature == NULL)
                     return -2;
                 if (feature->stamp == row)
@@ -2454,7 +2575,7 @@ static PyObject *sparse_names(const SparseTable *t, int *undecodable)
     size_t tmp_cap = 0;
     for (int32_t k = 0; k < t->n_slots; k++) {
         const Py_ssize_t *span = t->slot_spans + 4 * (size_t)k;
-        const char *text = (const char *)t->buf + span[0];
+        const char *text = (const char *)sparse_text(t, span[0]);
         Py_ssize_t len = span[1];
         if (span[3] >= 0) {
             len = span[1] + 1 + span[3];
@@ -2470,7 +2591,7 @@ static PyObject *sparse_names(const SparseTable *t, int *undecodable)
             }
             memcpy(tmp, text, span[1]);
             tmp[span[1]] = '=';
-            memcpy(tmp + span[1] + 1, t->buf + span[2], span[3]);
+            memcpy(tmp + span[1] + 1, sparse_text(t, span[2]), span[3]);
             text = tmp;
         }
         PyObject *name = PyUnicode_DecodeUTF8(text, len, NULL);
@@ -2642,7 +2763,7 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
         PyBuffer_Release(&v[0]);
         return NULL;
     }
-    SparseTable t = {v[0].buf, NULL, 0, 0, 0, NULL, 0};
+    SparseTable t = {v[0].buf, size, NULL, 0, 0, 0, NULL, 0, NULL, 0, 0};
     SparseOut out = {v[2].buf, v[3].buf, cap, 0, v[5].buf,
                      v[5].len / (4 * (Py_ssize_t)sizeof(int64_t)), 0};
     Py_ssize_t n_labels = 0;
@@ -2661,6 +2782,7 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
         if (names == NULL && !undecodable) {
             free(t.entries);
             free(t.slot_spans);
+            free(t.arena);
             release_buffers(v, 6);
             return NULL;
         }
@@ -2669,6 +2791,7 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
     }
     free(t.entries);
     free(t.slot_spans);
+    free(t.arena);
     release_buffers(v, 6);
     if (status == 4)
         return PyErr_NoMemory();

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from connectors import LineSource, MemorySink, MemorySource, Position, Record
-from stream_perceptron import PassiveAggressive, Perceptron, Preprocessed
+from stream_perceptron import MulticlassPerceptron, PassiveAggressive, Perceptron, Preprocessed
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.engine.blocks import BlockPath, LineRun
@@ -81,8 +81,12 @@ def test_dense_path_is_really_taken(monkeypatch):
 def test_unsupported_learners_use_the_per_record_path():
     engine = Engine(Perceptron(init="random", seed=1), make_parser("csv"))
     assert engine._blocks is None
-    assert Engine(Perceptron(), make_parser("libsvm"))._blocks is None
     assert Engine(Perceptron(), make_parser("jsonl"))._blocks is not None
+    # libsvm has no dense form: its blocks are sparse, for the learners that take those
+    assert Engine(Perceptron(), make_parser("libsvm"))._blocks is not None
+    libsvm = make_parser("libsvm")
+    Engine(MulticlassPerceptron(), libsvm)
+    assert libsvm.parse_dense_block(b"1 a:1\n", 1) is None
 
 
 @pytest.mark.parametrize("bias", ["learned", "r2"])
