@@ -205,6 +205,15 @@ fi
 
 # ---------------------------------------------------------------- jars
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$SCRIPT_DIR/pom.xml" | head -n 1)"
+# Brokers of other state dirs (a test's own broker beside the session's) share the jars: one
+# fetch at a time, under a lock of the jar dir's own; the others wait and find them there. (Two
+# fetches at once deleted and copied each other's jars: "Failed to copy artifact", the first
+# run of a fresh clone's broker tests, 1 of 10 soak runs.)
+mkdir -p "$(dirname "$LIBS_DIR")"
+exec 8>"$LIBS_DIR.lock"
+if ! flock -w $((TIMEOUT + 600)) 8; then
+  log "timed out waiting for the lock $LIBS_DIR.lock"; exit 1
+fi
 if ! compgen -G "$LIBS_DIR/kafka_2.13-${KAFKA_VERSION}.jar" >/dev/null \
    || ! compgen -G "$LIBS_DIR/log4j-slf4j*-impl-*.jar" >/dev/null; then
   log "fetching Kafka ${KAFKA_VERSION} jars into $LIBS_DIR (mvn, cached in ~/.m2)"
@@ -212,6 +221,7 @@ if ! compgen -G "$LIBS_DIR/kafka_2.13-${KAFKA_VERSION}.jar" >/dev/null \
   mvn -q -B -Dstyle.color=never -f "$SCRIPT_DIR/pom.xml" dependency:copy-dependencies -Dkafka.libs.dir="$LIBS_DIR" >&2 || {
     log "mvn dependency:copy-dependencies failed"; exit 1; }
 fi
+exec 8>&-  # the lock is released; the broker never holds it
 CP="$LIBS_DIR/*"
 if [[ "$FETCH_ONLY" == 1 ]]; then log "Kafka ${KAFKA_VERSION} jars in $LIBS_DIR"; exit 0; fi
 
