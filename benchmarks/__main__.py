@@ -28,6 +28,7 @@ from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
 from benchmarks.rows_memory import row_memory, row_memory_hashed
 from benchmarks.rows_nonlinear import row_nonlinear
 from benchmarks.rows_quality import row_quality
+from benchmarks.rows_shapes import row_shapes
 from benchmarks.rows_shared_model import row_shared_model
 from benchmarks.rows_shared_quality import row_shared_quality
 from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
@@ -56,6 +57,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
          "alarms, and the default detector's cost", row_drift),
     14: ("shared-model quality: pulled vs sequential, mixed vs no-mix, per client and cadence",
          row_shared_quality),
+    15: ("record shapes on stdin (sparse, nested, categorical JSON, libsvm) vs Vowpal Wabbit",
+         row_shapes),
 }
 
 

@@ -48,6 +48,7 @@ class Sizes:
     shared: int = 1_440_000
     shared_quality: int = 30_000  # row 14: records per run (produced over about 8 s)
     shared_seeds: int = 10  # row 14: seeds per setting
+    shapes: int = 200_000  # row 15: records per record shape (issue 43)
 
     def scaled_down(self, factor: int) -> Sizes:
         """Every size divided by ``factor`` (batch and block sizes stay as they are; the
