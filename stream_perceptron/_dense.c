@@ -2802,6 +2802,127 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
     return Py_BuildValue("innnN", status, out.nnz, n_labels, out.n_slow, names);
 }
 
+/* -- the sparse CSV scanner -----------------------------------------------------------------
+ *
+ * CsvParser._parse_checked (the reference) over lines with empty cells: each line of ncol
+ * cells, the label cell copied into labels (joined by newlines), every other non-empty cell a
+ * feature whose slot is its column (the label's left out), its value decided by
+ * parse_decimal or left to Python's float() (slow); an empty cell is a missing feature.
+ * Status 3 for a line of another form (a quote, another cell count), 2 slow is full.
+ */
+static int scan_sparse_csv(const unsigned char *buf, Py_ssize_t size, Py_ssize_t n,
+                           Py_ssize_t ncol, Py_ssize_t label_col, int64_t *indptr,
+                           SparseOut *out, unsigned char *labels, Py_ssize_t *n_labels_out)
+{
+    Py_ssize_t i = 0, row = 0, col = 0, n_labels = 0;
+    indptr[0] = 0;
+    while (i < size) {
+        if (row >= n)
+            return 3;
+        Py_ssize_t start = i;
+        while (buf[i] != ',' && buf[i] != '\n') {
+            if (buf[i] == '"')
+                return 3;
+            i++;
+        }
+        if (col >= ncol)
+            return 3;
+        if (col == label_col) {
+            if (row)
+                labels[n_labels++] = '\n';
+            memcpy(labels + n_labels, buf + start, i - start);
+            n_labels += i - start;
+        }
+        else if (i > start) {
+            double value = 0.0;
+            int ok = parse_decimal(buf, start, i, &value);
+            if (out->nnz == out->cap)
+                return 3;
+            out->slots[out->nnz] = (int32_t)(col < label_col ? col : col - 1);
+            out->values[out->nnz] = value;
+            if (!ok) {
+                if (out->n_slow == out->slow_cap)
+                    return 2;
+                int64_t *s = out->slow + 4 * out->n_slow++;
+                s[0] = start;
+                s[1] = i;
+                s[2] = out->nnz;
+                s[3] = 0;
+            }
+            out->nnz++;
+        }
+        if (buf[i] == '\n') {
+            if (col != ncol - 1)
+                return 3;
+            row++;
+            indptr[row] = out->nnz;
+            col = 0;
+        }
+        else {
+            col++;
+        }
+        i++;
+    }
+    *n_labels_out = n_labels;
+    return row == n ? 0 : 3;
+}
+
+PyDoc_STRVAR(scan_sparse_csv_doc,
+"scan_sparse_csv(buf, n, ncol, label_col, indptr, slots, values, labels, slow)\n"
+"    -> (status, nnz, n_labels, n_slow)\n\n"
+"``buf`` (bytes ending with a newline) holds ``n`` CSV lines of ``ncol`` cells, the label in\n"
+"column ``label_col``, empty cells missing: CSR rows whose slot is the column (the label's\n"
+"left out). indptr int64 (n + 1), slots int32 and values float64 (n * (ncol - 1)), labels\n"
+"uint8 (len(buf)), slow int64 (k, 4). Status 0 done, 2 slow is full, 3 another form.");
+
+static PyObject *py_scan_sparse_csv(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf, *o_indptr, *o_slots, *o_values, *o_labels, *o_slow;
+    Py_ssize_t n, ncol, label_col;
+    if (!PyArg_ParseTuple(args, "OnnnOOOOO", &o_buf, &n, &ncol, &label_col, &o_indptr,
+                          &o_slots, &o_values, &o_labels, &o_slow))
+        return NULL;
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "call set_tables first");
+        return NULL;
+    }
+    if (n < 0 || ncol < 1 || label_col < 0 || label_col >= ncol) {
+        PyErr_SetString(PyExc_ValueError, "bad n, ncol or label_col");
+        return NULL;
+    }
+    Py_buffer v[6];
+    if (get_buffer(o_buf, &v[0], 0, 1, "buf") < 0)
+        return NULL;
+    Py_ssize_t size = v[0].len;
+    if (((const unsigned char *)v[0].buf)[size - 1] != '\n') {
+        PyBuffer_Release(&v[0]);
+        PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
+        return NULL;
+    }
+    Py_ssize_t cap = n * (ncol - 1);
+    const BufferSpec specs[5] = {
+        {o_indptr, 1, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr"},
+        {o_slots, 1, cap * (Py_ssize_t)sizeof(int32_t), "slots"},
+        {o_values, 1, cap * (Py_ssize_t)sizeof(double), "values"},
+        {o_labels, 1, size, "labels"},
+        {o_slow, 1, 0, "slow"},
+    };
+    if (get_buffers(specs, v + 1, 5) < 0) {
+        PyBuffer_Release(&v[0]);
+        return NULL;
+    }
+    SparseOut out = {v[2].buf, v[3].buf, cap, 0, v[5].buf,
+                     v[5].len / (4 * (Py_ssize_t)sizeof(int64_t)), 0};
+    Py_ssize_t n_labels = 0;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_sparse_csv(v[0].buf, size, n, ncol, label_col, v[1].buf, &out, v[4].buf,
+                             &n_labels);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 6);
+    return Py_BuildValue("innn", status, out.nnz, n_labels, out.n_slow);
+}
+
 /* -- the binary perceptron over sparse rows --------------------------------------------------
  *
  * kernel_of's rule (the reference: Perceptron._learn and predict_one) over CSR rows whose
@@ -3017,6 +3138,613 @@ static PyObject *py_kernel_sparse(PyObject *self, PyObject *args)
                          n_w_new, n_u_new, Py_True, st.refused, st.avg_ref, st.n_factors);
 }
 
+/* -- the other learners over sparse rows ------------------------------------------------------
+ *
+ * The passive-aggressive and multi-class kernels' rules over CSR rows, as kernel_sparse does
+ * the binary perceptron's: a row's folds (dot, udot, sq) run over its items only, in the
+ * row's order; an update adds a * v to each of the row's entries of a weight array (w.get(k,
+ * 0.0) + a * v, the reference's add_scaled); an entry the model's dict did not have yet joins
+ * it then, its slot appended to that dict's list of new slots (the order new keys enter the
+ * dict). The multi-class kernels keep such a list per class (and per dict: weights and, when
+ * averaged, accumulators), their arrays (n_classes, m): a new class's row starts empty.
+ */
+
+/* The CSR rows' indptr (int64, n + 1, rising from 0) into *iv: their nnz, or -1 (an exception
+   set, nothing held). */
+static Py_ssize_t get_indptr(PyObject *o_indptr, Py_buffer *iv, Py_ssize_t n)
+{
+    if (get_buffer(o_indptr, iv, 0, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr") < 0)
+        return -1;
+    const int64_t *indptr = iv->buf;
+    int ok = indptr[0] == 0 && indptr[n] >= 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = indptr[i] <= indptr[i + 1];
+    if (!ok) {
+        PyBuffer_Release(iv);
+        PyErr_SetString(PyExc_ValueError, "indptr must rise from 0");
+        return -1;
+    }
+    return (Py_ssize_t)indptr[n];
+}
+
+/* Whether the nnz slots are all in [0, m); ValueError set otherwise. */
+static int slots_in_range(const int32_t *slots, Py_ssize_t nnz, Py_ssize_t m)
+{
+    for (Py_ssize_t k = 0; k < nnz; k++) {
+        if (slots[k] < 0 || slots[k] >= m) {
+            PyErr_SetString(PyExc_ValueError, "slots must be in [0, m)");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether each label is -1, a known class or the next new one (classes come in order), below
+   n_classes; ValueError set otherwise. */
+static int labels_in_order(const int64_t *lab, Py_ssize_t n, Py_ssize_t n_active,
+                           Py_ssize_t n_classes)
+{
+    for (Py_ssize_t i = 0, next = n_active; i < n; i++) {
+        if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
+            PyErr_SetString(PyExc_ValueError, "labels: -1, a known class, or the next new one");
+            return 0;
+        }
+        if (lab[i] == next)
+            next++;
+    }
+    return 1;
+}
+
+/* A row's sum of squares, sq += v * v from +0.0 in its order; *finite 0 when a value is not
+   finite (an infinite sq with finite values is the caller's: too large). */
+static inline double sparse_sq(const double *values, Py_ssize_t k0, Py_ssize_t k1, int *finite)
+{
+    double sq = 0.0;
+    for (Py_ssize_t k = k0; k < k1; k++)
+        sq += values[k] * values[k];
+    if (!(sq < INFINITY)) {
+        double nonfinite = 0.0;
+        for (Py_ssize_t k = k0; k < k1; k++)
+            nonfinite += values[k] - values[k];
+        *finite = nonfinite == 0.0;
+    }
+    return sq;
+}
+
+/* w[j] = w[j] + a * v for the row's items (k0..k1), in its order; a slot not present joins
+   (present set, appended to fresh[*count]). Returns the sum of each new wj - wj: 0.0 when all
+   are finite, NaN otherwise. */
+static inline double sparse_axpy(double *w, unsigned char *present, int32_t *fresh,
+                                 int64_t *count, const int32_t *slots, const double *values,
+                                 Py_ssize_t k0, Py_ssize_t k1, double a)
+{
+    double check = 0.0;
+    for (Py_ssize_t k = k0; k < k1; k++) {
+        Py_ssize_t j = slots[k];
+        double wj = w[j] + a * values[k];
+        w[j] = wj;
+        check += wj - wj;
+        if (!present[j]) {
+            present[j] = 1;
+            fresh[(*count)++] = (int32_t)j;
+        }
+    }
+    return check;
+}
+
+/* The model's dicts as a sparse kernel tracks them, per class c (m slots a class): present[c m
+   + j] whether c's weight dict has slot j's key, w_new[c m ..] the slots that joined it in
+   order, n_new[c] how many; u_present, u_new and n_new[n_classes + c] the same for the
+   accumulators (averaged only). The binary kernels: one class. */
+typedef struct {
+    unsigned char *present, *u_present;
+    int32_t *w_new, *u_new;
+    int64_t *n_new;
+} SparseDicts;
+
+/* kernel_pa's rule (PassiveAggressive._learn, the reference) over CSR rows: dot over the
+   items present in w, sq over all; an update moves the row's weights only. */
+static void kernel_pa_sparse(const int64_t *indptr, const int32_t *slots, const double *values,
+                             Py_ssize_t n, const int8_t *signs, double *w, SparseDicts *dicts,
+                             int variant, double C, int learned_bias, int8_t *preds,
+                             PaState *st)
+{
+    double b = st->b, max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    int w_updated = 0;
+    unsigned char *present = dicts->present;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
+        double dot = 0.0, sq = 0.0;
+        for (Py_ssize_t k = k0; k < k1; k++) {
+            Py_ssize_t j = slots[k];
+            double v = values[k];
+            if (present[j])
+                dot += w[j] * v;
+            sq += v * v;
+        }
+        if (!(sq < INFINITY)) { /* a value not finite, or sq overflowed (refused below) */
+            int finite = 1;
+            sparse_sq(values, k0, k1, &finite);
+            if (!finite) {
+                st->finite = 0;
+                return;
+            }
+        }
+        double score = dot + b;
+        preds[i] = score > 0 ? 1 : -1;
+        int y = signs[i];
+        if (y == 0)
+            continue;
+        if (!(sq < INFINITY)) { /* _sq_dot: too large (R) */
+            st->refused = i;
+            st->finite = 1;
+            return;
+        }
+        double r = sqrt(sq);
+        double loss = 1.0 - (double)y * score;
+        if (loss > 0) { /* NaN (an overflowing score): no update */
+            double step = pa_step(variant, C, loss, sq) * (double)y;
+            double nb = learned_bias ? b + step : b;
+            double check = nb - nb; /* 0.0 when finite, NaN otherwise */
+            check += sparse_axpy(w, present, dicts->w_new, dicts->n_new, slots, values, k0, k1,
+                                 step);
+            if (check != 0.0) {
+                st->refused = i;
+                st->finite = 1;
+                return;
+            }
+            b = nb;
+            n_mistakes += 1;
+            w_updated = 1;
+        }
+        if (r > max_norm)
+            max_norm = r;
+        n_seen += 1;
+    }
+    st->b = b;
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->w_updated = w_updated;
+    st->finite = 1;
+}
+
+PyDoc_STRVAR(kernel_pa_sparse_doc,
+"kernel_pa_sparse(indptr, slots, values, signs, w, present, w_new, variant, C, learned_bias,\n"
+"                 b, n_seen, n_mistakes, max_norm, preds, n, m)\n"
+"    -> (b, n_seen, n_mistakes, max_norm, n_w_new, finite, refused)\n\n"
+"kernel_pa over n CSR rows (indptr int64 n + 1, slots int32, values float64) of a block's m\n"
+"features: w float64 (m) and present uint8 (m) updated in place, w_new int32 (m) the slots\n"
+"that joined the model's dict, in order (n_w_new of them).");
+
+static PyObject *py_kernel_pa_sparse(PyObject *self, PyObject *args)
+{
+    PyObject *o_indptr, *o_slots, *o_values, *o_signs, *o_w, *o_present, *o_wnew, *o_preds;
+    int variant, learned_bias;
+    double C, b, max_norm;
+    long long n_seen, n_mistakes;
+    Py_ssize_t n, m;
+    if (!PyArg_ParseTuple(args, "OOOOOOOidpdLLdOnn", &o_indptr, &o_slots, &o_values, &o_signs,
+                          &o_w, &o_present, &o_wnew, &variant, &C, &learned_bias, &b, &n_seen,
+                          &n_mistakes, &max_norm, &o_preds, &n, &m))
+        return NULL;
+    if (n < 0 || m < 0 || variant < 0 || variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad n, m or variant");
+        return NULL;
+    }
+    Py_buffer iv;
+    Py_ssize_t nnz = get_indptr(o_indptr, &iv, n);
+    if (nnz < 0)
+        return NULL;
+    const BufferSpec specs[7] = {
+        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
+        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
+        {o_signs, 0, n, "signs"},
+        {o_w, 1, m * (Py_ssize_t)sizeof(double), "w"},
+        {o_present, 1, m, "present"},
+        {o_wnew, 1, m * (Py_ssize_t)sizeof(int32_t), "w_new"},
+        {o_preds, 1, n, "preds"},
+    };
+    Py_buffer v[7];
+    if (get_buffers(specs, v, 7) < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    if (!slots_in_range(v[0].buf, nnz, m)) {
+        release_buffers(v, 7);
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    PaState st = {b, max_norm, n_seen, n_mistakes, 0, 0, -1};
+    int64_t n_w_new = 0;
+    SparseDicts dicts = {v[4].buf, NULL, v[5].buf, NULL, &n_w_new};
+    Py_BEGIN_ALLOW_THREADS
+    kernel_pa_sparse(iv.buf, v[0].buf, v[1].buf, n, v[2].buf, v[3].buf, &dicts, variant, C,
+                     learned_bias, v[6].buf, &st);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 7);
+    PyBuffer_Release(&iv);
+    if (!st.finite || st.refused >= 0)
+        return Py_BuildValue("dLLdnOn", b, n_seen, n_mistakes, max_norm, (Py_ssize_t)0,
+                             st.finite ? Py_True : Py_False, st.refused);
+    return Py_BuildValue("dLLdnOn", st.b, st.n_seen, st.n_mistakes, st.max_norm,
+                         (Py_ssize_t)n_w_new, Py_True, st.refused);
+}
+
+/* kernel_pa_multiclass's rule over CSR rows: W (n_classes, m), each class's dot over the
+   row's items (0.0 where its dict has none, as the dense kernel); an update moves the row's
+   entries of w_y and w_rival. Returns 0 when a value is not finite (nothing to keep). */
+static int kernel_pa_multiclass_sparse(const int64_t *indptr, const int32_t *slots,
+                                       const double *values, Py_ssize_t n, Py_ssize_t m,
+                                       const int64_t *labels, double *W, double *b,
+                                       unsigned char *updated, double *scores,
+                                       SparseDicts *dicts, int variant, double C,
+                                       int learned_bias, int64_t *preds, MultiPaState *st)
+{
+    double max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    Py_ssize_t n_active = st->n_active;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
+        int finite = 1;
+        double sq = sparse_sq(values, k0, k1, &finite);
+        if (!finite)
+            return 0;
+        int64_t best = -1;
+        double best_score = 0.0;
+        for (Py_ssize_t c = 0; c < n_active; c++) {
+            const double *wc = W + c * m;
+            double dot = 0.0;
+            for (Py_ssize_t k = k0; k < k1; k++)
+                dot += wc[slots[k]] * values[k];
+            double s = dot + b[c];
+            scores[c] = s;
+            if (best < 0 || s > best_score) {
+                best = c;
+                best_score = s;
+            }
+        }
+        preds[i] = best;
+        int64_t y = labels[i];
+        if (y < 0)
+            continue; /* unlabelled: predicted only */
+        if (!(sq < INFINITY)) { /* sq_norm_of: too large (R) */
+            st->refused = i;
+            return 1;
+        }
+        double r = sqrt(sq);
+        int64_t rival = -1;
+        double rival_score = 0.0;
+        for (Py_ssize_t c = 0; c < n_active; c++) {
+            if (c != y && (rival < 0 || scores[c] > rival_score)) {
+                rival = c;
+                rival_score = scores[c];
+            }
+        }
+        if (rival >= 0) {
+            double loss = 1.0 - ((y < n_active ? scores[y] : 0.0) - rival_score);
+            if (loss > 0) { /* NaN: no update */
+                double tau = pa_step(variant, C, loss, 2.0 * sq);
+                double by = y < n_active ? b[y] : 0.0, br = b[rival];
+                if (learned_bias) {
+                    by = by + tau;
+                    br = br - tau;
+                }
+                double check = (by - by) + (br - br); /* 0.0 when finite, NaN otherwise */
+                check += sparse_axpy(W + y * m, dicts->present + y * m, dicts->w_new + y * m,
+                                     dicts->n_new + y, slots, values, k0, k1, tau);
+                check += sparse_axpy(W + rival * m, dicts->present + rival * m,
+                                     dicts->w_new + rival * m, dicts->n_new + rival, slots,
+                                     values, k0, k1, -tau);
+                if (check != 0.0) {
+                    st->refused = i;
+                    return 1;
+                }
+                b[y] = by;
+                b[rival] = br;
+                updated[y] = 1;
+                updated[rival] = 1;
+                n_mistakes += 1;
+            }
+        }
+        if (r > max_norm)
+            max_norm = r;
+        n_seen += 1;
+        if (y >= n_active)
+            n_active = y + 1; /* a class seen for the first time */
+    }
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->n_active = n_active;
+    return 1;
+}
+
+PyDoc_STRVAR(kernel_pa_multiclass_sparse_doc,
+"kernel_pa_multiclass_sparse(indptr, slots, values, labels, W, b, updated, scores, present,\n"
+"                            w_new, n_new, n_active, variant, C, learned_bias, max_norm,\n"
+"                            n_seen, n_mistakes, preds, n, m, n_classes)\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes, refused, finite)\n\n"
+"kernel_pa_multiclass over n CSR rows of a block's m features: W float64 (n_classes, m) and\n"
+"b, updated as there; present uint8 (n_classes, m) whether each class's dict has each\n"
+"feature, updated in place; w_new int32 (n_classes, m) per class the slots that joined its\n"
+"dict, in order, n_new int64 (n_classes) how many.");
+
+static PyObject *py_kernel_pa_multiclass_sparse(PyObject *self, PyObject *args)
+{
+    PyObject *o_indptr, *o_slots, *o_values, *o_labels, *o_W, *o_b, *o_updated, *o_scores;
+    PyObject *o_present, *o_wnew, *o_nnew, *o_preds;
+    Py_ssize_t n_active, n, m, n_classes;
+    int variant, learned_bias;
+    double C, max_norm;
+    long long n_seen, n_mistakes;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnidpdLLOnnn", &o_indptr, &o_slots, &o_values,
+                          &o_labels, &o_W, &o_b, &o_updated, &o_scores, &o_present, &o_wnew,
+                          &o_nnew, &n_active, &variant, &C, &learned_bias, &max_norm, &n_seen,
+                          &n_mistakes, &o_preds, &n, &m, &n_classes))
+        return NULL;
+    if (n < 0 || m < 0 || n_active < 0 || n_classes < n_active || variant < 0 || variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad n, m, n_active, n_classes or variant");
+        return NULL;
+    }
+    Py_buffer iv;
+    Py_ssize_t nnz = get_indptr(o_indptr, &iv, n);
+    if (nnz < 0)
+        return NULL;
+    const Py_ssize_t cm = n_classes * m;
+    const BufferSpec specs[11] = {
+        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
+        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
+        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
+        {o_W, 1, cm * (Py_ssize_t)sizeof(double), "W"},
+        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
+        {o_updated, 1, n_classes, "updated"},
+        {o_scores, 1, n_classes * (Py_ssize_t)sizeof(double), "scores"},
+        {o_present, 1, cm, "present"},
+        {o_wnew, 1, cm * (Py_ssize_t)sizeof(int32_t), "w_new"},
+        {o_nnew, 1, n_classes * (Py_ssize_t)sizeof(int64_t), "n_new"},
+        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+    };
+    Py_buffer v[11];
+    if (get_buffers(specs, v, 11) < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    if (!slots_in_range(v[0].buf, nnz, m) || !labels_in_order(v[2].buf, n, n_active, n_classes)) {
+        release_buffers(v, 11);
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    MultiPaState st = {max_norm, n_seen, n_mistakes, n_active, -1};
+    SparseDicts dicts = {v[7].buf, NULL, v[8].buf, NULL, v[9].buf};
+    int finite;
+    Py_BEGIN_ALLOW_THREADS
+    finite = kernel_pa_multiclass_sparse(iv.buf, v[0].buf, v[1].buf, n, m, v[2].buf, v[3].buf,
+                                         v[4].buf, v[5].buf, v[6].buf, &dicts, variant, C,
+                                         learned_bias, v[10].buf, &st);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 11);
+    PyBuffer_Release(&iv);
+    return Py_BuildValue("ndLLnO", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
+                         st.refused, finite ? Py_True : Py_False);
+}
+
+/* kernel_multiclass_of's rule (MulticlassPerceptron._learn / predict_one) over CSR rows: W
+   and U (n_classes, m), each class's dot (and udot) over the row's items, 0.0 where its dict
+   has none (a left fold from +0.0 gives the same sum, as in the dense kernel); an update
+   moves the row's entries of w_y and w_best (and their accumulators when averaging), each
+   entry new to its class's dict joining it; the forgetting average's renormalisation
+   rescales every entry (renormalise_multi). Returns 0 when a value is not finite. */
+static int kernel_multiclass_sparse(const int64_t *indptr, const int32_t *slots,
+                                    const double *values, Py_ssize_t n, Py_ssize_t m,
+                                    const int64_t *labels, double *W, double *b,
+                                    unsigned char *updated, double *U, double *ub,
+                                    unsigned char *u_updated, SparseDicts *dicts, int averaged,
+                                    double lr, int bias_mode, int64_t *preds, MultiState *st)
+{
+    double max_norm = st->max_norm;
+    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
+    Py_ssize_t n_active = st->n_active, n_classes = st->n_classes;
+    const int forgetting = st->half_life > 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
+        int finite = 1;
+        double sq = sparse_sq(values, k0, k1, &finite);
+        if (!finite)
+            return 0;
+        int64_t best = -1, abest = -1;
+        double best_score = 0.0, abest_score = 0.0;
+        int with_average = averaged && n_seen > 0;
+        double tp = forgetting && with_average
+                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
+                        : (double)n_seen;
+        for (Py_ssize_t c = 0; c < n_active; c++) {
+            const double *wc = W + c * m;
+            double dot = 0.0;
+            if (with_average) {
+                const double *uc = U + c * m;
+                double udot = 0.0;
+                for (Py_ssize_t k = k0; k < k1; k++) {
+                    Py_ssize_t j = slots[k];
+                    double v = values[k];
+                    dot += wc[j] * v;
+                    udot += uc[j] * v;
+                }
+                avg_argmax_step(c, dot, udot, b, ub, tp, &best, &best_score, &abest,
+                                &abest_score);
+            }
+            else {
+                for (Py_ssize_t k = k0; k < k1; k++)
+                    dot += wc[slots[k]] * values[k];
+                double score = dot + b[c];
+                if (best < 0 || score > best_score) {
+                    best = c;
+                    best_score = score;
+                }
+            }
+        }
+        preds[i] = with_average ? abest : best;
+        int64_t y = labels[i];
+        if (y < 0)
+            continue; /* unlabelled: predicted only */
+        n_seen += 1;
+        long long t = n_seen;
+        double r = sqrt(sq);
+        if (!(r < INFINITY)) { /* MulticlassPerceptron._update's checks, in its order */
+            st->refused = i;
+            return 1;
+        }
+        if (r > max_norm)
+            max_norm = r;
+        if (y == best && y < n_active) {
+            if (forgetting)
+                renormalise_multi(st, t, U, 1, ub, n_active, m);
+            continue;
+        }
+        if (y >= n_active)
+            n_active = y + 1; /* a class seen for the first time: always a mistake */
+        n_mistakes += 1;
+        double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
+        int averaging = averaged && (t > 1 || forgetting);
+        double tm = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
+                               : (double)(t - 1); /* c(t) */
+        b[y] += db;
+        double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
+        if (averaging) {
+            ub[y] += tm * db;
+            check += ub[y] - ub[y];
+        }
+        if (best >= 0) {
+            b[best] += -db;
+            check += b[best] - b[best];
+            if (averaging) {
+                ub[best] += tm * -db;
+                check += ub[best] - ub[best];
+            }
+        }
+        /* w[y] += lr x, w[best] -= lr x; averaging, u[y] += tm lr x, u[best] += tm (-lr) x */
+        check += sparse_axpy(W + y * m, dicts->present + y * m, dicts->w_new + y * m,
+                             dicts->n_new + y, slots, values, k0, k1, lr);
+        if (best >= 0)
+            check += sparse_axpy(W + best * m, dicts->present + best * m,
+                                 dicts->w_new + best * m, dicts->n_new + best, slots, values,
+                                 k0, k1, -lr);
+        if (averaging) {
+            check += sparse_axpy(U + y * m, dicts->u_present + y * m, dicts->u_new + y * m,
+                                 dicts->n_new + n_classes + y, slots, values, k0, k1, tm * lr);
+            if (best >= 0)
+                check += sparse_axpy(U + best * m, dicts->u_present + best * m,
+                                     dicts->u_new + best * m, dicts->n_new + n_classes + best,
+                                     slots, values, k0, k1, tm * -lr);
+        }
+        updated[y] = 1;
+        if (best >= 0)
+            updated[best] = 1;
+        if (averaging) {
+            u_updated[y] = 1;
+            if (best >= 0)
+                u_updated[best] = 1;
+        }
+        if (check != 0.0) { /* W, b, U, ub partly written: the caller drops them */
+            st->refused = i;
+            return 1;
+        }
+        if (forgetting)
+            renormalise_multi(st, t, U, 1, ub, n_active, m);
+    }
+    st->max_norm = max_norm;
+    st->n_seen = n_seen;
+    st->n_mistakes = n_mistakes;
+    st->n_active = n_active;
+    return 1;
+}
+
+PyDoc_STRVAR(kernel_multiclass_sparse_doc,
+"kernel_multiclass_sparse(indptr, slots, values, labels, W, b, updated, U, ub, u_updated,\n"
+"                         present, u_present, w_new, u_new, n_new, averaged, n_active, lr,\n"
+"                         bias_mode, max_norm, n_seen, n_mistakes, preds, n, m, n_classes,\n"
+"                         half_life, beta, avg_ref, factors)\n"
+"    -> (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors, finite)\n\n"
+"kernel_multiclass over n CSR rows (indptr int64 n + 1, slots int32, values float64) of a\n"
+"block's m features: W, U float64 (n_classes, m), b, ub, updated, u_updated as there;\n"
+"present, u_present uint8 (n_classes, m) whether each class's weight (accumulator) dict has\n"
+"each feature, updated in place; w_new, u_new int32 (n_classes, m) per class the slots that\n"
+"joined that dict, in order; n_new int64 (2 n_classes) how many (weights, then\n"
+"accumulators). Not averaged: U, ub, u_updated, u_present and u_new may be empty.");
+
+static PyObject *py_kernel_multiclass_sparse(PyObject *self, PyObject *args)
+{
+    PyObject *o_indptr, *o_slots, *o_values, *o_labels, *o_W, *o_b, *o_updated, *o_U, *o_ub;
+    PyObject *o_u_updated, *o_present, *o_upresent, *o_wnew, *o_unew, *o_nnew, *o_preds;
+    PyObject *o_factors;
+    Py_ssize_t n_active, n, m, n_classes;
+    double lr, max_norm, half_life, beta;
+    int bias_mode, averaged;
+    long long n_seen, n_mistakes, avg_ref;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOpndidLLOnnnddLO", &o_indptr, &o_slots,
+                          &o_values, &o_labels, &o_W, &o_b, &o_updated, &o_U, &o_ub,
+                          &o_u_updated, &o_present, &o_upresent, &o_wnew, &o_unew, &o_nnew,
+                          &averaged, &n_active, &lr, &bias_mode, &max_norm, &n_seen,
+                          &n_mistakes, &o_preds, &n, &m, &n_classes, &half_life, &beta,
+                          &avg_ref, &o_factors))
+        return NULL;
+    if (n < 0 || m < 0 || n_active < 0 || n_active > n_classes) {
+        PyErr_SetString(PyExc_ValueError, "bad n, m, n_active or n_classes");
+        return NULL;
+    }
+    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
+        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+        return NULL;
+    }
+    Py_buffer iv;
+    Py_ssize_t nnz = get_indptr(o_indptr, &iv, n);
+    if (nnz < 0)
+        return NULL;
+    const Py_ssize_t cm = n_classes * m, acm = averaged ? cm : 0;
+    const BufferSpec specs[16] = {
+        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
+        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
+        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
+        {o_W, 1, cm * (Py_ssize_t)sizeof(double), "W"},
+        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
+        {o_updated, 1, n_classes, "updated"},
+        {o_U, 1, acm * (Py_ssize_t)sizeof(double), "U"},
+        {o_ub, 1, (averaged ? n_classes : 0) * (Py_ssize_t)sizeof(double), "ub"},
+        {o_u_updated, 1, averaged ? n_classes : 0, "u_updated"},
+        {o_present, 1, cm, "present"},
+        {o_upresent, 1, acm, "u_present"},
+        {o_wnew, 1, cm * (Py_ssize_t)sizeof(int32_t), "w_new"},
+        {o_unew, 1, acm * (Py_ssize_t)sizeof(int32_t), "u_new"},
+        {o_nnew, 1, 2 * n_classes * (Py_ssize_t)sizeof(int64_t), "n_new"},
+        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
+    };
+    Py_buffer v[16];
+    if (get_buffers(specs, v, 16) < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    if (!slots_in_range(v[0].buf, nnz, m) || !labels_in_order(v[2].buf, n, n_active, n_classes)) {
+        release_buffers(v, 16);
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    MultiState st = {max_norm, n_seen, n_mistakes, n_active, n_classes, -1,
+                     half_life, beta, avg_ref, v[15].buf, 0};
+    SparseDicts dicts = {v[9].buf, v[10].buf, v[11].buf, v[12].buf, v[13].buf};
+    int finite;
+    Py_BEGIN_ALLOW_THREADS
+    finite = kernel_multiclass_sparse(iv.buf, v[0].buf, v[1].buf, n, m, v[2].buf, v[3].buf,
+                                      v[4].buf, v[5].buf, v[6].buf, v[7].buf, v[8].buf, &dicts,
+                                      averaged, lr, bias_mode, v[14].buf, &st);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 16);
+    PyBuffer_Release(&iv);
+    return Py_BuildValue("ndLLnLnO", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
+                         st.refused, st.avg_ref, st.n_factors, finite ? Py_True : Py_False);
+}
+
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
@@ -3032,7 +3760,13 @@ static PyMethodDef methods[] = {
     {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},
     {"kernel_pa_multiclass", py_kernel_pa_multiclass, METH_VARARGS, kernel_pa_multiclass_doc},
     {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
+    {"scan_sparse_csv", py_scan_sparse_csv, METH_VARARGS, scan_sparse_csv_doc},
     {"kernel_sparse", py_kernel_sparse, METH_VARARGS, kernel_sparse_doc},
+    {"kernel_pa_sparse", py_kernel_pa_sparse, METH_VARARGS, kernel_pa_sparse_doc},
+    {"kernel_pa_multiclass_sparse", py_kernel_pa_multiclass_sparse, METH_VARARGS,
+     kernel_pa_multiclass_sparse_doc},
+    {"kernel_multiclass_sparse", py_kernel_multiclass_sparse, METH_VARARGS,
+     kernel_multiclass_sparse_doc},
     {NULL, NULL, 0, NULL},
 };
 

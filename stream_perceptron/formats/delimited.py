@@ -52,6 +52,10 @@ class CsvParser:
         self._feature_names: list[str] = []
         self._label_index = -1
         self._labels = LabelCache()  # label cell -> parsed label, for the fast path
+        #: Whether :meth:`parse_dense_block` gives lines with empty cells as sparse rows (the
+        #: engine sets it when its learner takes them).
+        self.sparse_blocks = False
+        self._sparse_last = False  # the last block went sparse: try that form first
 
     def parse(self, value: bytes) -> Example | None:
         if not self.header_pending:
@@ -133,13 +137,44 @@ class CsvParser:
 
         if self.header_pending:
             return None
+        if self._sparse_last:  # the last block had empty cells: so may this one
+            sparse = self._sparse_block(block, n)
+            if sparse is not None:
+                return sparse
+            self._sparse_last = False
         # The C scanner (float() for the cells it leaves), when the extension is built:
         dense = scan.parse_csv_block(block, n, len(self._names), self._label_index)
-        if dense is None:
-            return None
-        if dense is not NotImplemented:
+        if dense is NotImplemented:
+            lines = values if values is not None else block[:-1].split(b"\n")
+            dense = self._dense_by_float(lines)
+            if dense is not None:
+                return dense
+        elif dense is not None:
             return list(self._feature_names), dense[0], dense[1]
-        return self._dense_by_float(values if values is not None else block[:-1].split(b"\n"))
+        sparse = self._sparse_block(block, n)
+        self._sparse_last = sparse is not None
+        return sparse
+
+    def _sparse_block(
+        self, block: bytes, n: int | None
+    ) -> tuple[list[str], Any, Sequence[bytes]] | None:
+        """Lines with empty cells (missing features) as sparse rows, for a learner that takes
+        them (:attr:`sparse_blocks`); ``None`` otherwise."""
+        from stream_perceptron.formats import scan
+
+        if not self.sparse_blocks:
+            return None
+        if n is None:
+            n = block.count(b"\n")
+        sparse = scan.parse_sparse_csv_block(block, n, len(self._names), self._label_index)
+        if sparse is None:
+            return None
+        try:
+            for cell in set(sparse[1]):
+                self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
+        except (ValueError, RecordError):
+            return None
+        return list(self._feature_names), sparse[0], sparse[1]
 
     def _dense_by_float(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
         """:meth:`parse_dense` without the C scanner: ``float()`` on every cell (called from

@@ -29,6 +29,7 @@ __all__ = [
     "parse_jsonl_block",
     "parse_sparse_jsonl_block",
     "parse_sparse_libsvm_block",
+    "parse_sparse_csv_block",
 ]
 
 # The CSV scanner parse_csv_block runs; None: float() on every cell (tests set it).
@@ -300,3 +301,40 @@ def _fill_slow_items(
             return False
         values[item] = value
     return True
+
+
+def parse_sparse_csv_block(
+    block: bytes, n: int, ncol: int, label_col: int
+) -> tuple[SparseRows, Sequence[bytes]] | None:
+    """``n`` CSV lines of ``ncol`` cells (each ending with a newline), the label in column
+    ``label_col``, some cells empty, as sparse rows: ``(rows, label cells)``, a row's slots its
+    feature columns (the label's left out) that are not empty, with ``float()``'s values, as
+    :class:`~stream_perceptron.formats.CsvParser` reads them (an empty cell is a missing
+    feature). ``None`` when a line is of another form (a quote, another cell count, a cell
+    ``float()`` refuses or reads as inf or nan), or without the C extension."""
+    c = native.dense
+    if c is None or not n or ncol < 2:
+        return None
+    cap = n * (ncol - 1)
+    indptr = c.empty(8 * (n + 1))
+    slots = c.empty(4 * cap)
+    values = c.empty(8 * cap)
+    label_buf = c.empty(len(block))
+    slow = c.empty(min(_SLOW_CELLS, cap) * 32)
+    status, nnz, n_labels, n_slow = c.scan_sparse_csv(
+        block, n, ncol, label_col, indptr, slots, values, label_buf, slow
+    )
+    if status != 0:
+        return None
+    value_view = memoryview(values).cast("d")[:nnz]
+    if n_slow and not _fill_slow_items(value_view, slow, n_slow, block, float):
+        return None
+    labels = memoryview(label_buf)[:n_labels].tobytes()
+    try:
+        labels.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    rows = SparseRows(
+        memoryview(indptr).cast("q"), memoryview(slots).cast("i")[:nnz], value_view
+    )
+    return rows, labels.split(b"\n")

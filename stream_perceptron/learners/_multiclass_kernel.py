@@ -11,6 +11,12 @@ A row that ``_learn`` would refuse (:class:`~stream_perceptron.errors.ValueTooLa
 a bias or a weight non-finite; :class:`~stream_perceptron.errors.LabelError`: ``True`` and
 ``1`` as classes) makes :func:`learn_dense` raise that error, the model as it was before the
 call: nothing is written back.
+
+:func:`learn_sparse` does the same for a block of sparse rows
+(:class:`~stream_perceptron.formats.sparse_rows.SparseRows`; ``kernel_multiclass_sparse``): a
+row's folds over its own items, in its order; the kernel also tells, per class, which of the
+block's features each dict has and the order in which new ones joined it, so that each class's
+dicts get their new keys in the order the ``predict_learn_one`` loop adds them.
 """
 
 from __future__ import annotations
@@ -29,10 +35,12 @@ from stream_perceptron.learners._binary_kernel import (  # the same configuratio
 from stream_perceptron.learners._maths import check_class_kind
 
 if TYPE_CHECKING:
+    from stream_perceptron.formats.sparse_rows import SparseRows
     from stream_perceptron.learners._multiclass_model import MulticlassModel
 
-__all__ = ["supported", "learn_dense", "class_codes", "check_kinds", "write_classes",
-           "checked_multiclass_block"]
+__all__ = ["supported", "learn_dense", "learn_sparse", "class_codes", "check_kinds",
+           "write_classes", "checked_multiclass_block", "sparse_module", "class_arrays",
+           "write_sparse", "write_sparse_classes"]
 
 
 def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, None]) -> None:
@@ -182,6 +190,125 @@ def learn_dense(
                 uc[k] = v
         if n_factors:
             _write_rescaled(model, classes[:n_active], features, U, u_updated,
+                            factors[:n_factors].tolist())  # fmt: skip
+        model._avg_ref = int(avg_ref)
+    model._max_norm = float(max_norm)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    model._memo = None
+    named = [None, *classes]
+    return list(map(named.__getitem__, (preds + 1).tolist()))
+
+
+# -- sparse blocks ---------------------------------------------------------------------------
+
+
+def sparse_module(rows: SparseRows, labels: Sequence[Any]) -> Any:
+    """The C module, for a sparse block of ``rows`` and one label a row: RuntimeError without
+    the C extension, ValueError for as many labels as rows."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    if len(labels) != len(rows):
+        raise ValueError(f"{len(rows)} rows, {len(labels)} labels")
+    return c
+
+
+def class_arrays(
+    dicts: Sequence[dict[Any, float]], names: list[Any], n_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """What a sparse kernel takes of the dicts of a model's classes: ``(values, present)``,
+    ``n_classes`` rows of ``len(names)`` (one a class; those past ``dicts``, the classes the
+    block brings, empty), each dict's value of each name (``0.0`` where it has none) and
+    whether it has the name (uint8)."""
+    values = np.zeros((n_classes, len(names)))
+    present = np.zeros((n_classes, len(names)), dtype=np.uint8)
+    for i, d in enumerate(dicts):
+        if d:
+            values[i] = [d.get(k, 0.0) for k in names]
+            present[i] = [k in d for k in names]
+    return values, present
+
+
+def write_sparse(d: dict[Any, float], names: list[Any], values: Any, had: Any, new: Any) -> None:
+    """A sparse kernel's values (float64, one a name) into the dict ``d``: the names it had
+    (``had``, uint8 flags) keep their place, the new ones (``new``: slots in the order they
+    joined) follow in that order."""
+    row = values.tolist()
+    for j in np.flatnonzero(np.frombuffer(had, dtype=np.uint8)).tolist():
+        d[names[j]] = row[j]
+    for j in new.tolist():
+        d[names[j]] = row[j]
+
+
+def write_sparse_classes(
+    model: Any, added: list[Any], classes: list[Any], names: list[Any], W: np.ndarray,
+    bias: np.ndarray, updated: np.ndarray, had: np.ndarray, new: np.ndarray, n_new: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`write_classes` of a sparse kernel: the classes it ``added`` (in order), then the
+    weights (:func:`write_sparse`, ``had`` before the kernel, ``new`` and ``n_new`` of each
+    class its new slots) and bias of each class it moved."""
+    for cl in added:
+        model._add_class(cl)
+    for i in np.flatnonzero(updated).tolist():
+        write_sparse(model._w[classes[i]], names, W[i], had[i], new[i, : n_new[i]])
+        model._b[classes[i]] = float(bias[i])
+
+
+def learn_sparse(
+    model: MulticlassModel, features: Sequence[Any], rows: SparseRows, labels: Sequence[Any]
+) -> list[Any]:
+    """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
+    left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, each
+    class's new keys entering its dicts in the order that loop adds them."""
+    c = sparse_module(rows, labels)
+    names = list(features)
+    n, m = len(rows), len(names)
+    if n == 0:
+        return []
+    known = len(model._w)
+    classes, codes = class_codes(list(model._w), labels)
+    k = len(classes)
+    averaged = bool(model.averaged)
+    W, present = class_arrays(list(model._w.values()), names, k)
+    bias = np.zeros(k)
+    bias[:known] = [model._b[cl] for cl in model._w]
+    if averaged:
+        U, u_present = class_arrays([model._u[cl] for cl in model._w], names, k)
+        ubias = np.zeros(k)
+        ubias[:known] = [model._ub[cl] for cl in model._w]
+    else:
+        U, u_present, ubias = np.zeros((0, m)), np.zeros((0, m), dtype=np.uint8), np.zeros(0)
+    had, u_had = present.copy(), u_present.copy()
+    w_new = np.empty((k, m), dtype=np.int32)
+    u_new = np.empty((k if averaged else 0, m), dtype=np.int32)
+    n_new = np.zeros(2 * k, dtype=np.int64)  # per class: new weights, then new accumulators
+    updated = np.zeros(k, dtype=np.uint8)
+    u_updated = np.zeros(k, dtype=np.uint8)
+    preds = np.empty(n, dtype=np.int64)
+    half_life = model.average_half_life
+    factors = np.empty(n if half_life is not None else 0)
+    (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors,
+     finite) = c.kernel_multiclass_sparse(
+        rows.indptr, rows.slots, rows.values, codes, W, bias, updated, U, ubias, u_updated,
+        present, u_present, w_new, u_new, n_new, averaged, known, float(model.lr),
+        BIAS_CODES[model._bias_mode], float(model._max_norm), int(model._n_seen),
+        int(model._n_mistakes), preds, n, m, k, 0.0 if half_life is None else float(half_life),
+        float(model._beta), int(model._avg_ref), factors,
+    )  # fmt: skip
+    if not finite:
+        raise ValueError("rows have non-finite values")
+    if refused >= 0:  # the kernel stopped at that row: nothing is written back
+        raise refusal(int(refused))
+    write_sparse_classes(model, classes[known:n_active], classes, names, W, bias, updated, had,
+                         w_new, n_new)  # fmt: skip
+    if averaged:
+        for i in range(n_active):
+            model._ub[classes[i]] = float(ubias[i])
+        for i in np.flatnonzero(u_updated).tolist():
+            write_sparse(model._u[classes[i]], names, U[i], u_had[i], u_new[i, : n_new[k + i]])
+        if n_factors:
+            _write_rescaled(model, classes[:n_active], names, U, u_updated,
                             factors[:n_factors].tolist())  # fmt: skip
         model._avg_ref = int(avg_ref)
     model._max_norm = float(max_norm)

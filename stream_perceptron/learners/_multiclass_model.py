@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_perceptron import native
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import is_bool
 from stream_perceptron.learners import _multiclass_kernel as _multiclass
 from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
@@ -85,7 +86,10 @@ class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearM
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
         ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
         to the last bit, in C; return the predictions. ``X`` float64, all finite, one column
-        per name of ``features``. Needs :attr:`dense_capable`.
+        per name of ``features``; or sparse rows (a
+        :class:`~stream_perceptron.formats.sparse_rows.SparseRows`, its slots indexing
+        ``features``), each row learned as the dict of its own items. Needs
+        :attr:`dense_capable`.
 
         Examples
         --------
@@ -100,6 +104,8 @@ class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearM
 
         """
         self._require_dense()
+        if isinstance(X, SparseRows):
+            return _multiclass.learn_sparse(self, features, X, labels)
         return _multiclass.learn_dense(self, features, X, labels)
 
     # -- prediction ----------------------------------------------------------------------------

@@ -16,6 +16,11 @@ step_size`; ``w.get(k, 0.0) + step * v`` for every feature of an updated row. A 
 ``_learn`` would refuse (``sq``, the bias or a weight not finite) stops the kernel:
 :func:`learn_dense` raises :class:`~stream_perceptron.errors.ValueTooLargeError` (``row``: its
 index) and writes nothing back. A sign of ``0`` marks an unlabelled row, only predicted.
+
+:func:`learn_sparse` and :func:`learn_sparse_multiclass` do the same for a block of sparse rows
+(:class:`~stream_perceptron.formats.sparse_rows.SparseRows`; ``kernel_pa_sparse``,
+``kernel_pa_multiclass_sparse``): a row's folds over its own items, in its order, and the new
+keys of each weight dict written in the order the row loop adds them.
 """
 
 from __future__ import annotations
@@ -29,17 +34,28 @@ from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._binary_kernel import checked_block, predictions, refusal
 from stream_perceptron.learners._multiclass_kernel import (
     checked_multiclass_block,
+    class_arrays,
     class_codes,
+    sparse_module,
     write_classes,
+    write_sparse,
+    write_sparse_classes,
 )
 
 if TYPE_CHECKING:
+    from stream_perceptron.formats.sparse_rows import SparseRows
     from stream_perceptron.learners.passive_aggressive import (
         MulticlassPassiveAggressive,
         PassiveAggressive,
     )
 
-__all__ = ["VARIANT_CODES", "learn_dense", "learn_dense_multiclass"]
+__all__ = [
+    "VARIANT_CODES",
+    "learn_dense",
+    "learn_dense_multiclass",
+    "learn_sparse",
+    "learn_sparse_multiclass",
+]
 
 VARIANT_CODES = {"pa": 0, "pa1": 1, "pa2": 2}
 
@@ -103,6 +119,105 @@ def learn_dense_multiclass(
     if refused >= 0:  # the kernel stopped at that row: nothing is written back
         raise refusal(int(refused))
     write_classes(model, classes[known:n_active], classes, features, W, bias, updated)
+    model._max_norm = float(max_norm)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    named = [None, *classes]
+    return list(map(named.__getitem__, (preds + 1).tolist()))
+
+
+_SIGN_BYTES = b"\x00\x01\xff"  # 0, +1, -1 as int8
+
+
+def _sparse_signs(signs: Any, n: int) -> Any:
+    """``signs`` as the sparse kernel reads them: an int8 buffer of ``n`` -1/0/+1 (the block
+    path's, as it is; anything else through NumPy); ValueError otherwise."""
+    view = None if isinstance(signs, (list, tuple)) else memoryview(signs)
+    if view is None or view.format != "b" or view.ndim != 1:
+        signs = np.asarray(signs)
+        if signs.ndim != 1 or not np.isin(signs, (-1, 0, 1)).all():
+            raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
+        view = memoryview(signs.astype(np.int8))
+    if len(view) != n:
+        raise ValueError(f"signs has shape ({len(view)},), expected ({n},)")
+    if view.cast("B").tobytes().translate(None, _SIGN_BYTES):
+        raise ValueError("signs must be -1, +1 (or 0 for an unlabelled row)")
+    return view
+
+
+def learn_sparse(model: PassiveAggressive, features: Sequence[Any], rows: SparseRows,
+                 signs: Any) -> Any:  # fmt: skip
+    """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
+    left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, new
+    keys entering ``_w`` in the order that loop adds them. Returns the int8 predictions as a
+    ``memoryview``."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    names = list(features)
+    n, m = len(rows), len(names)
+    preds = bytearray(n)  # int8 predictions, written by the kernel
+    if n == 0:
+        return memoryview(preds).cast("b")
+    signs = _sparse_signs(signs, n)
+    wd = model._w
+    w = array("d", [wd.get(k, 0.0) for k in names])
+    had = bytes([k in wd for k in names])
+    w_new = array("i", bytes(4 * m))
+    b, n_seen, n_mistakes, max_norm, n_w_new, finite, refused = c.kernel_pa_sparse(
+        rows.indptr, rows.slots, rows.values, signs, w, bytearray(had), w_new,
+        VARIANT_CODES[model.variant], float(model.C), model._bias_mode == "learned",
+        float(model._b), int(model._n_seen), int(model._n_mistakes), float(model._max_norm),
+        preds, n, m,
+    )  # fmt: skip
+    if not finite:  # checked by the kernel, on the way: the model is left as it was
+        raise ValueError("rows have non-finite values")
+    if refused >= 0:
+        raise refusal(int(refused))
+    if n_mistakes != model._n_mistakes:  # an update: the weights moved
+        write_sparse(wd, names, w, had, w_new[:n_w_new])
+    model._b = float(b)
+    model._n_seen = int(n_seen)
+    model._n_mistakes = int(n_mistakes)
+    model._max_norm = float(max_norm)
+    return memoryview(preds).cast("b")
+
+
+def learn_sparse_multiclass(
+    model: MulticlassPassiveAggressive, features: Sequence[Any], rows: SparseRows,
+    labels: Sequence[Any],
+) -> list[Any]:  # fmt: skip
+    """:func:`learn_dense_multiclass` of a sparse block (``rows``' slots index ``features``):
+    each class's new keys entering its dict in the order the ``predict_learn_one`` loop adds
+    them."""
+    c = sparse_module(rows, labels)
+    names = list(features)
+    n, m = len(rows), len(names)
+    if n == 0:
+        return []
+    known = len(model._w)
+    classes, codes = class_codes(list(model._w), labels)
+    k = len(classes)
+    W, present = class_arrays(list(model._w.values()), names, k)
+    had = present.copy()
+    bias = np.zeros(k)
+    bias[:known] = [model._b[cl] for cl in model._w]
+    updated = np.zeros(k, dtype=np.uint8)
+    w_new = np.empty((k, m), dtype=np.int32)
+    n_new = np.zeros(k, dtype=np.int64)
+    preds = np.empty(n, dtype=np.int64)
+    n_active, max_norm, n_seen, n_mistakes, refused, finite = c.kernel_pa_multiclass_sparse(
+        rows.indptr, rows.slots, rows.values, codes, W, bias, updated, np.empty(k), present,
+        w_new, n_new, known, VARIANT_CODES[model.variant], float(model.C),
+        model._bias_mode == "learned", float(model._max_norm), int(model._n_seen),
+        int(model._n_mistakes), preds, n, m, k,
+    )  # fmt: skip
+    if not finite:
+        raise ValueError("rows have non-finite values")
+    if refused >= 0:  # the kernel stopped at that row: nothing is written back
+        raise refusal(int(refused))
+    write_sparse_classes(model, classes[known:n_active], classes, names, W, bias, updated, had,
+                         w_new, n_new)  # fmt: skip
     model._max_norm = float(max_norm)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)

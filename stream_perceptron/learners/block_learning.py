@@ -157,7 +157,8 @@ def learn_multiclass_block(
     """A multi-class learner's ``learn_block``: ``None`` (the learner as it was) when a row is
     refused (a label the learner cannot take, or non-finite)."""
     features, X, cells = dense
-    X = np.asarray(X)  # the multi-class kernels' glue is NumPy's (a scanner's block: a view)
+    if not isinstance(X, SparseRows):  # the dense kernels' glue is NumPy's (a scanner's: a view)
+        X = np.asarray(X)
     if isinstance(cells, LabelCells):  # each distinct cell parsed once, then a list index
         values = list(map(label_of.__getitem__, cells.distinct))
         labels = list(map(values.__getitem__, cells.ids.tolist()))
@@ -178,7 +179,7 @@ def learn_multiclass_block(
         if len(mistakes) == len(labels):
             return features, X, cells
         picked = [i for i, y in enumerate(labels) if y is not None]
-        return features, X[picked], [cells[i] for i in picked]
+        return features, _rows_of(X, picked), [cells[i] for i in picked]
 
     def block_rows() -> BlockRows:
         wrong = [y is not None and p != y for p, y in zip(predictions, labels)]

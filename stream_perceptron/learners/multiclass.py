@@ -380,3 +380,8 @@ class MulticlassPerceptron(MulticlassCore, CoreFields, MulticlassModel):
         ``init="zeros"``, a plain number as ``lr``, and the class does not replace the learning
         code the kernel reproduces."""
         return self._kernel_applies(MulticlassPerceptron) and _multiclass.supported(self)
+
+    @property
+    def sparse_capable(self) -> bool:
+        """Whether :meth:`learn_dense` takes sparse rows too: whenever it can run."""
+        return self.dense_capable

@@ -8,6 +8,7 @@ from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import _pa_kernel as _pa
 from stream_perceptron.learners._linear import BinaryLinearModel, MulticlassLinearModel
@@ -217,15 +218,22 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
         not replace the learning code the kernel reproduces."""
         return self._kernel_applies(PassiveAggressive)
 
+    @property
+    def sparse_capable(self) -> bool:
+        """Whether :meth:`learn_dense` takes sparse rows too: whenever it can run."""
+        return self.dense_capable
+
     def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
         ``dict(zip(features, row))`` would, to the last bit (predictions, updates, weights and
         their key order, bias, counters, ``max_norm``), in C.
 
-        ``features``: the distinct names of ``X``'s columns; ``X``: finite numbers; ``signs``:
+        ``features``: the distinct names of ``X``'s columns; ``X``: finite numbers, or sparse
+        rows (a :class:`~stream_perceptron.formats.sparse_rows.SparseRows`, its slots indexing
+        ``features``: each row learned as the dict of its own items); ``signs``:
         the signs the labels encode to (-1/+1, see :meth:`encode_block`), ``0`` for an
         unlabelled row, which is only predicted. Returns the predicted signs (int8; a
-        ``memoryview`` for the C scanner's block, as :meth:`Perceptron.learn_dense
+        ``memoryview`` for the C scanner's block or sparse rows, as :meth:`Perceptron.learn_dense
         <stream_perceptron.learners.Perceptron.learn_dense>`), each made before learning its
         row. Needs :attr:`dense_capable`. A row ``_learn`` would refuse
         raises :class:`ValueTooLargeError` (``row``: its index), the model as before the call.
@@ -242,6 +250,8 @@ class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
 
         """
         self._require_dense()
+        if isinstance(X, SparseRows):
+            return _pa.learn_sparse(self, features, X, signs)
         return _pa.learn_dense(self, features, X, signs)
 
     # -- state (prediction and the model as numbers: BinaryLinearModel's) ---------------------
@@ -353,12 +363,19 @@ class MulticlassPassiveAggressive(MulticlassLinearModel):
         not replace the learning code the kernel reproduces."""
         return self._kernel_applies(MulticlassPassiveAggressive)
 
+    @property
+    def sparse_capable(self) -> bool:
+        """Whether :meth:`learn_dense` takes sparse rows too: whenever it can run."""
+        return self.dense_capable
+
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:
         """Predict-then-learn each row of ``X`` exactly as the ``predict_learn_one`` loop over
         ``dict(zip(features, row))`` would (``predict_one`` for a row whose label is ``None``),
         to the last bit, in C; return the predictions. ``X``: finite numbers, one column per
-        name of ``features``. Needs :attr:`dense_capable`. A row ``_learn`` would refuse raises
-        its error (:class:`ValueTooLargeError` with ``row``, or
+        name of ``features``, or sparse rows (a
+        :class:`~stream_perceptron.formats.sparse_rows.SparseRows`, as
+        :meth:`PassiveAggressive.learn_dense`). Needs :attr:`dense_capable`. A row ``_learn``
+        would refuse raises its error (:class:`ValueTooLargeError` with ``row``, or
         :class:`~stream_perceptron.errors.LabelError`), the model as before the call.
 
         Examples
@@ -373,6 +390,8 @@ class MulticlassPassiveAggressive(MulticlassLinearModel):
 
         """
         self._require_dense()
+        if isinstance(X, SparseRows):
+            return _pa.learn_sparse_multiclass(self, features, X, labels)
         return _pa.learn_dense_multiclass(self, features, X, labels)
 
     def _plain_scores(self, x: dict) -> dict[Any, float]:

@@ -244,3 +244,32 @@ def test_the_values_are_the_parsers_floats_to_the_bit():
     for text, value in zip(texts, got, strict=True):
         expected = float(text) if ("." in text or "e" in text) else float(int(text))
         assert math.isfinite(value) and struct.pack("<d", value) == struct.pack("<d", expected)
+
+
+CSV_TAKEN = [b"1.5,1,", b",0,2e3", b",,", b" 1 ,1,-0", b"1_0,cat,0.5"]
+CSV_DECLINED = [b" ,1,1", b'"1",1,1', b"1,1", b"1,1,1,1", b"nan,1,", b"1e400,,1", b"x,1,"]
+
+
+def _csv(lines: list[bytes]) -> tuple[list[str], SparseRows, list[bytes]] | None:
+    parser = make_parser("csv")
+    parser.parse(b"a,y,b")
+    parser.sparse_blocks = True
+    return parser.parse_dense_block(b"\n".join(lines) + b"\n", len(lines))
+
+
+@pytest.mark.parametrize("line", CSV_TAKEN)
+def test_csv_lines_with_empty_cells_are_parsed_as_parse_does(line):
+    got = _csv([line, b"1,0,2"])
+    assert got is not None
+    names, rows, cells = got
+    reference = make_parser("csv")
+    reference.parse(b"a,y,b")
+    for x, cell, text in zip(_dicts(names, rows), cells, [line, b"1,0,2"], strict=True):
+        example = reference.parse(text)
+        assert _bits(x) == _bits(example.x)
+        assert reference.label_cache[cell] == example.y
+
+
+@pytest.mark.parametrize("line", CSV_DECLINED)
+def test_a_csv_line_the_scanners_cannot_take_sends_the_block_to_the_record_path(line):
+    assert _csv([b",1,2", line]) is None
