@@ -2240,11 +2240,35 @@ static Py_ssize_t sparse_string(SparseTable *t, Py_ssize_t i, Py_ssize_t *off, P
     return i + 1;
 }
 
-static inline uint64_t fnv_bytes(uint64_t h, const unsigned char *p, Py_ssize_t n)
+/* A hash of the n bytes at p, continuing from h: eight bytes a step (feature names are
+   short: one or two steps). */
+static inline uint64_t text_hash(uint64_t h, const unsigned char *p, Py_ssize_t n)
 {
+    h ^= (uint64_t)n * 0xFF51AFD7ED558CCDull;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
     for (Py_ssize_t k = 0; k < n; k++)
-        h = (h ^ p[k]) * 1099511628211ull;
-    return h;
+        w |= (uint64_t)p[k] << (8 * k);
+    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 32);
+}
+
+/* Whether the n bytes at a and b are the same (names are short: no call for them). */
+static inline int same_text(const unsigned char *a, const unsigned char *b, Py_ssize_t n)
+{
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (a[k] != b[k])
+            return 0;
+    return 1;
 }
 
 static int sparse_grow(SparseTable *t)
@@ -2277,9 +2301,9 @@ static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, P
     if (2 * (t->count + 1) > t->cap && sparse_grow(t) < 0)
         return NULL;
     const unsigned char *key = sparse_text(t, ks), *value = vl >= 0 ? sparse_text(t, vs) : NULL;
-    uint64_t h = fnv_bytes(1469598103934665603ull, key, kl);
+    uint64_t h = text_hash(1469598103934665603ull, key, kl);
     if (vl >= 0)
-        h = fnv_bytes((h ^ '=') * 1099511628211ull, value, vl);
+        h = text_hash(h ^ 0x3D3D3D3D3D3D3D3Dull, value, vl);
     h |= 1; /* never 0: 0 marks an empty slot */
     size_t j = (size_t)h & (t->cap - 1);
     for (;;) {
@@ -2296,8 +2320,8 @@ static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, P
             return e;
         }
         if (e->hash == h && e->klen == kl && e->vlen == vl &&
-            memcmp(sparse_text(t, e->kstart), key, kl) == 0 &&
-            (vl <= 0 || memcmp(sparse_text(t, e->vstart), value, vl) == 0))
+            same_text(sparse_text(t, e->kstart), key, kl) &&
+            (vl <= 0 || same_text(sparse_text(t, e->vstart), value, vl)))
             return e;
         j = (j + 1) & (t->cap - 1);
     }
@@ -2327,7 +2351,8 @@ static int32_t sparse_slot(SparseTable *t, SparseEntry *e)
 
 /* A JSON number at buf[i] (strict grammar, as scan_jsonl): the index after it, -1 when it is
    not one; *value and *ok (0: left to Python) as scan_jsonl decides them. */
-static inline Py_ssize_t json_number(const unsigned char *buf, Py_ssize_t i, Py_ssize_t size,
+static inline __attribute__((always_inline)) Py_ssize_t
+json_number(const unsigned char *buf, Py_ssize_t i, Py_ssize_t size,
                                      double *value, int *ok)
 {
     int neg = buf[i] == '-';
