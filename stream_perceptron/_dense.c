@@ -2948,6 +2948,38 @@ static PyObject *py_scan_sparse_csv(PyObject *self, PyObject *args)
     return Py_BuildValue("innn", status, out.nnz, n_labels, out.n_slow);
 }
 
+PyDoc_STRVAR(remap_slots_doc,
+"remap_slots(slots, mapping) -> None\n\n"
+"``slots[k] = mapping[slots[k]]`` for each int32 slot (``0 <= slots[k] < len(mapping)``, else\n"
+"ValueError, slots unchanged): a piece's own slots as the block's.");
+
+static PyObject *py_remap_slots(PyObject *self, PyObject *args)
+{
+    PyObject *o_slots, *o_map;
+    if (!PyArg_ParseTuple(args, "OO", &o_slots, &o_map))
+        return NULL;
+    const BufferSpec specs[2] = {{o_slots, 1, 0, "slots"}, {o_map, 0, 0, "mapping"}};
+    Py_buffer v[2];
+    if (get_buffers(specs, v, 2) < 0)
+        return NULL;
+    int32_t *slots = v[0].buf;
+    const int32_t *map = v[1].buf;
+    Py_ssize_t n = v[0].len / (Py_ssize_t)sizeof(int32_t);
+    Py_ssize_t m = v[1].len / (Py_ssize_t)sizeof(int32_t);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (slots[k] < 0 || slots[k] >= m) {
+            release_buffers(v, 2);
+            PyErr_Format(PyExc_ValueError, "slots[%zd] = %d is outside the mapping", k,
+                         (int)slots[k]);
+            return NULL;
+        }
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        slots[k] = map[slots[k]];
+    release_buffers(v, 2);
+    Py_RETURN_NONE;
+}
+
 /* -- the binary perceptron over sparse rows --------------------------------------------------
  *
  * kernel_of's rule (the reference: Perceptron._learn and predict_one) over CSR rows whose
@@ -3786,6 +3818,7 @@ static PyMethodDef methods[] = {
     {"kernel_pa_multiclass", py_kernel_pa_multiclass, METH_VARARGS, kernel_pa_multiclass_doc},
     {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
     {"scan_sparse_csv", py_scan_sparse_csv, METH_VARARGS, scan_sparse_csv_doc},
+    {"remap_slots", py_remap_slots, METH_VARARGS, remap_slots_doc},
     {"kernel_sparse", py_kernel_sparse, METH_VARARGS, kernel_sparse_doc},
     {"kernel_pa_sparse", py_kernel_pa_sparse, METH_VARARGS, kernel_pa_sparse_doc},
     {"kernel_pa_multiclass_sparse", py_kernel_pa_multiclass_sparse, METH_VARARGS,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -263,38 +264,86 @@ def parse_sparse_jsonl_block(
             block.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    cap = len(block) // 4 + n
+    key = None if label is None else label.encode("utf-8")
+    size = len(block)
+    cut = block.find(b"\n", size // 2) + 1 if size >= SPLIT_BYTES and _two_cpus() else 0
+    if not 0 < cut < size:
+        part = _sparse_part(block, 0, size, n, key)
+        if part is None:
+            return None
+        names, rows, labels = part
+        return names, rows, labels.split(b"\n")
+    # two halves at once, this thread and the helper (the scanner runs without the GIL), each
+    # with slots of its own; the second half's slots then renumbered as the block's
+    first_n = _count_lines(block, 0, cut)
+    second = _helper().submit(_sparse_part, block, cut, size, n - first_n, key)
+    first = _sparse_part(block, 0, cut, first_n, key)
+    rest = second.result()
+    if first is None or rest is None:
+        return None
+    names, rows, labels = first
+    more_names, more_rows, more_labels = rest
+    index = {name: j for j, name in enumerate(names)}
+    mapping = array("i")
+    for name in more_names:
+        j = index.get(name)
+        if j is None:
+            j = index[name] = len(names)
+            names.append(name)
+        mapping.append(j)
+    more_slots = bytearray(more_rows.slots)
+    c.remap_slots(more_slots, mapping)
+    nnz = rows.indptr[-1]
+    indptr = array("q", rows.indptr)
+    indptr.extend([k + nnz for k in more_rows.indptr[1:].tolist()])
+    joined = SparseRows(
+        memoryview(indptr),
+        memoryview(bytes(rows.slots) + more_slots).cast("i"),
+        memoryview(bytes(rows.values) + bytes(more_rows.values)).cast("d"),
+    )
+    return names, joined, (labels + b"\n" + more_labels).split(b"\n")
+
+
+def _sparse_part(
+    block: bytes, start: int, end: int, n: int, label: bytes | None
+) -> tuple[list[str], SparseRows, bytes] | None:
+    """The lines of ``block[start:end]`` (``n`` of them) as sparse rows with slots of their own:
+    ``(names, rows, label cells joined by newlines)``, or ``None`` (see
+    :func:`parse_sparse_jsonl_block`)."""
+    c = native.dense
+    text = memoryview(block)[start:end]
+    size = end - start
+    cap = size // 4 + n
     indptr = c.empty(8 * (n + 1))
     slots = c.empty(4 * cap)
     values = c.empty(8 * cap)
-    label_buf = c.empty(len(block) + 4 * n)
+    label_buf = c.empty(size + 4 * n)
     slow = c.empty(min(_SLOW_CELLS, cap) * 32)
     status, nnz, n_labels, n_slow, names = c.scan_sparse(
-        block, n, None if label is None else label.encode("utf-8"), indptr, slots, values,
-        label_buf, slow,
-    )  # fmt: skip
+        text, n, label, indptr, slots, values, label_buf, slow
+    )
     if status != 0 or len(set(names)) != len(names):  # "a=b" as a key and as a string
         return None
     value_view = memoryview(values).cast("d")[:nnz]
     convert = _json_number if label is not None else float
-    if n_slow and not _fill_slow_items(value_view, slow, n_slow, block, convert):
+    if n_slow and not _fill_slow_items(value_view, slow, n_slow, block, convert, start):
         return None
     rows = SparseRows(memoryview(indptr).cast("q"), memoryview(slots).cast("i")[:nnz], value_view)
-    labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
-    return names, rows, labels
+    return names, rows, memoryview(label_buf)[:n_labels].tobytes()
 
 
 def _fill_slow_items(
     values: memoryview[float], slow: bytearray, n_slow: int, text: bytes,
-    convert: Callable[[bytes], float],
+    convert: Callable[[bytes], float], offset: int = 0,
 ) -> bool:  # fmt: skip
-    """The numbers a sparse scan left to Python (``slow``: int64 ``(start, end, item, 0)``)
-    into ``values``; False when one is not a finite float (the record path refuses it)."""
+    """The numbers a sparse scan left to Python (``slow``: int64 ``(start, end, item, 0)``,
+    ``start`` and ``end`` counted from ``text[offset]``) into ``values``; False when one is not
+    a finite float (the record path refuses it)."""
     cells = memoryview(slow).cast("q")[: 4 * n_slow].tolist()
     for k in range(0, len(cells), 4):
         s, e, item = cells[k : k + 3]
         try:
-            value = convert(text[s:e])
+            value = convert(text[offset + s : offset + e])
         except (ValueError, OverflowError):
             return False
         if not math.isfinite(value):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stream_perceptron import native
 from stream_perceptron.errors import RecordError
-from stream_perceptron.formats import make_parser
+from stream_perceptron.formats import make_parser, scan
 from stream_perceptron.formats.sparse_rows import SparseRows
 
 pytestmark = pytest.mark.skipif(native.dense is None, reason="the C extension is not built")
@@ -273,3 +273,33 @@ def test_csv_lines_with_empty_cells_are_parsed_as_parse_does(line):
 @pytest.mark.parametrize("line", CSV_DECLINED)
 def test_a_csv_line_the_scanners_cannot_take_sends_the_block_to_the_record_path(line):
     assert _csv([b",1,2", line]) is None
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "libsvm"])
+def test_a_block_scanned_in_two_halves_at_once_is_the_block_scanned_whole(fmt, monkeypatch):
+    # the halves number their names each their own way: the second's slots are renumbered
+    rng = random.Random(11)
+    names = [f"f{k}" for k in range(40)]
+    lines = []
+    for i in range(400):
+        keys = rng.sample(names[: 10 + i // 10], 5)  # new names keep coming in both halves
+        if fmt == "jsonl":
+            members = [f'"{k}": {rng.uniform(-5, 5)!r}' for k in keys]
+            members.append(f'"c": "{rng.choice(["red", "blue", "é"])}"')
+            members.insert(rng.randrange(len(members)), f'"y": {rng.choice([0, 1])}')
+            lines.append(("{" + ", ".join(members) + "}").encode())
+        else:
+            items = " ".join(f"{k}:{rng.uniform(-5, 5)!r}" for k in keys)
+            lines.append(f"{rng.choice(['0', '1', ''])} {items}".strip().encode())
+    whole = _scan(fmt, lines)
+    monkeypatch.setattr(scan, "SPLIT_BYTES", 64)
+    monkeypatch.setattr(scan, "_CPUS", 2)
+    halves = _scan(fmt, lines)
+    assert whole is not None and halves is not None
+    assert len(halves[0]) == len(set(halves[0]))
+    assert _dicts(halves[0], halves[1]) == _dicts(whole[0], whole[1])
+    assert [list(d) for d in _dicts(halves[0], halves[1])] == [
+        list(d) for d in _dicts(whole[0], whole[1])
+    ]
+    assert halves[2] == whole[2]
+    assert _check_block(fmt, lines)
