@@ -195,7 +195,7 @@ _values = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.lists(st.tuples(_names, _values), max_size=6), min_size=1, max_size=5))
 def test_random_json_objects_match_parse(objects):
     lines = [("{" + ", ".join(f'"{k}": {v}' for k, v in obj) + "}").encode() for obj in objects]
@@ -213,7 +213,7 @@ def _names_twice(line: bytes) -> bool:
     return len(set(made)) != len(made)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.lists(
         st.tuples(
