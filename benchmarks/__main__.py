@@ -25,7 +25,7 @@ from benchmarks.rows_kafka import row_kafka
 from benchmarks.rows_kafka_events import RECORDS_ENV as KAFKA_RECORDS_ENV
 from benchmarks.rows_kafka_events import row_kafka_events
 from benchmarks.rows_learners import row_arrays, row_binary, row_multiclass
-from benchmarks.rows_memory import row_memory, row_memory_hashed
+from benchmarks.rows_memory import row_memory, row_memory_hashed, row_memory_sparse
 from benchmarks.rows_nonlinear import row_nonlinear
 from benchmarks.rows_quality import row_quality
 from benchmarks.rows_shapes import row_shapes
@@ -46,7 +46,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
         lambda ctx: row_kafka(ctx) + row_kafka_events(ctx),
     ),
     6: ("metrics overhead", row_metrics),
-    7: ("memory: peak RSS after 1M and 10M records", row_memory),
+    7: ("memory: peak RSS after 1M and 10M records (CSV, sparse JSON)",
+        lambda ctx: [*row_memory(ctx), *row_memory_sparse(ctx)]),
     9: ("learning quality: prequential accuracy vs River's linear models", row_quality),
     10: ("memory with --hash-bits 18: all-distinct feature names", row_memory_hashed),
     11: ("shared-model mode: 1, 2, 3 workers on a 6-partition topic; mixing overhead",

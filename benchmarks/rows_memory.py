@@ -1,4 +1,5 @@
-"""Row 7: peak RSS of ``stream-perceptron run`` after 1M and after 10M piped records; row 10:
+"""Row 7: peak RSS of ``stream-perceptron run`` after 1M and after 10M piped records (7: CSV;
+7b: sparse JSON lines, 20 of 200 names a record in any order, the sparse block path); row 10:
 the same with ``--hash-bits 18`` over all-distinct feature names, 100k vs 5M records."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from benchmarks.data import feed_repeated
 from benchmarks.procs import Run, cli_command, run_command
 from benchmarks.rows_stdin import check_summary
 
-__all__ = ["row_memory", "row_memory_hashed"]
+__all__ = ["row_memory", "row_memory_hashed", "row_memory_sparse"]
 
 
 def row_memory(ctx: Context) -> list[Result]:
@@ -38,6 +39,57 @@ def row_memory(ctx: Context) -> list[Result]:
         "7",
         f"memory: peak RSS (--summary-json peak_rss_bytes) after {count(large)}"
         f" vs {count(small)} piped CSV lines",
+        got,
+        (small, rss_small),
+        (large, rss_large),
+        f"1.1 x {count(small)} + 10 MiB",
+        limit,
+        notes,
+    )
+
+
+def row_memory_sparse(ctx: Context) -> list[Result]:
+    """Row 7b: row 7 with sparse JSON lines (issue 43: memory per record flat over 10M sparse
+    records); a bounded vocabulary, so the model stops growing."""
+    from benchmarks.rows_shapes import SHAPES
+
+    small, large, block = ctx.sizes.memory_small, ctx.sizes.memory_large, ctx.sizes.memory_block
+    chunks, formats = SHAPES["sparse"]
+    lines = b"".join(formats["jsonl"](*chunk) for chunk in chunks(block))
+    summary = ctx.workdir / "summary-memory-sparse.json"
+    cmd = [*cli_command(), "run", "--format", "jsonl", "--summary-json", str(summary)]
+
+    def feed(n: int) -> Any:
+        rows = lines.splitlines(keepends=True)
+
+        def write(out: IO[bytes]) -> None:
+            left = n
+            while left >= block:
+                out.write(lines)
+                left -= block
+            if left:
+                out.write(b"".join(rows[:left]))
+
+        return write
+
+    def run(n: int) -> Run:
+        return run_command(cmd, feed=feed(n), summary_path=summary)
+
+    got = interleaved(ctx.repeats, {"small": lambda: run(small), "large": lambda: run(large)})
+
+    def peak(name: str) -> float:
+        return median([r.summary["peak_rss_bytes"] for r in got[name] if r.summary])
+
+    rss_small, rss_large = peak("small"), peak("large")
+    limit = 1.10 * rss_small + 10 * MiB
+    large_rate = large / median([r.wall for r in got["large"]])
+    notes = [
+        f"limit {limit / MiB:,.1f} MiB; {count(large)} records at {large_rate:,.0f} records/s",
+        f"input: a {count(block)}-record block of sparse JSON lines repeated",
+    ]
+    return _flat_rss(
+        "7b",
+        f"memory: peak RSS after {count(large)} vs {count(small)} piped sparse JSON records",
         got,
         (small, rss_small),
         (large, rss_large),
