@@ -1,4 +1,4 @@
-"""Rows 5c-5e: Kafka as event streams are run: one record per message, a prediction per event to
+"""Rows 5c-5f: Kafka as event streams are run: one record per message, a prediction per event to
 a topic, with each Kafka client the CLI offers (``--kafka-client``), against bare consume+produce
 loops of the same clients measured in the same run.
 
@@ -6,6 +6,14 @@ loops of the same clients measured in the same run.
 100 records per message with ``--predictions-topic``. Each run consumes the whole topic with a
 fresh group and ``--exit-at-end``; predictions go to a fresh topic per run. kafka-python runs on
 a fifth of the records (it is some ten times slower; a rate is a rate), confluent-kafka on all.
+
+5f (issue 43): 1 nested JSON record per message with ``--predictions-topic``, ``--format
+jsonl`` and the default client (no ``--kafka-client``: confluent-kafka where it is installed;
+the row is skipped otherwise), on 3/5 of the records (600k of 1M): row 15b's records,
+``{"x": {20 of 200 names f0..f199 in random order, 4 decimals}, "y": 0/1}``, seeded and
+labelled by the sign of a hidden linear function (``rows_shapes.sparse_chunks``). It measures
+the engine's sparse block path (nested/sparse JSON read a block at a time); its anchor is the
+confluent-kafka consume + produce loop of 5c on its own topic.
 
 Each row's figure is the engine's rate (records over the engine's own elapsed time, from
 ``--summary-json``: what a long-running worker sustains), its ratio is against the client's bare
@@ -28,6 +36,7 @@ from benchmarks.common import Context, Measure, Result, count, interleaved, medi
 from benchmarks.data import data_file
 from benchmarks.procs import Run, cli_command, cli_help, run_command
 from benchmarks.rows_kafka import ENV, _delete_topics, _metrics_off, _produce, kafka_skip_reason
+from benchmarks.rows_shapes import shape_file
 
 __all__ = ["RECORDS_ENV", "row_kafka_events"]
 
@@ -39,7 +48,11 @@ _exhaust = deque(maxlen=0).extend
 GOALS = {  # (row, client): goal in records/s
     ("5c", "confluent-kafka"): 150_000,
     ("5d", "confluent-kafka"): 200_000,
+    ("5f", "confluent-kafka"): 150_000,
 }
+
+#: The client of ``--kafka-client auto`` (the default) when it is installed: row 5f's.
+DEFAULT_CLIENT = "confluent-kafka"
 
 
 def clients() -> list[str]:
@@ -147,6 +160,7 @@ def row_kafka_events(ctx: Context) -> list[Result]:
         "5c": "1 record per message, predictions to a topic",
         "5d": "1 record per message, no predictions",
         "5e": "100 records per message, predictions to a topic",
+        "5f": "1 nested JSON record per message (20 of 200 names), predictions to a topic",
     }
     reason = kafka_skip_reason()
     if reason is not None:
@@ -159,8 +173,13 @@ def row_kafka_events(ctx: Context) -> list[Result]:
     run_id = uuid.uuid4().hex[:8]
     made: list[str] = []
     results: list[Result] = []
+    offered = clients()
+    if DEFAULT_CLIENT not in offered:
+        results.append(Result("5f", f"Kafka events, {rows['5f']}", Measure(
+            "ours", missing=f"skipped: {DEFAULT_CLIENT} is not installed (the default client"
+            " would be kafka-python)")))  # fmt: skip
     try:
-        for client in clients():
+        for client in offered:
             n = n_full if client == "confluent-kafka" else n_full // 5
             path = data_file(ctx, "csv", n)
             single, hundred = (f"bench-ev-{run_id}-{client}-{k}" for k in (1, 100))
@@ -172,35 +191,58 @@ def row_kafka_events(ctx: Context) -> list[Result]:
                 "5d": _consume(ctx, client, bootstrap, single, made, predictions=False),
                 "5e": _consume(ctx, client, bootstrap, hundred, made, predictions=True),
             }
+            # row: (input topic, its records, the bare loop's messages (a CSV topic's: the
+            # header line too), produce?, split?)
+            bare_work = {
+                "5c": (single, n, n + 1, True, False), "5d": (single, n, n + 1, False, False),
+                "5e": (hundred, n, n + 1, True, True),
+            }  # fmt: skip
+            if client == DEFAULT_CLIENT:
+                n_nested = max(1, n_full * 3 // 5)
+                nested = f"bench-ev-{run_id}-nested"
+                # no header: _produce sends the first line as a message, i.e. record 1
+                _produce(bootstrap, nested, shape_file(ctx, "sparse", "nested.jsonl", n_nested), 1)
+                made.append(nested)
+                runs["5f"] = _consume(ctx, None, bootstrap, nested, made, predictions=True,
+                                      fmt="jsonl")  # fmt: skip
+                bare_work["5f"] = (nested, n_nested, n_nested, True, False)
             empty = f"bench-ev-{run_id}-{client}-empty"
             _produce(bootstrap, empty, path, 1, limit=0)
             made.append(empty)
             runs["start-up"] = _consume(ctx, client, bootstrap, empty, made, predictions=False)
             got = interleaved(ctx.repeats, runs)
             start_up = median([r.wall for r in got["start-up"]])
-            bare_work = {  # row: (input topic, produce?, split?)
-                "5c": (single, True, False), "5d": (single, False, False),
-                "5e": (hundred, True, True),
-            }  # fmt: skip
             for row, what in rows.items():
-                topic, produces, split = bare_work[row]
+                if row not in bare_work:
+                    continue
+                topic, n_row, messages, produces, split = bare_work[row]
                 outs = []
                 for _ in range(ctx.repeats):
                     outs.append(f"bench-ev-{run_id}-{client}-bare-{uuid.uuid4().hex[:6]}")
                     made.append(outs[-1])
                 bare = median([
-                    bare_loop(client, bootstrap, topic, n + 1, out if produces else None, split)
+                    bare_loop(client, bootstrap, topic, messages, out if produces else None,
+                              split)
                     for out in outs
-                ])  # n + 1: the header line too
-                engine = median([_engine_rate(r, n) for r in got[row]])
-                whole = n / median([r.wall for r in got[row]])
+                ])  # fmt: skip
+                engine = median([_engine_rate(r, n_row) for r in got[row]])
+                whole = n_row / median([r.wall for r in got[row]])
                 goal = GOALS.get((row, client))
                 loop = "consume + produce" if produces else "consume"
+                if row == "5f":
+                    command = f"`run --source kafka --format jsonl` (default client, {client})"
+                    start_note = "the confluent-kafka CSV command on an empty topic"
+                    accuracy = median([(r.summary or {}).get("accuracy", 0.0) for r in got[row]])
+                    extra = [f"prequential accuracy {accuracy:.4f}; nested records as row 15b's"
+                             " (20 of 200 names, random order, 4 decimals)"]  # fmt: skip
+                else:
+                    command = f"`run --source kafka --kafka-client {client}`"
+                    start_note = "the same command on an empty topic"
+                    extra = []
                 results.append(
                     Result(
                         row,
-                        f"Kafka events, `run --source kafka --kafka-client {client}`, {what};"
-                        f" {count(n)} records",
+                        f"Kafka events, {command}, {what}; {count(n_row)} records",
                         Measure(f"ours ({client}, engine rate)", engine, "records/s"),
                         Measure(f"bare {client} {loop} loop, same work", bare, "records/s"),
                         engine / bare,
@@ -208,10 +250,9 @@ def row_kafka_events(ctx: Context) -> list[Result]:
                         goal="" if goal is None else f">= {count(goal)} records/s",
                         met=None if goal is None else engine >= goal,
                         notes=[f"whole process {whole:,.0f} records/s (start-up and group join "
-                               f"included); start-up alone {start_up:.2f} s (the same command "
-                               "on an empty topic)",
+                               f"included); start-up alone {start_up:.2f} s ({start_note})",
                                f"one-partition topic on {bootstrap}; fresh group and output"
-                               " topic per run; producers acks=all, linger 5 ms"],
+                               " topic per run; producers acks=all, linger 5 ms", *extra],
                     )
                 )
     finally:
@@ -227,16 +268,18 @@ def _engine_rate(run: Run, n: int) -> float:
     return records / elapsed if elapsed else n / run.wall
 
 
-def _consume(ctx: Context, client: str, bootstrap: str, topic: str, made: list[str], *,
-             predictions: bool) -> Callable[[], Run]:  # fmt: skip
-    summary = ctx.workdir / f"summary-events-{client}.json"
+def _consume(ctx: Context, client: str | None, bootstrap: str, topic: str, made: list[str], *,
+             predictions: bool, fmt: str = "csv") -> Callable[[], Run]:  # fmt: skip
+    """A run of the CLI over ``topic``; ``client`` ``None``: the default client (no flag)."""
+    summary = ctx.workdir / f"summary-events-{client or 'default'}-{fmt}.json"
 
     def go() -> Run:
         group = f"bench-ev-{uuid.uuid4().hex[:8]}"
         cmd = [*cli_command(), "run", "--source", "kafka", "--bootstrap-servers", bootstrap,
-               "--topic", topic, "--group", group, "--format", "csv", "--exit-at-end",
+               "--topic", topic, "--group", group, "--format", fmt, "--exit-at-end",
                *_metrics_off(), "--summary-json", str(summary)]  # fmt: skip
-        cmd += ["--kafka-client", client]  # never the default: auto picks confluent-kafka
+        if client is not None:  # 5c-5e name it: auto would pick confluent-kafka
+            cmd += ["--kafka-client", client]
         if predictions:
             out = f"bench-ev-out-{uuid.uuid4().hex[:8]}"
             made.append(out)
