@@ -360,12 +360,98 @@ static PyObject *rff_block(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(bad);
 }
 
+/* hash_rows(indptr, slots, values, mapping, m_out, learn, out_indptr, out_slots, out_values,
+ *           last) -> (nnz_out, merged_learned)
+ * Sparse rows hashed (FeatureHasher.transform, row by row): item k's slot slots[k] (one of the
+ * block's m names) becomes the bucket slot mapping[slots[k]] (< m_out); within a row, the
+ * items of one bucket add up at the first one's place, left to right (out = out + v), the
+ * others merged. last[j] (int64, m): the index of name j's last item that was not merged, in a
+ * learned row (learn: uint8 per row), -1 if none; merged_learned: items merged in learned
+ * rows. The counts the name cache needs (FeatureHasher.commit). */
+static PyObject *hash_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[10];
+    Py_ssize_t m_out;
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOO", &o[0], &o[1], &o[2], &o[3], &m_out, &o[4], &o[5],
+                          &o[6], &o[7], &o[8]))
+        return NULL;
+    Py_buffer v[9];
+    const char *names[9] = {"indptr", "slots", "values", "mapping", "learn",
+                            "out_indptr", "out_slots", "out_values", "last"};
+    const int writable[9] = {0, 0, 0, 0, 0, 1, 1, 1, 1};
+    for (int i = 0; i < 9; i++) {
+        if (get(o[i], &v[i], writable[i], 0, names[i]) < 0) {
+            while (i-- > 0)
+                PyBuffer_Release(&v[i]);
+            return NULL;
+        }
+    }
+    const int64_t *indptr = v[0].buf;
+    const int32_t *slots = v[1].buf, *mapping = v[3].buf;
+    const double *values = v[2].buf;
+    const unsigned char *learn = v[4].buf;
+    int64_t *out_indptr = v[5].buf, *last = v[8].buf;
+    int32_t *out_slots = v[6].buf;
+    double *out_values = v[7].buf;
+    Py_ssize_t n = v[4].len, m = v[3].len / 4;
+    Py_ssize_t nnz = n > 0 ? (Py_ssize_t)indptr[n] : 0;
+    int bad = v[0].len < (n + 1) * 8 || v[5].len < (n + 1) * 8 || v[1].len < nnz * 4 ||
+              v[2].len < nnz * 8 || v[6].len < nnz * 4 || v[7].len < nnz * 8 ||
+              v[8].len < m * 8 || m_out < 0;
+    for (Py_ssize_t k = 0; !bad && k < nnz; k++)
+        bad = slots[k] < 0 || slots[k] >= m;
+    for (Py_ssize_t j = 0; !bad && j < m; j++)
+        bad = mapping[j] < 0 || mapping[j] >= m_out;
+    for (Py_ssize_t i = 0; !bad && i < n; i++)
+        bad = indptr[i] > indptr[i + 1] || indptr[0] != 0;
+    Py_ssize_t *at = bad ? NULL : PyMem_Malloc((m_out > 0 ? m_out : 1) * sizeof(Py_ssize_t));
+    if (bad || at == NULL) {
+        for (int i = 0; i < 9; i++)
+            PyBuffer_Release(&v[i]);
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "hash_rows: inconsistent buffers");
+        else
+            PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t b = 0; b < m_out; b++)
+        at[b] = -1;
+    for (Py_ssize_t j = 0; j < m; j++)
+        last[j] = -1;
+    Py_ssize_t out = 0, merged = 0;
+    out_indptr[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t row_start = out;
+        for (Py_ssize_t k = (Py_ssize_t)indptr[i]; k < (Py_ssize_t)indptr[i + 1]; k++) {
+            int32_t b = mapping[slots[k]];
+            Py_ssize_t p = at[b];
+            if (p >= row_start) { /* this row has the bucket already */
+                out_values[p] = out_values[p] + values[k];
+                merged += learn[i] != 0;
+                continue;
+            }
+            at[b] = out;
+            out_slots[out] = b;
+            out_values[out] = values[k];
+            out++;
+            if (learn[i])
+                last[slots[k]] = k;
+        }
+        out_indptr[i + 1] = out;
+    }
+    PyMem_Free(at);
+    for (int i = 0; i < 9; i++)
+        PyBuffer_Release(&v[i]);
+    return Py_BuildValue("nn", out, merged);
+}
+
 static PyMethodDef methods[] = {
     {"scale_block", scale_block, METH_VARARGS, "Standardise a dense block row by row."},
     {"scale_dict", scale_dict, METH_VARARGS, "Standardise a dict (Standardizer.transform)."},
     {"commit_dict", commit_dict, METH_VARARGS, "Store statistics (Standardizer.commit)."},
     {"murmur3_32", murmur3_32, METH_VARARGS, "MurmurHash3_x86_32 of bytes, unsigned."},
     {"rff_block", rff_block, METH_VARARGS, "Random Fourier features of a dense block."},
+    {"hash_rows", hash_rows, METH_VARARGS, "Sparse rows hashed (FeatureHasher.transform)."},
     {NULL, NULL, 0, NULL},
 };
 

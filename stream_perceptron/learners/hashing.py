@@ -9,12 +9,14 @@ features that collide add up.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import StateError
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._state import to_json_key
 from stream_perceptron.state import count, json_key, keyed, short
@@ -187,6 +189,76 @@ class FeatureHasher:
                 out[:, col] += X[:, j]
         return buckets, out, names
 
+    def transform_sparse(
+        self, features: Sequence[Any], rows: SparseRows, learn: bytes
+    ) -> tuple[list[int], SparseRows, SparseNames]:
+        """Sparse rows hashed (``features``: the names their slots index): ``(buckets, rows',
+        names)``, each row's values of one bucket added at the first one's place, left to
+        right (the same float operations as :meth:`transform` row by row); ``names`` what
+        :meth:`commit_sparse` needs once the rows whose ``learn`` byte is set are learned."""
+        assert native.features is not None
+        where: dict[int, int] = {}
+        buckets: list[int] = []
+        mapping = array("i")
+        for k in features:
+            b = self.bucket(k)
+            slot = where.get(b)
+            if slot is None:
+                slot = where[b] = len(buckets)
+                buckets.append(b)
+            mapping.append(slot)
+        n, nnz = len(rows), len(rows.slots)
+        indptr, slots, values = array("q", bytes(8 * (n + 1))), array("i", bytes(4 * nnz)), array(
+            "d", bytes(8 * nnz)
+        )
+        last = array("q", bytes(8 * len(mapping)))
+        size, merged = native.features.hash_rows(
+            rows.indptr, rows.slots, rows.values, mapping, len(buckets), learn, indptr, slots,
+            values, last,
+        )  # fmt: skip
+        hashed = SparseRows(indptr, slots[:size], values[:size])
+        return buckets, hashed, SparseNames(list(features), mapping, buckets, rows, learn, last,
+                                            merged)  # fmt: skip
+
+    def commit_sparse(self, names: SparseNames) -> None:
+        """:meth:`commit` of each learned row of a block :meth:`transform_sparse` hashed, in
+        order: at once from each name's last use when no bucket holds two of the block's names
+        and the cache cannot overflow, else row by row."""
+        cache = self._names
+        used = [(t, j) for j, t in enumerate(names.last.tolist()) if t >= 0]
+        bucket_of = [names.buckets[s] for s in names.mapping]
+        touched = {bucket_of[j] for _, j in used}
+        if len(touched) != len(used) or len(cache) + len(touched - cache.keys()) > NAME_CACHE:
+            self._commit_rows(names, bucket_of)
+            return
+        used.sort()
+        for _, j in used:
+            b, k = bucket_of[j], names.features[j]
+            old = cache.get(b, _ABSENT)
+            if old is not _ABSENT and old != k:
+                self.collisions += 1
+            cache[b] = k
+            cache.move_to_end(b)
+        self.merged += names.merged
+
+    def _commit_rows(self, names: SparseNames, bucket_of: list[int]) -> None:
+        rows, learn, features = names.rows, names.learn, names.features
+        indptr, slots = rows.indptr.tolist(), rows.slots.tolist()
+        for i in range(len(indptr) - 1):
+            if not learn[i]:
+                continue
+            seen: set[int] = set()
+            made: list[tuple[int, Any]] = []
+            for k in range(indptr[i], indptr[i + 1]):
+                j = slots[k]
+                b = bucket_of[j]
+                if b in seen:
+                    made.append((-1, None))
+                else:
+                    seen.add(b)
+                    made.append((b, features[j]))
+            self.commit(made)
+
     def name_of(self, bucket: int) -> Any:
         """The most recent name learned into ``bucket``, or the bucket number itself."""
         return self._names.get(bucket, bucket)
@@ -215,3 +287,22 @@ class FeatureHasher:
 
 
 _ABSENT = object()
+
+
+class SparseNames:
+    """What :meth:`FeatureHasher.commit_sparse` needs of a block
+    :meth:`FeatureHasher.transform_sparse` hashed."""
+
+    __slots__ = ("features", "mapping", "buckets", "rows", "learn", "last", "merged")
+
+    def __init__(
+        self, features: list[Any], mapping: array, buckets: list[int], rows: SparseRows,
+        learn: bytes, last: array, merged: int,
+    ) -> None:  # fmt: skip
+        self.features = features  # the block's names
+        self.mapping = mapping  # name -> its bucket's slot
+        self.buckets = buckets  # slot -> bucket
+        self.rows = rows  # the rows before hashing
+        self.learn = learn  # a byte a row: learned
+        self.last = last  # name -> the index of its last use in a learned row (-1: none)
+        self.merged = merged  # features merged in learned rows

@@ -8,6 +8,7 @@ from typing import Any
 
 from stream_perceptron.errors import StateError
 from stream_perceptron.formats.base import DenseBatch
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._base import StreamClassifier
 from stream_perceptron.learners._state import SCHEMA_VERSION, registered
@@ -21,6 +22,9 @@ from stream_perceptron.learners.fourier import RandomFourierFeatures
 from stream_perceptron.learners.hashing import FeatureHasher
 from stream_perceptron.learners.perceptron import Perceptron
 from stream_perceptron.learners.scaling import Standardizer
+
+#: A binary block's signs (int8 -1/0/+1 as bytes) to one byte a row: learned (1) or not (0).
+_LEARNED = bytes([0, 1] + [1] * 254)
 
 __all__ = ["Preprocessed", "SCALES", "base_learner"]
 
@@ -205,10 +209,25 @@ class Preprocessed(StreamClassifier):
             return features, X
         return range(self._rff.n_components), self._rff.transform_block(features, X)
 
+    @property
+    def sparse_capable(self) -> bool:
+        """Sparse rows, hashed or not, when the model takes them; not with scaling or random
+        Fourier features (those read a block's rows as dense ones)."""
+        from stream_perceptron import native
+
+        return (
+            self.model.sparse_capable
+            and self._scaler is None
+            and self._rff is None
+            and (self._hasher is None or native.features is not None)
+        )
+
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
         """The model's ``learn_dense`` on the block hashed and standardised (one C call each
         way), exactly as the ``predict_learn_one`` loop; nothing kept when the model refuses
         the block."""
+        if isinstance(X, SparseRows):
+            return self._learn_sparse(features, X, labels)
         names = pending = None
         if self._hasher is not None or self._scaler is not None or self._rff is not None:
             X = np.asarray(X)  # the transforms work on NumPy arrays (a scanner's block: a view)
@@ -229,6 +248,21 @@ class Preprocessed(StreamClassifier):
         if pending is not None:
             assert self._scaler is not None
             self._scaler.commit_block(pending)
+        return predictions
+
+    def _learn_sparse(self, features: Sequence[Any], X: SparseRows, labels: Any) -> Any:
+        """:meth:`learn_dense` of sparse rows (see :attr:`sparse_capable`): hashed when this
+        learner hashes, the name cache kept as the row loop keeps it."""
+        hasher = self._hasher
+        if hasher is None:
+            return self.model.learn_dense(features, X, labels)
+        if isinstance(self.model, BinaryBlocks):
+            learn = bytes(memoryview(labels).cast("B").tobytes().translate(_LEARNED))
+        else:
+            learn = bytes(y is not None for y in labels)
+        buckets, hashed, names = hasher.transform_sparse(features, X, learn)
+        predictions = self.model.learn_dense(buckets, hashed, labels)
+        hasher.commit_sparse(names)
         return predictions
 
     def learn_block(

@@ -123,7 +123,7 @@ def make_config(seed: int) -> Config:
         model=model,
         params=params,
         scale="standard" if rng.random() < 0.4 else None,
-        hash_bits=rng.choice([1, 2, 4]) if rng.random() < 0.25 else None,
+        hash_bits=rng.choice([1, 2, 4, 16]) if rng.random() < 0.25 else None,
         rff=rng.choice([2, 5]) if rng.random() < 0.2 else None,
         drift=rng.choice([None, None, "adwin", "reference"]),
         fmt=fmt,
