@@ -445,6 +445,81 @@ static PyObject *hash_rows(PyObject *self, PyObject *args)
     return Py_BuildValue("nn", out, merged);
 }
 
+/* scale_rows(indptr, slots, values, out, learn, n, mean, var, order) -> (bad, n_new)
+ * scale_block over sparse rows: each item's value standardised with its slot's statistics
+ * (n, mean, var: float64 per slot, updated in place by the learned rows), in the rows' order;
+ * order (int32 per slot) gets the slots first counted here (n was 0), in the order they were:
+ * the order the scaler's dicts gain them. bad: the first row whose statistics or values would
+ * not be finite (-1: none; the caller drops n, mean, var). */
+static PyObject *scale_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[9];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8]))
+        return NULL;
+    Py_buffer v[9];
+    const char *names[9] = {"indptr", "slots", "values", "out", "learn", "n", "mean", "var",
+                            "order"};
+    const int writable[9] = {0, 0, 0, 1, 0, 1, 1, 1, 1};
+    for (int i = 0; i < 9; i++) {
+        if (get(o[i], &v[i], writable[i], 0, names[i]) < 0) {
+            while (i-- > 0)
+                PyBuffer_Release(&v[i]);
+            return NULL;
+        }
+    }
+    const int64_t *indptr = v[0].buf;
+    const int32_t *slots = v[1].buf;
+    const double *values = v[2].buf;
+    double *out = v[3].buf, *n = v[5].buf, *mean = v[6].buf, *var = v[7].buf;
+    const unsigned char *learn = v[4].buf;
+    int32_t *order = v[8].buf;
+    Py_ssize_t rows = v[4].len, m = v[5].len / 8;
+    Py_ssize_t nnz = rows > 0 ? (Py_ssize_t)indptr[rows] : 0;
+    int bad_args = v[0].len < (rows + 1) * 8 || v[1].len < nnz * 4 || v[2].len < nnz * 8 ||
+                   v[3].len < nnz * 8 || v[6].len < m * 8 || v[7].len < m * 8 ||
+                   v[8].len < m * 4 || (rows > 0 && indptr[0] != 0);
+    for (Py_ssize_t i = 0; !bad_args && i < rows; i++)
+        bad_args = indptr[i] > indptr[i + 1];
+    for (Py_ssize_t k = 0; !bad_args && k < nnz; k++)
+        bad_args = slots[k] < 0 || slots[k] >= m;
+    if (bad_args) {
+        for (int i = 0; i < 9; i++)
+            PyBuffer_Release(&v[i]);
+        return PyErr_Format(PyExc_ValueError, "scale_rows: inconsistent buffers");
+    }
+    Py_ssize_t bad = -1, n_new = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows && bad < 0; i++) {
+        int update = learn[i] != 0;
+        for (Py_ssize_t k = (Py_ssize_t)indptr[i]; k < (Py_ssize_t)indptr[i + 1]; k++) {
+            Py_ssize_t j = slots[k];
+            double value = values[k];
+            double nj = n[j] + 1.0;
+            double old = mean[j];
+            double mj = old + (value - old) / nj;
+            double s = var[j] + ((value - old) * (value - mj) - var[j]) / nj;
+            double r = standardized(value, nj, mj, s);
+            if (!(fabs(value) <= SCALE_LIMIT && isfinite(mj) && isfinite(s) && isfinite(r))) {
+                bad = i;
+                break;
+            }
+            out[k] = r;
+            if (update) {
+                if (n[j] == 0.0)
+                    order[n_new++] = (int32_t)j;
+                n[j] = nj;
+                mean[j] = mj;
+                var[j] = s;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 9; i++)
+        PyBuffer_Release(&v[i]);
+    return Py_BuildValue("nn", bad, n_new);
+}
+
 static PyMethodDef methods[] = {
     {"scale_block", scale_block, METH_VARARGS, "Standardise a dense block row by row."},
     {"scale_dict", scale_dict, METH_VARARGS, "Standardise a dict (Standardizer.transform)."},
@@ -452,6 +527,7 @@ static PyMethodDef methods[] = {
     {"murmur3_32", murmur3_32, METH_VARARGS, "MurmurHash3_x86_32 of bytes, unsigned."},
     {"rff_block", rff_block, METH_VARARGS, "Random Fourier features of a dense block."},
     {"hash_rows", hash_rows, METH_VARARGS, "Sparse rows hashed (FeatureHasher.transform)."},
+    {"scale_rows", scale_rows, METH_VARARGS, "Standardise sparse rows row by row."},
     {NULL, NULL, 0, NULL},
 };
 

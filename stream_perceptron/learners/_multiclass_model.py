@@ -102,6 +102,19 @@ class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearM
         >>> model.weights, model.n_mistakes
         ({'red': {'a': 1.0, 'b': -1.0}, 'blue': {'a': 0.0, 'b': 1.0}}, 2)
 
+        Sparse rows, ``{"b": 1.0}`` and ``{"a": 2.0, "b": -1.0}``: each class's new keys come
+        in the order the rows bring them.
+
+        >>> from array import array
+        >>> from stream_perceptron.formats.sparse_rows import SparseRows
+        >>> rows = SparseRows(array("q", [0, 1, 3]), array("i", [1, 0, 1]),
+        ...                   array("d", [1.0, 2.0, -1.0]))
+        >>> model = MulticlassPerceptron()
+        >>> model.learn_dense(["a", "b"], rows, ["red", "blue"])
+        [None, 'red']
+        >>> model.weights
+        {'red': {'b': 2.0, 'a': -2.0}, 'blue': {'a': 2.0, 'b': -1.0}}
+
         """
         self._require_dense()
         if isinstance(X, SparseRows):

@@ -211,15 +211,14 @@ class Preprocessed(StreamClassifier):
 
     @property
     def sparse_capable(self) -> bool:
-        """Sparse rows, hashed or not, when the model takes them; not with scaling or random
-        Fourier features (those read a block's rows as dense ones)."""
+        """Sparse rows, hashed and standardised or not, when the model takes them; not with
+        random Fourier features (their map reads a block's rows as dense ones)."""
         from stream_perceptron import native
 
         return (
             self.model.sparse_capable
-            and self._scaler is None
             and self._rff is None
-            and (self._hasher is None or native.features is not None)
+            and ((self._hasher is None and self._scaler is None) or native.features is not None)
         )
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
@@ -251,18 +250,28 @@ class Preprocessed(StreamClassifier):
         return predictions
 
     def _learn_sparse(self, features: Sequence[Any], X: SparseRows, labels: Any) -> Any:
-        """:meth:`learn_dense` of sparse rows (see :attr:`sparse_capable`): hashed when this
-        learner hashes, the name cache kept as the row loop keeps it."""
-        hasher = self._hasher
-        if hasher is None:
+        """:meth:`learn_dense` of sparse rows (see :attr:`sparse_capable`): hashed, then
+        standardised, as this learner does, the name cache and the statistics kept as the row
+        loop keeps them; nothing kept when the model refuses the block."""
+        hasher, scaler = self._hasher, self._scaler
+        if hasher is None and scaler is None:
             return self.model.learn_dense(features, X, labels)
         if isinstance(self.model, BinaryBlocks):
-            learn = bytes(memoryview(labels).cast("B").tobytes().translate(_LEARNED))
+            learn = memoryview(labels).cast("B").tobytes().translate(_LEARNED)
         else:
             learn = bytes(y is not None for y in labels)
-        buckets, hashed, names = hasher.transform_sparse(features, X, learn)
-        predictions = self.model.learn_dense(buckets, hashed, labels)
-        hasher.commit_sparse(names)
+        names = pending = None
+        if hasher is not None:
+            features, X, names = hasher.transform_sparse(features, X, learn)
+        if scaler is not None:
+            X, pending = scaler.transform_sparse(features, X, learn)
+        predictions = self.model.learn_dense(features, X, labels)
+        if names is not None:
+            assert hasher is not None
+            hasher.commit_sparse(names)
+        if pending is not None:
+            assert scaler is not None
+            scaler.commit_sparse(pending)
         return predictions
 
     def learn_block(

@@ -7,11 +7,13 @@ floating-point operations in the same order, so both give the same bits.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.errors import StateError
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners._state import to_json_key
@@ -160,6 +162,43 @@ class Standardizer:
             error.row = bad  # type: ignore[attr-defined]
             raise error
         return out, (features, n, mean, var)
+
+    def transform_sparse(
+        self, features: Sequence[Any], rows: SparseRows, learn: bytes
+    ) -> tuple[SparseRows, Any]:
+        """:meth:`transform_block` of sparse rows (``features``: the names their slots index):
+        each value standardised with its feature's statistics, row by row, in one C call;
+        ``(rows', pending)`` for :meth:`commit_sparse`."""
+        kernel = native.features
+        assert kernel is not None
+        m = len(features)
+        had = [k in self._n for k in features]
+        n = array("d", [self._n.get(k, 0) for k in features])
+        mean = array("d", [self._mean.get(k, 0.0) for k in features])
+        var = array("d", [self._var.get(k, 0.0) for k in features])
+        out = array("d", bytes(8 * len(rows.values)))
+        order = array("i", bytes(4 * m))
+        bad, n_new = kernel.scale_rows(
+            rows.indptr, rows.slots, rows.values, out, learn, n, mean, var, order
+        )
+        if bad >= 0:
+            error = too_large("the scaler's statistics")
+            error.row = bad  # type: ignore[attr-defined]
+            raise error
+        pending = (features, had, n, mean, var, order[:n_new])
+        return SparseRows(rows.indptr, rows.slots, out), pending
+
+    def commit_sparse(self, pending: Any) -> None:
+        """Store the statistics :meth:`transform_sparse` computed: the features the scaler
+        had in place, the new ones in the order the rows brought them."""
+        features, had, n, mean, var, new = pending
+        n_of, mean_of, var_of = self._n, self._mean, self._var
+        ns, means, vars_ = n.tolist(), mean.tolist(), var.tolist()
+        for j in [j for j, present in enumerate(had) if present] + new.tolist():
+            k = features[j]
+            n_of[k] = int(ns[j])
+            mean_of[k] = means[j]
+            var_of[k] = vars_[j]
 
     def commit_block(self, pending: Any) -> None:
         """Store the statistics :meth:`transform_block` computed."""

@@ -85,8 +85,12 @@ def test_unsupported_learners_use_the_per_record_path():
     # libsvm has no dense form: its blocks are sparse, for the learners that take those
     assert Engine(Perceptron(), make_parser("libsvm"))._blocks is not None
     libsvm = make_parser("libsvm")
-    Engine(MulticlassPerceptron(), libsvm)
+    Engine(Preprocessed(MulticlassPerceptron(), scale="standard"), libsvm)  # dense blocks only
     assert libsvm.parse_dense_block(b"1 a:1\n", 1) is None
+    for learner in (MulticlassPerceptron(), PassiveAggressive()):  # these take sparse rows too
+        libsvm = make_parser("libsvm")
+        Engine(learner, libsvm)
+        assert libsvm.parse_dense_block(b"1 a:1\n", 1) is not None
 
 
 @pytest.mark.parametrize("bias", ["learned", "r2"])
