@@ -146,9 +146,9 @@ class CsvParser:
         dense = scan.parse_csv_block(block, n, len(self._names), self._label_index)
         if dense is NotImplemented:
             lines = values if values is not None else block[:-1].split(b"\n")
-            dense = self._dense_by_float(lines)
-            if dense is not None:
-                return dense
+            by_float = self._dense_by_float(lines)
+            if by_float is not None:
+                return by_float
         elif dense is not None:
             return list(self._feature_names), dense[0], dense[1]
         sparse = self._sparse_block(block, n)

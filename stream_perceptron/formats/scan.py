@@ -311,6 +311,7 @@ def _sparse_part(
     ``(names, rows, label cells joined by newlines)``, or ``None`` (see
     :func:`parse_sparse_jsonl_block`)."""
     c = native.dense
+    assert c is not None  # the caller checked
     text = memoryview(block)[start:end]
     size = end - start
     cap = size // 4 + n
