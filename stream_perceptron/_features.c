@@ -520,6 +520,86 @@ static PyObject *scale_rows(PyObject *self, PyObject *args)
     return Py_BuildValue("nn", bad, n_new);
 }
 
+/* rff_rows(indptr, slots, values, rank, W, b, out, D, scale) -> first bad row or -1.
+ * rff_block over sparse rows: a row's items summed in the map's order (rank: int32 per slot,
+ * the slot's name's place in that order), per component d: p = 0.0, p += v * W[slot, d],
+ * then cos(p + b[d]) * scale into out (float64, rows x D); W: float64 (slots x D). */
+static PyObject *rff_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    Py_ssize_t D;
+    double scale;
+    if (!PyArg_ParseTuple(args, "OOOOOOOnd", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &D, &scale))
+        return NULL;
+    Py_buffer v[7];
+    const char *names[7] = {"indptr", "slots", "values", "rank", "W", "b", "out"};
+    for (int i = 0; i < 7; i++) {
+        if (get(o[i], &v[i], i == 6, 0, names[i]) < 0) {
+            while (i-- > 0)
+                PyBuffer_Release(&v[i]);
+            return NULL;
+        }
+    }
+    const int64_t *indptr = v[0].buf;
+    const int32_t *slots = v[1].buf, *rank = v[3].buf;
+    const double *values = v[2].buf, *W = v[4].buf, *b = v[5].buf;
+    double *out = v[6].buf;
+    Py_ssize_t m = v[3].len / 4;
+    Py_ssize_t rows = v[0].len / 8 - 1;
+    Py_ssize_t nnz = rows > 0 ? (Py_ssize_t)indptr[rows] : 0;
+    int bad_args = rows < 0 || D < 0 || v[1].len < nnz * 4 || v[2].len < nnz * 8 ||
+                   v[4].len < m * D * 8 || v[5].len < D * 8 || v[6].len < rows * D * 8 ||
+                   (rows > 0 && indptr[0] != 0);
+    Py_ssize_t widest = 0;
+    for (Py_ssize_t i = 0; !bad_args && i < rows; i++) {
+        bad_args = indptr[i] > indptr[i + 1];
+        if (!bad_args && indptr[i + 1] - indptr[i] > widest)
+            widest = (Py_ssize_t)(indptr[i + 1] - indptr[i]);
+    }
+    for (Py_ssize_t k = 0; !bad_args && k < nnz; k++)
+        bad_args = slots[k] < 0 || slots[k] >= m;
+    Py_ssize_t *order = bad_args ? NULL : PyMem_Malloc((widest + 1) * sizeof(Py_ssize_t));
+    if (bad_args || order == NULL) {
+        for (int i = 0; i < 7; i++)
+            PyBuffer_Release(&v[i]);
+        if (bad_args)
+            return PyErr_Format(PyExc_ValueError, "rff_rows: inconsistent buffers");
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows && bad < 0; i++) {
+        Py_ssize_t k0 = (Py_ssize_t)indptr[i], len = (Py_ssize_t)indptr[i + 1] - k0;
+        for (Py_ssize_t a = 0; a < len; a++) { /* the row's items in rank order (insertion) */
+            Py_ssize_t k = k0 + a, c = a;
+            while (c > 0 && rank[slots[order[c - 1]]] > rank[slots[k]]) {
+                order[c] = order[c - 1];
+                c--;
+            }
+            order[c] = k;
+        }
+        double *row_out = out + i * D;
+        for (Py_ssize_t d = 0; d < D; d++) {
+            double p = 0.0;
+            for (Py_ssize_t a = 0; a < len; a++) {
+                Py_ssize_t k = order[a];
+                p += values[k] * W[(Py_ssize_t)slots[k] * D + d];
+            }
+            if (!isfinite(p)) {
+                bad = i;
+                break;
+            }
+            row_out[d] = cos(p + b[d]) * scale;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(order);
+    for (int i = 0; i < 7; i++)
+        PyBuffer_Release(&v[i]);
+    return PyLong_FromSsize_t(bad);
+}
+
 static PyMethodDef methods[] = {
     {"scale_block", scale_block, METH_VARARGS, "Standardise a dense block row by row."},
     {"scale_dict", scale_dict, METH_VARARGS, "Standardise a dict (Standardizer.transform)."},
@@ -528,6 +608,7 @@ static PyMethodDef methods[] = {
     {"rff_block", rff_block, METH_VARARGS, "Random Fourier features of a dense block."},
     {"hash_rows", hash_rows, METH_VARARGS, "Sparse rows hashed (FeatureHasher.transform)."},
     {"scale_rows", scale_rows, METH_VARARGS, "Standardise sparse rows row by row."},
+    {"rff_rows", rff_rows, METH_VARARGS, "Random Fourier features of sparse rows."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,6 +28,7 @@ give the same bits (``tests/learners/test_fourier.py``).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from river import base
 
 from stream_perceptron import native
 from stream_perceptron.errors import StateError
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._maths import too_large
 from stream_perceptron.learners.hashing import murmur3_32_reference
@@ -230,6 +232,31 @@ class RandomFourierFeatures(base.Transformer):
                     bad = i
                     break
                 out[i] = got
+        if bad >= 0:
+            error = too_large("the random Fourier features")
+            error.row = bad  # type: ignore[attr-defined]
+            raise error
+        return out
+
+    def transform_sparse(self, features: Sequence[Hashable], rows: SparseRows) -> np.ndarray:
+        """:meth:`transform_block` of sparse rows (``features``: the names their slots index):
+        each row's inputs summed in the map's order, the bits :meth:`project` gives for the
+        row's dict."""
+        assert _kernel is not None
+        names = list(features)
+        m = len(names)
+        columns = [self._column(k) for k in names]
+        ranked = sorted(range(m), key=lambda j: columns[j][0])
+        rank = array("i", bytes(4 * m))
+        for place, j in enumerate(ranked):
+            rank[j] = place
+        W = np.empty((m, self.n_components))
+        for j, (_, w) in enumerate(columns):
+            W[j] = w
+        n = len(rows)
+        out = np.empty((n, self.n_components))
+        bad = _kernel.rff_rows(rows.indptr, rows.slots, rows.values, rank, W, self._b, out,
+                               self.n_components, self._scale)  # fmt: skip
         if bad >= 0:
             error = too_large("the random Fourier features")
             error.row = bad  # type: ignore[attr-defined]

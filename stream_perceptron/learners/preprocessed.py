@@ -211,14 +211,14 @@ class Preprocessed(StreamClassifier):
 
     @property
     def sparse_capable(self) -> bool:
-        """Sparse rows, hashed and standardised or not, when the model takes them; not with
-        random Fourier features (their map reads a block's rows as dense ones)."""
+        """Sparse rows, hashed and standardised or not, when the model takes them; through
+        random Fourier features, whose map makes dense rows, when it takes dense ones."""
         from stream_perceptron import native
 
-        return (
-            self.model.sparse_capable
-            and self._rff is None
-            and ((self._hasher is None and self._scaler is None) or native.features is not None)
+        if self._rff is not None:  # the map's output is dense: the model learns that
+            return self.model.dense_capable and native.features is not None
+        return self.model.sparse_capable and (
+            (self._hasher is None and self._scaler is None) or native.features is not None
         )
 
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> Any:
@@ -251,10 +251,10 @@ class Preprocessed(StreamClassifier):
 
     def _learn_sparse(self, features: Sequence[Any], X: SparseRows, labels: Any) -> Any:
         """:meth:`learn_dense` of sparse rows (see :attr:`sparse_capable`): hashed, then
-        standardised, as this learner does, the name cache and the statistics kept as the row
-        loop keeps them; nothing kept when the model refuses the block."""
-        hasher, scaler = self._hasher, self._scaler
-        if hasher is None and scaler is None:
+        standardised, then mapped, as this learner does, the name cache and the statistics
+        kept as the row loop keeps them; nothing kept when the model refuses the block."""
+        hasher, scaler, rff = self._hasher, self._scaler, self._rff
+        if hasher is None and scaler is None and rff is None:
             return self.model.learn_dense(features, X, labels)
         if isinstance(self.model, BinaryBlocks):
             learn = memoryview(labels).cast("B").tobytes().translate(_LEARNED)
@@ -265,7 +265,10 @@ class Preprocessed(StreamClassifier):
             features, X, names = hasher.transform_sparse(features, X, learn)
         if scaler is not None:
             X, pending = scaler.transform_sparse(features, X, learn)
-        predictions = self.model.learn_dense(features, X, labels)
+        rows: Any = X
+        if rff is not None:
+            features, rows = range(rff.n_components), rff.transform_sparse(features, X)
+        predictions = self.model.learn_dense(features, rows, labels)
         if names is not None:
             assert hasher is not None
             hasher.commit_sparse(names)

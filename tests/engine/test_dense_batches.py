@@ -78,6 +78,12 @@ def test_dense_path_is_really_taken(monkeypatch):
     assert len(calls) == 7 and engine.stats.learned == 3000
 
 
+class _DenseOnly(Perceptron):
+    @property
+    def sparse_capable(self) -> bool:
+        return False
+
+
 def test_unsupported_learners_use_the_per_record_path():
     engine = Engine(Perceptron(init="random", seed=1), make_parser("csv"))
     assert engine._blocks is None
@@ -85,9 +91,10 @@ def test_unsupported_learners_use_the_per_record_path():
     # libsvm has no dense form: its blocks are sparse, for the learners that take those
     assert Engine(Perceptron(), make_parser("libsvm"))._blocks is not None
     libsvm = make_parser("libsvm")
-    Engine(Preprocessed(MulticlassPerceptron(), scale="standard"), libsvm)  # dense blocks only
+    Engine(_DenseOnly(), libsvm)  # a learner of dense blocks only: no sparse ones asked for
     assert libsvm.parse_dense_block(b"1 a:1\n", 1) is None
-    for learner in (MulticlassPerceptron(), PassiveAggressive()):  # these take sparse rows too
+    preprocessed = Preprocessed(MulticlassPerceptron(), scale="standard", hash_bits=4)
+    for learner in (MulticlassPerceptron(), PassiveAggressive(), preprocessed):
         libsvm = make_parser("libsvm")
         Engine(learner, libsvm)
         assert libsvm.parse_dense_block(b"1 a:1\n", 1) is not None
