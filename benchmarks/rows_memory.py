@@ -15,37 +15,11 @@ __all__ = ["row_memory", "row_memory_hashed", "row_memory_sparse"]
 
 
 def row_memory(ctx: Context) -> list[Result]:
-    small, large, block = ctx.sizes.memory_small, ctx.sizes.memory_large, ctx.sizes.memory_block
-    summary = ctx.workdir / "summary-memory.json"
-    cmd = [*cli_command(), "run", "--format", "csv", "--summary-json", str(summary)]
-
-    def run(n: int) -> Run:
-        # The lines are one block repeated, written into the pipe as the CLI reads it.
-        return run_command(cmd, feed=feed_repeated(n, block), summary_path=summary)
-
-    got = interleaved(ctx.repeats, {"small": lambda: run(small), "large": lambda: run(large)})
-
-    def peak(name: str) -> float:
-        return median([r.summary["peak_rss_bytes"] for r in got[name] if r.summary])
-
-    rss_small, rss_large = peak("small"), peak("large")
-    limit = 1.10 * rss_small + 10 * MiB
-    large_rate = large / median([r.wall for r in got["large"]])
-    notes = [
-        f"limit {limit / MiB:,.1f} MiB; {count(large)} lines at {large_rate:,.0f} lines/s",
+    block = ctx.sizes.memory_block
+    return _memory_row(
+        ctx, "7", "csv", "CSV lines", lambda n: feed_repeated(n, block),
         f"input: a {count(block)}-line block repeated",
-    ]
-    return _flat_rss(
-        "7",
-        f"memory: peak RSS (--summary-json peak_rss_bytes) after {count(large)}"
-        f" vs {count(small)} piped CSV lines",
-        got,
-        (small, rss_small),
-        (large, rss_large),
-        f"1.1 x {count(small)} + 10 MiB",
-        limit,
-        notes,
-    )
+    )  # fmt: skip
 
 
 def row_memory_sparse(ctx: Context) -> list[Result]:
@@ -53,15 +27,12 @@ def row_memory_sparse(ctx: Context) -> list[Result]:
     records); a bounded vocabulary, so the model stops growing."""
     from benchmarks.rows_shapes import SHAPES
 
-    small, large, block = ctx.sizes.memory_small, ctx.sizes.memory_large, ctx.sizes.memory_block
+    block = ctx.sizes.memory_block
     chunks, formats = SHAPES["sparse"]
     lines = b"".join(formats["jsonl"](*chunk) for chunk in chunks(block))
-    summary = ctx.workdir / "summary-memory-sparse.json"
-    cmd = [*cli_command(), "run", "--format", "jsonl", "--summary-json", str(summary)]
+    rows = lines.splitlines(keepends=True)
 
     def feed(n: int) -> Any:
-        rows = lines.splitlines(keepends=True)
-
         def write(out: IO[bytes]) -> None:
             left = n
             while left >= block:
@@ -72,7 +43,23 @@ def row_memory_sparse(ctx: Context) -> list[Result]:
 
         return write
 
+    return _memory_row(
+        ctx, "7b", "jsonl", "sparse JSON records", feed,
+        f"input: a {count(block)}-record block of sparse JSON lines repeated",
+    )  # fmt: skip
+
+
+def _memory_row(
+    ctx: Context, row: str, fmt: str, what: str, feed: Any, input_note: str
+) -> list[Result]:
+    """Row 7's measure: peak RSS after ``memory_large`` vs ``memory_small`` piped records of
+    ``fmt`` (``feed(n)``: a writer of n records)."""
+    small, large = ctx.sizes.memory_small, ctx.sizes.memory_large
+    summary = ctx.workdir / f"summary-memory-{row}.json"
+    cmd = [*cli_command(), "run", "--format", fmt, "--summary-json", str(summary)]
+
     def run(n: int) -> Run:
+        # The records are one block repeated, written into the pipe as the CLI reads it.
         return run_command(cmd, feed=feed(n), summary_path=summary)
 
     got = interleaved(ctx.repeats, {"small": lambda: run(small), "large": lambda: run(large)})
@@ -85,11 +72,12 @@ def row_memory_sparse(ctx: Context) -> list[Result]:
     large_rate = large / median([r.wall for r in got["large"]])
     notes = [
         f"limit {limit / MiB:,.1f} MiB; {count(large)} records at {large_rate:,.0f} records/s",
-        f"input: a {count(block)}-record block of sparse JSON lines repeated",
+        input_note,
     ]
     return _flat_rss(
-        "7b",
-        f"memory: peak RSS after {count(large)} vs {count(small)} piped sparse JSON records",
+        row,
+        f"memory: peak RSS (--summary-json peak_rss_bytes) after {count(large)}"
+        f" vs {count(small)} piped {what}",
         got,
         (small, rss_small),
         (large, rss_large),

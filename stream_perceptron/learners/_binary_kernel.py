@@ -119,13 +119,22 @@ def learn_dense(
             ud[k] = v
     if n_factors:
         rescale_outside(ud, features, u, bool(u_updated), factors[:n_factors].tolist())
+    _store_counts(model, b, ub, n_seen, n_mistakes, max_norm, avg_ref if n_factors else None)
+    return predictions(preds, X)
+
+
+def _store_counts(
+    model: PerceptronModel, b: float, ub: float, n_seen: int, n_mistakes: int,
+    max_norm: float, avg_ref: int | None,
+) -> None:  # fmt: skip
+    """A kernel's biases and counters into the model (``avg_ref`` None: unchanged)."""
+    if avg_ref is not None:
         model._avg_ref = int(avg_ref)
     model._b = float(b)
     model._ub = float(ub)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)
     model._max_norm = float(max_norm)
-    return predictions(preds, X)
 
 
 def checked_block(
@@ -265,12 +274,7 @@ def learn_sparse(
     _write_back(ud, names, u, had_u, u_new[:n_u_new])
     if n_factors:
         rescale_outside(ud, names, u, True, factors[:n_factors].tolist())
-        model._avg_ref = int(avg_ref)
-    model._b = float(b)
-    model._ub = float(ub)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    model._max_norm = float(max_norm)
+    _store_counts(model, b, ub, n_seen, n_mistakes, max_norm, avg_ref if n_factors else None)
     return memoryview(preds).cast("b")
 
 
