@@ -31,6 +31,28 @@ static inline double standardized(double v, double n, double mean, double var)
     return 0.0;   /* seen once: nothing to standardise against */
 }
 
+/* One value standardised into *out with its feature's statistics counting it; the statistics
+ * updated when `update` (a learned row). 0 when a statistic or the value would not be finite, or
+ * the value is past SCALE_LIMIT (nothing written then). */
+static inline int scale_value(double value, double *out, double *n, double *mean, double *var,
+                              int update)
+{
+    double nj = *n + 1.0;
+    double old = *mean;
+    double m = old + (value - old) / nj;
+    double s = *var + ((value - old) * (value - m) - *var) / nj;
+    double r = standardized(value, nj, m, s);
+    if (!(fabs(value) <= SCALE_LIMIT && isfinite(m) && isfinite(s) && isfinite(r)))
+        return 0;
+    *out = r;
+    if (update) {
+        *n = nj;
+        *mean = m;
+        *var = s;
+    }
+    return 1;
+}
+
 static int get(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t bytes, const char *what)
 {
     if (PyObject_GetBuffer(obj, view, writable ? (PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
@@ -83,21 +105,9 @@ static PyObject *scale_block(PyObject *self, PyObject *args)
         double *o = out + i * cols;
         int update = learn[i] != 0;
         for (Py_ssize_t j = 0; j < cols; j++) {
-            double value = x[j];
-            double nj = n[j] + 1.0;
-            double old = mean[j];
-            double m = old + (value - old) / nj;
-            double s = var[j] + ((value - old) * (value - m) - var[j]) / nj;
-            double r = standardized(value, nj, m, s);
-            if (!(fabs(value) <= SCALE_LIMIT && isfinite(m) && isfinite(s) && isfinite(r))) {
+            if (!scale_value(x[j], &o[j], &n[j], &mean[j], &var[j], update)) {
                 bad = i;
                 break;
-            }
-            o[j] = r;
-            if (update) {
-                n[j] = nj;
-                mean[j] = m;
-                var[j] = s;
             }
         }
     }
@@ -494,24 +504,13 @@ static PyObject *scale_rows(PyObject *self, PyObject *args)
         int update = learn[i] != 0;
         for (Py_ssize_t k = (Py_ssize_t)indptr[i]; k < (Py_ssize_t)indptr[i + 1]; k++) {
             Py_ssize_t j = slots[k];
-            double value = values[k];
-            double nj = n[j] + 1.0;
-            double old = mean[j];
-            double mj = old + (value - old) / nj;
-            double s = var[j] + ((value - old) * (value - mj) - var[j]) / nj;
-            double r = standardized(value, nj, mj, s);
-            if (!(fabs(value) <= SCALE_LIMIT && isfinite(mj) && isfinite(s) && isfinite(r))) {
+            int fresh = n[j] == 0.0;
+            if (!scale_value(values[k], &out[k], &n[j], &mean[j], &var[j], update)) {
                 bad = i;
                 break;
             }
-            out[k] = r;
-            if (update) {
-                if (n[j] == 0.0)
-                    order[n_new++] = (int32_t)j;
-                n[j] = nj;
-                mean[j] = mj;
-                var[j] = s;
-            }
+            if (update && fresh)
+                order[n_new++] = (int32_t)j;
         }
     }
     Py_END_ALLOW_THREADS
