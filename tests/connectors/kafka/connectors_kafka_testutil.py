@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,16 @@ def make_sink(
     return sink_class(bootstrap, topic, client_options=client_options)
 
 
+def thread_stacks() -> str:
+    """Every thread's stack, for a failure's evidence (a hang seen once in a soak shows where
+    it waited)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(
+        f"--- thread {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame))
+        for ident, frame in sys._current_frames().items()
+    )
+
+
 def collect(source: KafkaSource | RdKafkaSource, timeout: float = 60) -> list[Record]:
     """Every record of ``source.batches()`` (see :func:`collect_batches`)."""
     return [record for batch in collect_batches(source, timeout) for record in batch]
@@ -66,9 +78,15 @@ def collect_batches(source: KafkaSource | RdKafkaSource, timeout: float = 60) ->
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
+        stuck = thread_stacks()  # where it waits, before close() changes it
         source.close()
         thread.join(30)
-        pytest.fail(f"batches() of {source!r} did not end within {timeout:g} s")
+        after = "ended" if not thread.is_alive() else "did not end either"
+        pytest.fail(
+            f"batches() of {source!r} did not end within {timeout:g} s (after close(): "
+            f"{after}, {sum(map(len, batches))} records read); the threads then:"
+            f"\n{stuck}"
+        )
     if errors:
         raise errors[0]
     return batches
