@@ -29,9 +29,10 @@ from stream_perceptron.cli.run import STOP_BOUND_S
 
 pytestmark = pytest.mark.kafka
 
-#: the README's bound: a worker ends within STOP_BOUND_S (20 s) of SIGTERM in every state,
-#: its watchdog exiting then; 1 s more for that exit (it was 30 s)
-STOP_WITHIN_S = STOP_BOUND_S + 1.0
+#: the README's bound: a worker ends within STOP_BOUND_S (20 s) of SIGTERM in every state, its
+#: watchdog exiting 2 s before (it was 30 s, then 20 s + 1 s: a fresh clone's suite beside a
+#: soak once needed more than that 1 s to exit after the watchdog fired at 20 s)
+STOP_WITHIN_S = STOP_BOUND_S
 
 def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
     state, port = tmp_path / "kafka", free_port()
@@ -80,7 +81,8 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
             p.send_signal(signal.SIGTERM)
         codes = [_wait_or_dump(p, log, 60) for p, log in zip(procs, logs)]
         # every worker ends within the bound: 10 s plus one transaction timeout (the README)
-        assert time.monotonic() - stopping < STOP_WITHIN_S, codes
+        took = time.monotonic() - stopping
+        assert took < STOP_WITHIN_S, f"ended {took:.1f} s after SIGTERM: {codes}"
         assert set(codes) <= {0, 1}, codes
         text = "".join(log.read_text() for log in logs)
         # the outage met the workers mid-stream, and was ridden out in place by a worker that
@@ -143,7 +145,8 @@ def test_sigterm_ends_a_worker_within_the_bound_while_the_broker_is_down(tmp_pat
         stopping = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = _wait_or_dump(proc, log, 60)
-        assert time.monotonic() - stopping < STOP_WITHIN_S, log.read_text()[-3000:]
+        took = time.monotonic() - stopping
+        assert took < STOP_WITHIN_S, f"ended {took:.1f} s after SIGTERM\n{log.read_text()[-3000:]}"
         assert code in (0, 1), log.read_text()[-3000:]
     finally:
         if proc is not None and proc.poll() is None:
