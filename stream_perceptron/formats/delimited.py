@@ -137,11 +137,11 @@ class CsvParser:
 
         if self.header_pending:
             return None
-        if self._sparse_last:  # the last block had empty cells: so may this one
+        tried = self._sparse_last  # the last block had empty cells: so may this one
+        if tried:
             sparse = self._sparse_block(block, n)
             if sparse is not None:
                 return sparse
-            self._sparse_last = False
         # The C scanner (float() for the cells it leaves), when the extension is built:
         dense = scan.parse_csv_block(block, n, len(self._names), self._label_index)
         if dense is NotImplemented:
@@ -151,7 +151,7 @@ class CsvParser:
                 return by_float
         elif dense is not None:
             return list(self._feature_names), dense[0], dense[1]
-        sparse = self._sparse_block(block, n)
+        sparse = None if tried else self._sparse_block(block, n)
         self._sparse_last = sparse is not None
         return sparse
 
