@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from stream_perceptron.drift import checked_state, reference_state
 from stream_perceptron.errors import StateError
+from stream_perceptron.join.counts import JoinCounts
 from stream_perceptron.state import MAX_COUNT
 
 if TYPE_CHECKING:
@@ -59,11 +60,15 @@ class RunStats:
         #: ``--drift-detector reference``: the model's copy whose mistakes ``drift`` watches
         #: (its state travels in the checkpoint with the counters).
         self.drift_reference: ReferenceWatch | None = None
+        #: ``--join-key``: what the join of events and their later outcomes counted (``None``:
+        #: labels come with their records).
+        self.join: JoinCounts | None = None
 
     @property
     def records(self) -> int:
-        """Every record read: learned, unlabelled or invalid."""
-        return self.learned + self.unlabelled + sum(self.invalid.values())
+        """Every record read: learned, unlabelled, invalid, or kept waiting by the join."""
+        waiting = 0 if self.join is None else self.join.records
+        return self.learned + self.unlabelled + sum(self.invalid.values()) + waiting
 
     @property
     def accuracy(self) -> float | None:
@@ -105,6 +110,12 @@ class RunStats:
         self.invalid[reason] += 1
         self.records_this_run += 1
 
+    def count_waiting(self) -> None:
+        """A record the join keeps waiting (or refuses as a duplicate): counted by it alone."""
+        assert self.join is not None
+        self.join.records += 1
+        self.records_this_run += 1
+
     @property
     def elapsed_seconds(self) -> float:
         return time.monotonic() - self.started
@@ -126,6 +137,7 @@ class RunStats:
             "records_per_second": round(self.records_this_run / elapsed, 1) if elapsed else None,
             "peak_rss_bytes": peak_rss_bytes(),
             **({} if self.drift is None else {"drift": self._drift_summary()}),
+            **({} if self.join is None else {"join": self.join.summary()}),
         }
 
     def _drift_summary(self) -> dict[str, Any]:
@@ -146,6 +158,7 @@ class RunStats:
             **({} if self.drift is None else {"drift": self.drift.get_state()}),
             **({} if self.drift_reference is None
                else {"drift_reference": self.drift_reference.get_state()}),
+            **({} if self.join is None else {"join": self.join.get_state()}),
         }
 
     def load_state(self, state: Any, model: StreamClassifier | None = None) -> None:
@@ -167,6 +180,10 @@ class RunStats:
         if any(m not in (0, 1) or type(m) not in (int, bool) for m in recent):
             raise StateError("corrupt counters: recent_mistakes holds something not 0 or 1")
         reasons = Counter({str(k): _count(v, f"invalid[{k!r}]") for k, v in invalid.items()})
+        saved_join = state.get("join")
+        join = None if saved_join is None else JoinCounts.from_state(saved_join)
+        if join is not None:  # its records stay counted, with or without --join-key now
+            self.join = join
         self.learned, self.unlabelled, self.mistakes = learned, unlabelled, mistakes
         self.invalid = reasons
         self.recent_mistakes.extend(bool(m) for m in recent)
@@ -210,6 +227,15 @@ class RunStats:
                 )
                 where = where.replace(",", ";", 1)
             lines.append(f"drifts           {d.drifts} ({how}{where})")
+        if self.join is not None:
+            j = self.join
+            served = "n/a" if j.served_accuracy is None else f"{j.served_accuracy:.4f}"
+            lines += [
+                f"joined           {j.joined} of {j.events} events, {j.outcomes} outcomes "
+                f"(served accuracy {served})",
+                f"  expired {j.expired}, unmatched outcomes {j.unmatched_outcome}, duplicate "
+                f"outcomes {j.duplicate_outcome}, duplicate events {j.duplicate_event}",
+            ]
         rate = s["records_per_second"] or 0.0
         lines.append(f"elapsed          {s['elapsed_seconds']:.3f} s ({rate:,.0f} records/s)")
         return "\n".join(lines)

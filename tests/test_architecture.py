@@ -43,6 +43,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "stream_perceptron.formats",
         "stream_perceptron.adwin",
         "stream_perceptron.state",
+        "stream_perceptron.join",  # --join-key's pending store and counts (over state)
         "stream_perceptron.synthetic",
         "stream_perceptron.example_data",
     ),

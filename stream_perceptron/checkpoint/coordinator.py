@@ -1,7 +1,8 @@
 """The checkpoint protocol in one place: what the state is, when it is saved, the order save ->
 commit, and what a resume restores.
 
-The state is the model, the run's counters, the sizes of the file outputs and, per source
+The state is the model, the run's counters, the sizes of the file outputs, the join's pending
+events and outcomes (``--join-key``) and, per source
 position (a file or stdin, a Kafka topic partition), the first offset not yet processed. Sources
 only read and commit; the coordinator decides when, and in which order:
 
@@ -44,6 +45,7 @@ from stream_perceptron.stats import RunStats
 
 if TYPE_CHECKING:  # the engine imports this module
     from stream_perceptron.engine.outputs import Outputs
+    from stream_perceptron.join import PendingJoin
 
 __all__ = ["CheckpointCoordinator", "InputChangedError", "RunState"]
 
@@ -66,6 +68,8 @@ class RunState:
     stats: RunStats
     outputs: Outputs
     lock: threading.Lock
+    #: ``--join-key``: the pending events and outcomes, saved with the model they wait on
+    join: PendingJoin | None = None
 
 
 class CheckpointCoordinator:
@@ -257,6 +261,7 @@ class CheckpointCoordinator:
                         for name, path in self.inputs.items()
                         if (identity := identify(path)) is not None
                     },
+                    join=None if state.join is None else state.join.get_state(),
                 )
                 save_checkpoint(self.path, checkpoint)
                 self.last_saved_at = time.time()

@@ -21,7 +21,11 @@ CHECKPOINT_KIND = "stream-perceptron-checkpoint"
 #: Version 2 added ``inputs``: each input file's identity (``checkpoint/inputs.py``). A version 1
 #: checkpoint still loads (with no identities: its input is matched as a file by its name).
 CHECKPOINT_VERSION = 2
-_READABLE_VERSIONS = (1, 2)
+#: Version 3 added ``join``: the pending events and outcomes of ``--join-key``
+#: (``join/pending.py``). Only a checkpoint that holds them is written as version 3, so one
+#: without stays readable by the releases that read version 2 (which would drop them unread).
+JOIN_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 
 
 
@@ -34,11 +38,13 @@ class Checkpoint:
     stats: dict[str, Any] | None = None
     outputs: dict[str, int] = field(default_factory=dict)  # output path -> size at checkpoint
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # source name -> identity
+    join: dict[str, Any] | None = None  # --join-key: PendingJoin.get_state()
 
     def to_json(self) -> dict[str, Any]:
+        join = {} if self.join is None else {"join": self.join}
         return {
             "kind": CHECKPOINT_KIND,
-            "schema_version": CHECKPOINT_VERSION,
+            "schema_version": CHECKPOINT_VERSION if self.join is None else JOIN_VERSION,
             "saved_at": time.time(),
             "model": self.model.get_state(),
             "positions": [
@@ -48,6 +54,7 @@ class Checkpoint:
             "stats": self.stats,
             "outputs": self.outputs,
             "inputs": self.inputs,
+            **join,
         }
 
     @classmethod
@@ -90,12 +97,21 @@ class Checkpoint:
         for name, entry in inputs.items():
             if not valid(entry):
                 raise StateError(f"corrupt checkpoint: the input {name!r} is {entry!r}")
+        join = _field(data, "join", dict, default={}) or None
+        if join is not None:
+            from stream_perceptron.join import PendingJoin
+
+            try:
+                PendingJoin(1, 0).load_state(join)  # checked here; the run loads it again
+            except StateError as e:
+                raise StateError(f"corrupt checkpoint: {e}") from None
         return cls(
             model=model,
             next_offsets=next_offsets,
             stats=stats,
             outputs={str(k): _count(v, f"the size of {k}") for k, v in outputs.items()},
             inputs=inputs,
+            join=join,
         )
 
 

@@ -18,6 +18,7 @@ from connectors import ConnectorError, FileSink, PartitionedSource, Source, open
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
+from stream_perceptron.checkpoint.store import Checkpoint
 from stream_perceptron.cli.learner_flags import LearnerFlags, make_learner, warn_ignored_flags
 from stream_perceptron.cli.run_checks import checked_run_args
 from stream_perceptron.drift import DriftMonitor
@@ -26,6 +27,7 @@ from stream_perceptron.engine.drift_actions import forget_average, reset_learner
 from stream_perceptron.engine.drift_reference import ReferenceWatch, reference_monitor
 from stream_perceptron.errors import StreamPerceptronError, UsageError
 from stream_perceptron.formats import make_parser
+from stream_perceptron.join import PendingJoin
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.learners.preprocessed import base_learner
 from stream_perceptron.paths import is_regular_or_absent
@@ -122,6 +124,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         stats.drift_reference = ReferenceWatch(learner, stats.drift, args.drift_reference_after)
     if checkpoint is not None and checkpoint.stats:
         stats.load_state(checkpoint.stats)
+    join = _pending_join(args, checkpoint)
 
     # Regular files (or new ones): their sizes go in the checkpoint, and a resume cuts them back
     # to those. Pipes, FIFOs and stdout are streamed to, never cut.
@@ -154,7 +157,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         batch_hooks.append(lambda _seconds: progress.update(stats))
     engine = Engine(
         learner,
-        make_parser(fmt, args.label),
+        make_parser(fmt, args.label, args.join_key),
         outputs,
         coordinator=coordinator,
         on_error=args.on_error,
@@ -164,6 +167,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         # a reset on drift lands after the example that revealed it, which a block learned
         # whole would pass
         dense=args.on_drift == "none",
+        join=join,
     )
     if stats.drift is not None and args.on_drift != "none":
         action = reset_learner if args.on_drift == "reset" else forget_average
@@ -318,6 +322,22 @@ def _linger(seconds: float | None) -> None:
         threading.Event().wait(seconds)
     except KeyboardInterrupt:
         pass
+
+
+def _pending_join(args: argparse.Namespace, checkpoint: Checkpoint | None) -> PendingJoin | None:
+    """--join-key's pending store, holding what the resumed checkpoint left waiting."""
+    saved = None if checkpoint is None else checkpoint.join
+    if args.join_key is None:
+        if saved is not None:  # dropping them would lose their outcomes: the user chooses
+            raise UsageError(
+                "the checkpoint holds events and outcomes waiting for each other (it was run "
+                "with --join-key): give --join-key FIELD, or --fresh to start a new model"
+            )
+        return None
+    join = PendingJoin(args.max_pending, args.label_wait)
+    if saved is not None:
+        join.load_state(saved)
+    return join
 
 
 def _averaged(learner: StreamClassifier) -> bool:

@@ -59,6 +59,33 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="longer lines are bad records (default: 1 MiB; at most 1 GiB)",
     )
+    join = run.add_argument_group(
+        "labels that come later (--join-key; stdin and files, csv and jsonl)"
+    )
+    join.add_argument(
+        "--join-key",
+        metavar="FIELD",
+        help="join each event (a record with FIELD and features, no label: predicted at once, "
+        "its features kept) to its outcome (FIELD and a label, no features: the model learns "
+        "the event's features with it); an outcome that comes first waits for its event. "
+        "FIELD is not a feature; its value is a string or an integer",
+    )
+    join.add_argument(
+        "--max-pending",
+        type=positive_int,
+        default=None,  # DEFAULT_MAX_PENDING, set once checked
+        metavar="N",
+        help="at most N events and outcomes wait; past it the oldest go (counted expired or "
+        "unmatched, kept in --dead-letter) (default 100,000; about 22 bytes a feature value)",
+    )
+    join.add_argument(
+        "--label-wait",
+        type=int_in(0, 1 << 62),
+        default=None,  # DEFAULT_LABEL_WAIT, set once checked
+        metavar="N",
+        help="an event waits for its outcome, and an outcome for its event, at most N records "
+        "(default 1,000,000)",
+    )
     kafka = run.add_argument_group(
         "kafka (--source kafka; SASL credentials come from the environment variables "
         "STREAM_PERCEPTRON_KAFKA_USERNAME and STREAM_PERCEPTRON_KAFKA_PASSWORD)"

@@ -21,6 +21,8 @@ from stream_perceptron.paths import (
 __all__ = ["DEFAULT_KAFKA_METRICS_PORT", "checked_run_args"]
 
 DEFAULT_KAFKA_METRICS_PORT = 9108
+DEFAULT_MAX_PENDING = 100_000
+DEFAULT_LABEL_WAIT = 1_000_000
 
 _EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _EXTENSIONS.update({".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm"})
@@ -37,6 +39,7 @@ def checked_run_args(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     if args.fresh and args.checkpoint is None:
         parser.error("--fresh needs --checkpoint PATH")
     _check_files(args, parser)
+    _check_join(args, parser, fmt)
     if args.model_topic:
         _check_shared_model(args, parser)
     elif args.mix_every or args.mix_interval:
@@ -120,6 +123,29 @@ def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str
         return _EXTENSIONS[ext]
     parser.error("--format is required (jsonl, csv or libsvm) when it cannot be told from --input")
     raise AssertionError  # parser.error exits
+
+
+def _check_join(args: argparse.Namespace, parser: argparse.ArgumentParser, fmt: str) -> None:
+    """--join-key, --max-pending, --label-wait: usage errors, then the defaults."""
+    if args.join_key is None:
+        for flag, value in (("--max-pending", args.max_pending),
+                            ("--label-wait", args.label_wait)):  # fmt: skip
+            if value is not None:
+                parser.error(f"{flag} needs --join-key FIELD")
+        return
+    if not args.join_key.strip():
+        parser.error("--join-key names a field: give its name")
+    if fmt not in ("csv", "jsonl"):
+        parser.error(f"--join-key needs named fields: --format csv or jsonl, not {fmt}")
+    if args.join_key == args.label:
+        parser.error(f"--join-key and --label both name {args.label!r}: the key is not the label")
+    if args.source == "kafka":
+        parser.error("--join-key reads stdin or a file: the Kafka form (events and outcomes in "
+                     "two topics) is not there yet")  # fmt: skip
+    if args.max_pending is None:
+        args.max_pending = DEFAULT_MAX_PENDING
+    if args.label_wait is None:
+        args.label_wait = DEFAULT_LABEL_WAIT
 
 
 def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -26,13 +26,15 @@ from connectors import (
 )
 from stream_perceptron.checkpoint import CheckpointCoordinator, RunState
 from stream_perceptron.engine.blocks import BlockPath, RecordRun, Run, runs_of
+from stream_perceptron.engine.delayed import DelayedLabels
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.engine.window import RecentWindow
 from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats import Parser
-from stream_perceptron.formats.base import UNPARSEABLE, DenseParser
+from stream_perceptron.formats.base import UNPARSEABLE, DenseParser, KeyedParser
 from stream_perceptron.formats.delimited import CsvHeaderError
+from stream_perceptron.join import PendingJoin
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
 
@@ -81,6 +83,10 @@ class Engine:
     dense
         Let blocks of plain dense lines go through the learner's block learning
         (:mod:`stream_perceptron.engine.blocks`) when the learner and the parser can.
+    join
+        ``--join-key``: events kept until their outcomes come (the parser must be a
+        :class:`~stream_perceptron.formats.base.KeyedParser` with its key; see
+        :mod:`stream_perceptron.engine.delayed`). Records then go one by one, never by blocks.
 
     Examples
     --------
@@ -111,6 +117,7 @@ class Engine:
         lock: threading.Lock | None = None,
         keep_recent: int = 0,
         dense: bool = True,
+        join: PendingJoin | None = None,
     ) -> None:
         self.learner = learner
         self.parser = parser
@@ -125,7 +132,16 @@ class Engine:
         self.outcomes = Outcomes(
             self.stats, self.outputs, self.window, on_error, self.coordinator.count_partition
         )
-        self.coordinator.attach(RunState(learner, self.stats, self.outputs, self.lock))
+        self.delayed: DelayedLabels | None = None
+        if join is not None:
+            key = getattr(parser, "key", None)
+            if not isinstance(parser, KeyedParser) or key is None:
+                raise ValueError("a join needs a parser with a join key (csv or jsonl)")
+            self.delayed = DelayedLabels(join, self.stats, self.outcomes, key)
+            dense = False  # the block path knows no join (left for later)
+        self.coordinator.attach(
+            RunState(learner, self.stats, self.outputs, self.lock, join)
+        )
         self._stop = False
         self._waiting_for_input = False
         # a source that polls (Kafka) looks at the stop between its polls: an exception raised
@@ -292,6 +308,7 @@ class Engine:
         outcomes = self.outcomes
         positions = self.coordinator.positions
         resume_from = self.coordinator.resume_from
+        delayed = self.delayed
         first = batch[0].position
         key = (first.source, first.partition)
         skip_until = resume_from.get(key, 0)
@@ -309,6 +326,11 @@ class Engine:
             if record.error is not None:
                 outcomes.bad(record, record.error, "the line is longer than --max-line-bytes")
                 continue
+            if delayed is not None:
+                keyed = self._parse(record, keyed=True)
+                if keyed is not None:
+                    delayed.handle(record, learner, keyed[0], *keyed[1])
+                continue
             example = self._parse(record)
             if example is None:
                 continue
@@ -323,8 +345,10 @@ class Engine:
                 continue
             outcomes.learned(record, x, y, prediction)
 
-    def _parse(self, record: Record) -> Any:
+    def _parse(self, record: Record, keyed: bool = False) -> Any:
         try:
+            if keyed:
+                return self.parser.parse_keyed(record.value)  # type: ignore[attr-defined]
             return self.parser.parse(record.value)
         except CsvHeaderError as e:
             raise EngineError(f"{record.position}: {e.detail}") from None

@@ -74,14 +74,21 @@ class Outcomes:
         """Whether predictions are written (the block path then needs its rows as records)."""
         return self._write_prediction is not None
 
-    def predicted(self, record: Record, prediction: Any) -> None:
-        """An unlabelled record was predicted."""
-        self.stats.count_unlabelled()
+    def predicted(self, record: Record, prediction: Any, waiting: bool = False) -> None:
+        """An unlabelled record was predicted (``waiting``: an event whose outcome the join
+        waits for, counted by it)."""
+        if waiting:
+            self.stats.count_waiting()
+        else:
+            self.stats.count_unlabelled()
         if self._write_prediction is not None:
             self._write_prediction(record, prediction_line(record, prediction))
 
-    def learned(self, record: Record, x: Any, y: Any, prediction: Any) -> None:
-        """A labelled record was predicted (``prediction``, made before learning) and learned."""
+    def learned(
+        self, record: Record, x: Any, y: Any, prediction: Any, line: bool = True
+    ) -> None:
+        """A labelled record was predicted (``prediction``, made before learning) and learned
+        (``line=False``: an outcome whose event's prediction was written when it came)."""
         mistake = prediction != y
         stats = self.stats
         reference = stats.drift_reference
@@ -93,7 +100,7 @@ class Outcomes:
             self._count_partition((position.source, position.partition), 1, mistake)
         if self.window is not None:
             self.window.add(x, y)
-        if self._write_prediction is not None:
+        if line and self._write_prediction is not None:
             self._write_prediction(record, prediction_line(record, prediction, y, mistake))
 
     def learned_block(
@@ -124,6 +131,12 @@ class Outcomes:
         """The learner refused ``record``'s example (label ``y``) with ``error``: a bad
         record, for the reason :func:`refusal` decides."""
         self.bad(record, *refusal(learner, y, error))
+
+    def dead_letter(self, record: Record, reason: str, detail: str) -> None:
+        """Keep ``record`` as a dead letter (when there is a sink), counting nothing: the join's
+        events that met no outcome, outcomes that met no event."""
+        if self._write_dead_letter is not None:
+            self._write_dead_letter(record, reason, detail)
 
     def bad(self, record: Record, reason: str, detail: str) -> None:
         """A record was refused: counted by reason and kept as a dead letter, the model left

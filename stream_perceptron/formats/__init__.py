@@ -16,8 +16,9 @@ __all__ = ["Example", "Parser", "FORMATS", "make_parser"]
 FORMATS = ("jsonl", "csv", "libsvm")
 
 
-def make_parser(fmt: str, label: str = "y") -> Parser:
-    """The parser for format ``fmt`` (``jsonl``, ``csv`` or ``libsvm``).
+def make_parser(fmt: str, label: str = "y", key: str | None = None) -> Parser:
+    """The parser for format ``fmt`` (``jsonl``, ``csv`` or ``libsvm``); ``key``: the join
+    key's field (``--join-key``: csv and jsonl, whose fields have names).
 
     Examples
     --------
@@ -26,9 +27,11 @@ def make_parser(fmt: str, label: str = "y") -> Parser:
 
     """
     if fmt == "jsonl":
-        return JsonLinesParser(label)
+        return JsonLinesParser(label, key)
     if fmt == "csv":
-        return CsvParser(label)
+        return CsvParser(label, key)
+    if key is not None:
+        raise ValueError(f"a join key needs named fields (csv or jsonl), not {fmt}")
     if fmt == "libsvm":
         return LibsvmParser()
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

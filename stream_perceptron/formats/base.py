@@ -13,8 +13,10 @@ __all__ = [
     "DenseBatch",
     "DenseParser",
     "Example",
+    "KeyedParser",
     "LabelCache",
     "Parser",
+    "join_key",
     "decode_utf8",
     "parse_label",
     "to_number",
@@ -35,6 +37,8 @@ VALUE_TOO_LARGE = "value_too_large"  # a number past float64 or Python's int con
 TOO_DEEP = "too_deep"  # JSON nested deeper than the parser's recursion allows
 DUPLICATE_FEATURE = "duplicate_feature"  # a JSON key or libsvm index given twice in a record
 UNPARSEABLE = "unparseable"  # a parser failed in a way no rule above foresaw (a bug: reported)
+BAD_JOIN_KEY = "bad_join_key"  # --join-key: the key is not a string or an integer
+MISSING_JOIN_KEY = "missing_join_key"  # --join-key: a label without features or a key
 
 
 class Example(NamedTuple):
@@ -51,6 +55,42 @@ class Parser(Protocol):
     header_pending: bool
 
     def parse(self, value: bytes) -> Example | None: ...
+
+
+@runtime_checkable
+class KeyedParser(Parser, Protocol):
+    """A format with named fields, read with a join key (``--join-key``): the key's field is
+    taken out of the record before its features are made."""
+
+    key: str | None
+
+    def parse_keyed(self, value: bytes) -> tuple[str | None, Example] | None:
+        """``(key, example)`` (key ``None``: the record has none), or ``None`` for a header."""
+        ...
+
+
+def join_key(value: Any) -> str | None:
+    """A join key as the join holds it: a string as it is, an integer as its decimal text (so
+    ``17`` and ``"17"`` are one key); ``None`` or ``""``: no key. Anything else (a float, a
+    boolean, an object) is refused as ``bad_join_key``.
+
+    Examples
+    --------
+    >>> join_key("order-7"), join_key(17), join_key(""), join_key(None)
+    ('order-7', '17', None, None)
+    >>> join_key(1.5)
+    Traceback (most recent call last):
+    ...
+    stream_perceptron.errors.RecordError: bad_join_key: key 1.5 is not a string or an integer
+
+    """
+    if value is None or value == "":
+        return None
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return str(value)
+    raise RecordError(BAD_JOIN_KEY, f"key {str(value)[:50]} is not a string or an integer")
 
 
 #: ``(feature names, X, label cells)``: a batch of plain lines as one float64 matrix (one row a

@@ -14,6 +14,7 @@ from stream_perceptron.formats.base import (
     Example,
     LabelCache,
     decode_utf8,
+    join_key,
     parse_label,
     to_number,
 )
@@ -43,14 +44,25 @@ class CsvParser:
     ...
     stream_perceptron.errors.RecordError: wrong_column_count: 2 columns, the header has 3
 
+    With a join ``key`` column (``--join-key``), :meth:`parse_keyed` gives it apart; it is not
+    a feature (an outcome row leaves the feature cells empty):
+
+    >>> p = CsvParser("y", key="id")
+    >>> p.parse_keyed(b"id,a,y") is None
+    True
+    >>> p.parse_keyed(b"e1,1.5,"), p.parse_keyed(b"e1,,1")
+    (('e1', Example(x={'a': 1.5}, y=None)), ('e1', Example(x={}, y=1)))
+
     """
 
-    def __init__(self, label: str = "y") -> None:
+    def __init__(self, label: str = "y", key: str | None = None) -> None:
         self.label = label
+        self.key = key
         self.header_pending = True
         self._names: list[str] = []
         self._feature_names: list[str] = []
         self._label_index = -1
+        self._key_index = -1
         self._labels = LabelCache()  # label cell -> parsed label, for the fast path
         #: Whether :meth:`parse_dense_block` gives lines with empty cells as sparse rows (the
         #: engine sets it when its learner takes them).
@@ -58,11 +70,37 @@ class CsvParser:
         self._sparse_last = False  # the last block went sparse: try that form first
 
     def parse(self, value: bytes) -> Example | None:
+        if self.key is not None:
+            keyed = self.parse_keyed(value)
+            return None if keyed is None else keyed[1]
         if not self.header_pending:
             example = self._parse_plain(value)
             if example is not None:
                 return example
         return self._parse_checked(value)
+
+    def parse_keyed(self, value: bytes) -> tuple[str | None, Example] | None:
+        """``(join key, example)`` of a row (``None``: the header): the :attr:`key` column's
+        cell (``""``: no key) is not a feature."""
+        if self.header_pending:
+            self._parse_checked(value)
+            return None
+        cells = value.split(b",")
+        ki, li = self._key_index, self._label_index
+        if len(cells) == len(self._names) and b'"' not in value:  # the common case, fast
+            try:
+                key = cells[ki].decode("utf-8").strip() or None
+                y = self._labels[cells[li]]
+                values = [float(c) for i, c in enumerate(cells) if i != ki and i != li]
+            except ValueError:  # an empty or bad cell (UnicodeDecodeError is one): checked
+                pass
+            else:
+                total = sum(values)
+                if total - total == 0.0:  # no NaN or infinity
+                    return key, Example(dict(zip(self._feature_names, values)), y)
+        text = decode_utf8(value)
+        cells_text = self._cells(text)
+        return join_key(cells_text[ki].strip()), self._example(cells_text)
 
     def _parse_plain(self, value: bytes) -> Example | None:
         """The common case, fast: every cell a finite number, no quotes. ``None``: not that case,
@@ -110,7 +148,7 @@ class CsvParser:
         True
 
         """
-        if self.header_pending:
+        if self.header_pending or self.key is not None:  # a key column: row by row
             return None
         block = b"\n".join(values) + b"\n"
         if block.count(b"\n") != len(values):  # a line holds a newline
@@ -135,7 +173,7 @@ class CsvParser:
         """
         from stream_perceptron.formats import scan
 
-        if self.header_pending:
+        if self.header_pending or self.key is not None:
             return None
         tried = self._sparse_last  # the last block had empty cells: so may this one
         if tried:
@@ -207,23 +245,30 @@ class CsvParser:
 
     def _parse_checked(self, value: bytes) -> Example | None:
         text = decode_utf8(value)
-        cells = _split(text)
         if self.header_pending:
-            self._set_header(cells)
+            self._set_header(_split(text))
             return None
+        return self._example(self._cells(text))
+
+    def _cells(self, text: str) -> list[str]:
+        """A data row's cells, or the RecordError that says why it has not the header's."""
+        cells = _split(text)
         if len(cells) != len(self._names):
             if not text.strip():
                 raise RecordError(EMPTY_RECORD, "empty line")
             raise RecordError(
                 WRONG_COLUMN_COUNT, f"{len(cells)} columns, the header has {len(self._names)}"
             )
+        return cells
+
+    def _example(self, cells: list[str]) -> Example:
         x: dict[str, float] = {}
         y = None
-        label_index = self._label_index
+        label_index, key_index = self._label_index, self._key_index
         for i, (name, cell) in enumerate(zip(self._names, cells)):
             if i == label_index:
                 y = parse_label(cell)
-            elif cell:
+            elif cell and i != key_index:
                 x[name] = to_number(name, cell)
         return Example(x, y)
 
@@ -235,9 +280,15 @@ class CsvParser:
             raise CsvHeaderError(
                 "bad_header", f"no label column {self.label!r} in the header {names} (see --label)"
             )
+        if self.key is not None and self.key not in names:
+            raise CsvHeaderError(
+                "bad_header", f"no join key column {self.key!r} in the header {names} (see "
+                "--join-key)"
+            )  # fmt: skip
         self._names = names
         self._label_index = names.index(self.label)
-        self._feature_names = [n for n in names if n != self.label]
+        self._key_index = names.index(self.key) if self.key is not None else -1
+        self._feature_names = [n for n in names if n not in (self.label, self.key)]
         self.header_pending = False
 
 

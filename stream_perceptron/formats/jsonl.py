@@ -22,6 +22,7 @@ from stream_perceptron.formats.base import (
     Example,
     LabelCache,
     decode_utf8,
+    join_key,
 )
 
 __all__ = ["JsonLinesParser"]
@@ -59,12 +60,18 @@ class JsonLinesParser:
     >>> p.parse(b'{"x": {"a": 2}, "y": 1}')
     Example(x={'a': 2.0}, y=1)
 
+    With a join ``key`` (``--join-key``), :meth:`parse_keyed` takes the key's field out first:
+
+    >>> JsonLinesParser("y", key="id").parse_keyed(b'{"id": "e1", "colour": "red", "y": null}')
+    ('e1', Example(x={'colour=red': 1.0}, y=None))
+
     """
 
     header_pending = False
 
-    def __init__(self, label: str = "y") -> None:
+    def __init__(self, label: str = "y", key: str | None = None) -> None:
         self.label = label
+        self.key = key
         self._labels = LabelCache(parse=_label_of_text)  # raw label value -> label
         # The keys of the last dense block: (keys as UTF-8, label index, feature names).
         self._schema: tuple[list[bytes], int, list[str]] | None = None
@@ -111,7 +118,7 @@ class JsonLinesParser:
         from stream_perceptron.formats import scan
 
         c = native.dense
-        if c is None:
+        if c is None or self.key is not None:  # a join key: row by row
             return None
         if n is None:
             n = c.count_lines(block, 0, len(block))
@@ -178,12 +185,25 @@ class JsonLinesParser:
         ]
 
     def parse(self, value: bytes) -> Example:
+        return self._example(self._object(value))
+
+    def parse_keyed(self, value: bytes) -> tuple[str | None, Example]:
+        """``(join key, example)``: the :attr:`key` field (a string or an integer, see
+        :func:`~stream_perceptron.formats.base.join_key`) is not a feature."""
+        obj = self._object(value)
+        key = join_key(obj.pop(self.key, None)) if self.key is not None else None
+        return key, self._example(obj)
+
+    def _object(self, value: bytes) -> dict[str, Any]:
         text = decode_utf8(value)
         if not text.strip():
             raise RecordError(EMPTY_RECORD, "empty line")
         obj = _decode(text)
         if not isinstance(obj, dict):
             raise RecordError(NOT_AN_OBJECT, f"a JSON {type(obj).__name__}, not an object")
+        return obj
+
+    def _example(self, obj: dict[str, Any]) -> Example:
         nested = obj.get("x")
         if isinstance(nested, dict) and len(obj) <= 2 and (len(obj) == 1 or "y" in obj):
             return Example(_features(nested, None), _label(obj.get("y")))

@@ -1,0 +1,13 @@
+"""``--join-key``: events joined to the outcomes that come after them (labels that come later).
+
+:mod:`~stream_perceptron.join.pending` holds what waits, :mod:`~stream_perceptron.join.counts`
+what the join counted; the engine's step is :mod:`stream_perceptron.engine.delayed`.
+"""
+
+from __future__ import annotations
+
+from stream_perceptron.join.counts import DELAY_BUCKETS, JoinCounts
+from stream_perceptron.join.pending import Expired, PendingEvent, PendingJoin, PendingOutcome
+
+__all__ = ["DELAY_BUCKETS", "Expired", "JoinCounts", "PendingEvent", "PendingJoin",
+           "PendingOutcome"]  # fmt: skip
