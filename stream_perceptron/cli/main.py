@@ -97,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("name", choices=("phishing", "image-segments", "bananas"))
     data.add_argument("--format", choices=FORMATS, default="csv")
     data.add_argument("--label", default="y")
+    data.add_argument(
+        "--delayed",
+        action="store_true",
+        help="each row as an event (id and features) and, 0 to 100 events later, its outcome "
+        "(id and label): for run --join-key id (csv or jsonl)",
+    )
+    data.add_argument("--seed", type=int, default=0, help="seed of --delayed's delays")
     return parser
 
 
@@ -136,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         return pull_model_command(args)
     from stream_perceptron.example_data import write_dataset
 
+    if args.delayed and args.format == "libsvm":
+        parser.error("--delayed needs named fields: --format csv or jsonl")
     try:
-        write_dataset(args.name, args.format, sys.stdout, args.label)
+        write_dataset(args.name, args.format, sys.stdout, args.label, args.delayed, args.seed)
     except BrokenPipeError:
         return 0
     return 0

@@ -9,10 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from stream_perceptron import __version__
+from stream_perceptron.join import DELAY_BUCKETS, JoinCounts
 from stream_perceptron.metrics.model_view import ModelView, model_view, top_weights
 
 __all__ = ["EngineCollector", "top_weights", "PREFIX"]
@@ -50,6 +56,10 @@ class EngineCollector(Collector):
         engine = self.engine
         with engine.lock:
             yield from self._counts(engine.stats)
+            delayed = getattr(engine, "delayed", None)
+            if delayed is not None and engine.stats.join is not None:
+                pending = (delayed.pending.events, delayed.pending.outcomes)
+                yield from self._join(engine.stats.join, *pending)
             view = model_view(engine.learner, engine.recent_window(), self.max_weights)
             checkpoint_time = engine.coordinator.last_saved_at
         yield from self._model(view)
@@ -110,6 +120,48 @@ class EngineCollector(Collector):
                 "Prequential accuracy over the last --rolling-window examples.",
                 value=stats.rolling_accuracy,
             )
+
+    def _join(self, counts: JoinCounts, events: int, outcomes: int) -> Iterator[Metric]:
+        """--join-key: what waits, what the bounds dropped, the served predictions' mistakes,
+        the label delay."""
+        pending = GaugeMetricFamily(
+            f"{PREFIX}_pending_examples",
+            "Events waiting for their outcome, and outcomes for their event (--join-key).",
+            labels=["kind"],
+        )
+        pending.add_metric(["event"], float(events))
+        pending.add_metric(["outcome"], float(outcomes))
+        yield pending
+        for name, doc, value in (
+            ("joined_examples", "Events learned with their outcome (--join-key).", counts.joined),
+            ("served_mistakes", "Outcomes that differed from the prediction served when their "
+             "event came.", counts.served_mistakes),
+            ("expired_events", "Events dropped by --label-wait or --max-pending before their "
+             "outcome came.", counts.expired),
+            ("unmatched_outcomes", "Outcomes dropped by --label-wait or --max-pending before "
+             "their event came.", counts.unmatched_outcome),
+            ("duplicate_outcomes", "Outcomes of a key already joined or waiting (the first "
+             "wins).", counts.duplicate_outcome),
+            ("duplicate_events", "Events of a key already waiting (predicted, not kept).",
+             counts.duplicate_event),
+        ):  # fmt: skip
+            yield CounterMetricFamily(f"{PREFIX}_{name}", doc, value=float(value))
+        if counts.served_accuracy is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_served_accuracy",
+                "Share of joined outcomes the prediction served for their event had right.",
+                value=counts.served_accuracy,
+            )
+        cumulative, buckets = 0, []
+        for bound, n in zip((*map(float, DELAY_BUCKETS), "+Inf"), counts.delay_buckets):
+            cumulative += n
+            buckets.append((str(bound), float(cumulative)))
+        yield HistogramMetricFamily(
+            f"{PREFIX}_label_delay_records",
+            "Records from an event to its outcome (0: the outcome came first).",
+            buckets=buckets,
+            sum_value=float(counts.delay_sum),
+        )
 
     def _model(self, view: ModelView) -> Iterator[Metric]:
         weight = GaugeMetricFamily(
