@@ -340,21 +340,28 @@ def test_the_first_outcome_wins_and_later_ones_are_duplicates() -> None:
 
 
 def test_outcomes_are_scored_against_the_served_prediction_and_learned_by_the_model_now() -> None:
-    # "e" is served by a model that learned "c"; by its outcome the model has learned "d" too
+    # "e" is served by a model that learned "c"; by its outcome the model has learned "d" too;
+    # "g" is served after "e" is learned, and its outcome comes after "h"
     lines = [json.dumps({"id": "c", "a": 1.0, "y": 1}), ev("e", 1.0),
-             json.dumps({"id": "d", "a": 1.0, "y": 0}), out("e", 1)]  # fmt: skip
+             json.dumps({"id": "d", "a": 1.0, "y": 0}), out("e", 1),
+             ev("g", 1.0), json.dumps({"id": "h", "a": 1.0, "y": 0}), out("g", 0)]  # fmt: skip
     engine, preds, _ = run_engine(lines)
-    reference = Perceptron()
-    reference.learn_one({"a": 1.0}, 1)
-    served = reference.predict_one({"a": 1.0})
-    reference.learn_one({"a": 1.0}, 0)
-    now = reference.predict_one({"a": 1.0})
-    reference.learn_one({"a": 1.0}, 1)
-    assert (served, now) == (1, 0)  # right when served, wrong by the time the outcome came
-    assert json.loads(preds.lines[1])["prediction"] == served
+    reference, one = Perceptron(), {"a": 1.0}
+    reference.learn_one(one, 1)
+    served_e = reference.predict_one(one)
+    reference.learn_one(one, 0)
+    now_e = reference.predict_one(one)
+    reference.learn_one(one, 1)
+    served_g = reference.predict_one(one)
+    reference.learn_one(one, 0)
+    now_g = reference.predict_one(one)
+    reference.learn_one(one, 0)
+    # "e": right when served, wrong by its outcome; "g": wrong when served, right by then
+    assert (served_e, now_e, served_g, now_g) == (1, 0, 1, 0)
+    assert [json.loads(preds.lines[i])["prediction"] for i in (1, 3)] == [served_e, served_g]
     join = engine.stats.join
-    assert (join.joined, join.served_mistakes) == (1, 0)
-    assert engine.stats.mistakes == 3  # "c" and "d" (learned at once), "e" at its outcome
+    assert (join.joined, join.served_mistakes) == (2, 1)
+    assert engine.stats.mistakes == 4  # "c", "d", "h" (each learned at once) and "e"
     assert engine.learner.get_state() == reference.get_state()
 
 
@@ -395,16 +402,21 @@ def test_the_pending_state_round_trips_and_a_corrupt_one_is_refused() -> None:
 
 
 def test_pending_features_take_at_most_32_bytes_a_value() -> None:
+    """Measured as the engine keeps them: each event parsed (its names, floats and key made
+    afresh), kept, and the parsed record dropped."""
     names = [f"feature_{j}" for j in range(20)]
     rng = random.Random(0)
-    rows = [dict(zip(names, (rng.random() for _ in names))) for _ in range(20_000)]
-    keys = [f"event-{i:08d}" for i in range(len(rows))]
+    lines = [json.dumps({"id": f"event-{i:08d}", **{n: rng.random() for n in names}}).encode()
+             for i in range(20_000)]  # fmt: skip
+    parser = make_parser("jsonl", "y", "id")
     join = PendingJoin(10**6, 10**9)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    for i, (key, x) in enumerate(zip(keys, rows)):
+    for i, line in enumerate(lines):
+        key, (x, _) = parser.parse_keyed(line)  # type: ignore[attr-defined]
         join.add_event(key, x, 1, ("stdin", None), i, i)
-    per_value = (tracemalloc.get_traced_memory()[0] - before) / (len(rows) * len(names))
+    del key, x
+    per_value = (tracemalloc.get_traced_memory()[0] - before) / (len(lines) * len(names))
     tracemalloc.stop()
     assert per_value <= 32, f"{per_value:.1f} bytes a pending feature value"
 
