@@ -76,7 +76,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         default=None,  # DEFAULT_MAX_PENDING, set once checked
         metavar="N",
         help="at most N events and outcomes wait; past it the oldest go (counted expired or "
-        "unmatched, kept in --dead-letter) (default 100,000; about 22 bytes a feature value)",
+        "unmatched, kept in --dead-letter) (default 100,000; about 25 bytes a feature value "
+        "waiting)",
     )
     join.add_argument(
         "--label-wait",
