@@ -38,6 +38,10 @@ def inspect_command(args: argparse.Namespace) -> int:
         out.write(f"mistakes     {s['mistakes']} prequential, over {s['learned']} learned\n")
         if s["invalid"]:
             out.write(f"invalid      {s['invalid']}\n")
+    if checkpoint.join is not None:  # --join-key
+        join = checkpoint.join
+        out.write(f"waiting      {len(join['events'])} events, {len(join['outcomes'])} outcomes "
+                  "(--join-key)\n")  # fmt: skip
     if isinstance(model, Preprocessed):  # --scale / --hash-bits
         for line in model.describe(args.top):
             out.write(line + "\n")

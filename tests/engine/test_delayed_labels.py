@@ -436,10 +436,13 @@ def test_flags_that_cannot_work_are_usage_errors(args: list[str], message: str) 
     assert proc.returncode == 2 and message in proc.stderr.decode(), proc.stderr.decode()
 
 
-def test_a_join_checkpoint_resumed_without_join_key_exits_2(tmp_path: Path) -> None:
+def test_a_join_checkpoint_shows_what_waits_and_resumed_without_join_key_exits_2(
+    tmp_path: Path,
+) -> None:
     data, ck = tmp_path / "d.jsonl", tmp_path / "ck.json"
     data.write_bytes(to_lines([{"id": "a", "f": 1.0}]))
     assert run_cli("run", "--input", str(data), "--join-key", "id", "--checkpoint",
                    str(ck)).returncode == 0  # fmt: skip
+    assert b"waiting      1 events, 0 outcomes" in run_cli("inspect", str(ck)).stdout
     proc = run_cli("run", "--input", str(data), "--checkpoint", str(ck), "--resume")
     assert proc.returncode == 2 and "give --join-key" in proc.stderr.decode()
