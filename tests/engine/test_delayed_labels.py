@@ -446,3 +446,18 @@ def test_a_join_checkpoint_shows_what_waits_and_resumed_without_join_key_exits_2
     assert b"waiting      1 events, 0 outcomes" in run_cli("inspect", str(ck)).stdout
     proc = run_cli("run", "--input", str(data), "--checkpoint", str(ck), "--resume")
     assert proc.returncode == 2 and "give --join-key" in proc.stderr.decode()
+
+
+def test_the_bundled_delayed_example_joins_every_event(tmp_path: Path) -> None:
+    data = run_cli("example-data", "phishing", "--delayed", "--seed", "3")
+    assert data.returncode == 0, data.stderr.decode()
+    summary = tmp_path / "s.json"
+    proc = run_cli("run", "--format", "csv", "--join-key", "id", "--summary-json", str(summary),
+                   stdin=data.stdout)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    s = json.loads(summary.read_text())
+    assert (s["records"], s["learned"], s["join"]["joined"], s["join"]["expired"]) == (
+        2500, 1250, 1250, 0
+    )
+    assert sum(s["join"]["delay_buckets"].values()) == 1250 and s["join"]["delay_sum"] > 1250
+    assert s["accuracy"] > 0.8
