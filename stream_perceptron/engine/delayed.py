@@ -10,7 +10,13 @@ pending state alone; a record without the key is read as without ``--join-key``,
 without features or key is refused (``missing_join_key``): it can only be a lost outcome.
 
 The clock is the number of records read (bad ones too), which the checkpoint restores, so a
-resumed run expires and joins exactly as an uninterrupted one.
+resumed run expires and joins exactly as an uninterrupted one. The bounds are applied as each
+parsed record comes (a dropped entry is counted, and dead-lettered, then).
+
+A pair the model refuses (a label outside its encoding, a value too large) is a bad record,
+as a labelled record is without the join: the record that completed it (the outcome, or the
+event an outcome waited for, which then gets no prediction line) is counted invalid and
+dead-lettered, and the pair is gone.
 """
 
 from __future__ import annotations
