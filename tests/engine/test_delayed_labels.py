@@ -462,3 +462,15 @@ def test_the_bundled_delayed_example_joins_every_event(tmp_path: Path) -> None:
     )
     assert sum(s["join"]["delay_buckets"].values()) == 1250 and s["join"]["delay_sum"] > 1250
     assert s["accuracy"] > 0.8
+
+
+def test_a_pair_the_model_refuses_is_a_bad_record_and_is_gone() -> None:
+    lines = [json.dumps({"id": "i", "a": 1.0, "y": 0}), json.dumps({"id": "j", "a": 2.0, "y": 1}),
+             ev("e"), out("e", 7), out("f", 9), ev("f")]  # fmt: skip
+    engine, preds, dead = run_engine(lines)
+    stats = engine.stats
+    assert dict(stats.invalid) == {"label_outside_encoding": 2}
+    assert reasons(dead) == [(3, "label_outside_encoding"), (5, "label_outside_encoding")]
+    assert (stats.join.joined, len(engine.delayed.pending), engine.learner.n_seen) == (0, 0, 2)
+    assert len(preds.lines) == 3  # "f" completed a refused pair: no line, as a refused record
+    assert stats.records == len(lines)
