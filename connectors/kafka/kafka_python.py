@@ -1,19 +1,6 @@
 """The kafka-python adapter's consumers (kafka-python 3.x, imported lazily): the group source
-and the model-log reader, and their uses of the library's private internals (the producers'
-are in :mod:`connectors.kafka.kafka_python_producer`).
-
-Two internals have no public API (each wrapped so that a library change fails loudly, with a
-:class:`~connectors.errors.ConnectorError` naming the missing attribute, checked when the
-client is created; ``tests/connectors/kafka/test_kafka_client_adapter.py`` checks them
-against the installed library):
-
-* the consumer's ``_coordinator.coordinator_unknown()`` (:func:`coordinator_unknown`):
-  ``group_metadata().state`` stays ``STABLE`` while the broker is away;
-* the consumer's ``_manager.call_soon()`` (:func:`call_soon_threadsafe`): kafka-python 3 calls
-  rebalance listeners on its IO loop thread, where blocking consumer calls (``committed``,
-  ``seek``, ``end_offsets``...) are refused, so an ``AsyncConsumerRebalanceListener`` awaits
-  a helper thread; a ``kafka.future.Future`` completed from that thread must be completed on
-  the loop, or its awaiting task is not woken.
+and the model-log reader (the producers are in :mod:`connectors.kafka.kafka_python_producer`,
+the library's private internals both rely on in :mod:`connectors.kafka.kafka_python_internals`).
 """
 
 from __future__ import annotations
@@ -27,71 +14,22 @@ from typing import Any
 from connectors.errors import ConnectorError
 from connectors.kafka.common import TopicPartitionKey, make_client, merge_client_options
 from connectors.kafka.group_source import GroupSource
+from connectors.kafka.kafka_python_internals import (
+    call_soon_threadsafe,
+    coordinator_unknown,
+    keep_join_going,
+    require_internals,
+)
 from connectors.kafka.model_log import TOPIC_CONFIG, LogRecord, ModelLogBase
 from connectors.message_block import MessageBlock
 
-__all__ = ["KafkaModelLog", "KafkaSource", "fatal_errors", "kafka_errors", "private_method"]
+__all__ = ["KafkaModelLog", "KafkaSource", "fatal_errors", "kafka_errors"]
 
 logger = logging.getLogger(__name__)
 
-TESTED_WITH = "kafka-python 3.0.12"
 REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
 _DESERIALIZERS = ("key_deserializer", "value_deserializer")  # values are bytes, as sent
 _value, _key, _offset = attrgetter("value"), attrgetter("key"), attrgetter("offset")
-
-
-# -- the private internals ---------------------------------------------------------------------
-def private_method(
-    client: Any, owner: str, method: str, kind: str = "KafkaConsumer"
-) -> Callable[..., Any]:
-    """``getattr(getattr(client, owner), method)``, or a ConnectorError saying what changed."""
-    bound = getattr(getattr(client, owner, None), method, None)
-    if not callable(bound):
-        raise ConnectorError(
-            f"the installed kafka-python has no {kind}.{owner}.{method}() (relied on since no"
-            f" public API does the job; tested with {TESTED_WITH}): see"
-            " connectors/kafka/kafka_python.py"
-        )
-    return bound
-
-
-def coordinator_unknown(consumer: Any) -> bool:
-    """Whether ``consumer``'s group coordinator is unknown or its connection is down (no
-    network call).
-
-    Examples
-    --------
-    >>> class Coordinator:
-    ...     def coordinator_unknown(self):
-    ...         return False
-    >>> class Consumer:
-    ...     _coordinator = Coordinator()
-    >>> coordinator_unknown(Consumer())
-    False
-    >>> coordinator_unknown(object())
-    Traceback (most recent call last):
-    ...
-    connectors.errors.ConnectorError: ...KafkaConsumer._coordinator.coordinator_unknown()...
-    """
-    unknown = private_method(consumer, "_coordinator", "coordinator_unknown")()
-    if not isinstance(unknown, bool):
-        raise ConnectorError(
-            "KafkaConsumer._coordinator.coordinator_unknown() of the installed kafka-python"
-            f" returned {unknown!r}, not a bool (tested with {TESTED_WITH})"
-        )
-    return unknown
-
-
-def call_soon_threadsafe(consumer: Any, fn: Callable[[], object]) -> None:
-    """Schedule ``fn()`` on ``consumer``'s IO loop thread, from any thread; return at once
-    (``RuntimeError`` from kafka-python when the loop is closed)."""
-    private_method(consumer, "_manager", "call_soon")(fn)
-
-
-def require_internals(consumer: Any) -> None:
-    """Check what :func:`coordinator_unknown` and :func:`call_soon_threadsafe` rely on."""
-    private_method(consumer, "_coordinator", "coordinator_unknown")
-    private_method(consumer, "_manager", "call_soon")
 
 
 def fatal_errors() -> tuple[type[Exception], ...]:
@@ -193,6 +131,7 @@ class KafkaSource(GroupSource):
 
     def _consume(self, consumer: Any) -> list[MessageBlock]:
         polled = consumer.poll(timeout_ms=self._poll_timeout_ms, max_records=self._poll_count)
+        keep_join_going(consumer)
         return [
             MessageBlock(tp.topic, tp.partition, list(map(_value, messages)),
                          list(map(_offset, messages)), list(map(_key, messages)))

@@ -18,12 +18,8 @@ from typing import Any
 
 from connectors.errors import ConnectorError
 from connectors.kafka.common import TopicPartitionKey, make_client, merge_client_options
-from connectors.kafka.kafka_python import (
-    TESTED_WITH,
-    kafka_errors,
-    offsets_of,
-    private_method,
-)
+from connectors.kafka.kafka_python import kafka_errors, offsets_of
+from connectors.kafka.kafka_python_internals import TESTED_WITH, private_method
 from connectors.kafka.topic_sink import TopicSink
 from connectors.kafka.transactions import (
     MAX_MESSAGE_BYTES,

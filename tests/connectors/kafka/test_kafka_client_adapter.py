@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from connectors import ConnectorError
-from connectors.kafka import kafka_python as kafka_client
+from connectors.kafka import kafka_python_internals as kafka_client
 from connectors.kafka import kafka_python_producer as producer_client
+from connectors.kafka.kafka_python import KafkaModelLog
 
 _NOWHERE = "127.0.0.1:9"  # nothing listens there; nothing here needs to connect
 
@@ -141,9 +142,12 @@ def test_in_a_real_group(
         deadline = time.monotonic() + 60
         # until an assignment holds the partitions: a consumer whose metadata did not list
         # the new topic yet joins with nothing ("No partition metadata for topic", a fresh
-        # clone's make test beside a soak), then rebalances once it learns the topic
+        # clone's make test beside a soak), then rebalances once it learns the topic; that
+        # rebalance, if longer than a poll, is kept going as KafkaSource keeps it (a soak's
+        # run without this spun for 60 s on a join no poll took up again)
         while not seen.get("assigned") and time.monotonic() < deadline:
             consumer.poll(timeout_ms=200)
+            kafka_client.keep_join_going(consumer)
         assert seen.get("assigned"), "no assignment of the partitions within 60 s"
         assert [(tp.topic, tp.partition) for tp in seen["assigned"]] == [(topic, 0), (topic, 1)]
         assert set(seen["committed"].values()) == {None}
@@ -158,6 +162,9 @@ def test_in_a_real_group(
 class _Coordinator:
     def __init__(self, result: object = False) -> None:
         self.result = result
+        self._join_task: object = None
+        self.rejoin_needed = False
+        self._lock = threading.RLock()
 
     def coordinator_unknown(self) -> object:
         return self.result
@@ -198,6 +205,19 @@ def test_stand_in_with_the_attributes_works() -> None:
     assert kafka_client.coordinator_unknown(stand_in) is True
     kafka_client.call_soon_threadsafe(stand_in, print)
     assert manager.scheduled == [print]
+    kafka_client.keep_join_going(stand_in)  # no join pending: nothing to keep
+    assert stand_in._coordinator.rejoin_needed is False
+    stand_in._coordinator._join_task = object()  # a join a poll's timeout cut short
+    kafka_client.keep_join_going(stand_in)
+    assert stand_in._coordinator.rejoin_needed is True
+
+
+@pytest.mark.parametrize("name", ["_join_task", "rejoin_needed", "_lock"])
+def test_a_coordinator_without_the_join_state_is_refused(name: str) -> None:
+    coordinator = _Coordinator()
+    delattr(coordinator, name)
+    with pytest.raises(ConnectorError, match=rf"_coordinator\.{name} "):
+        kafka_client.require_internals(_StandIn(coordinator, _Manager()))
 
 
 @pytest.mark.parametrize(
@@ -311,7 +331,7 @@ def test_a_model_log_read_position_the_client_could_not_learn_is_a_connector_err
         def position(self, tp: Any, timeout_ms: int) -> None:
             return None
 
-    log = kafka_client.KafkaModelLog("127.0.0.1:9", "a-model-topic")
+    log = KafkaModelLog("127.0.0.1:9", "a-model-topic")
     log._consumer = NoPosition()
     with pytest.raises(ConnectorError, match="no read position within 10 s"):
         log._position()
