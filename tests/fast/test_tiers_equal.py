@@ -171,11 +171,11 @@ def _dense_multiclass_rows(model: MulticlassPerceptron, features, X, labels) -> 
     row per record (refused there too), the rest densely."""
     if not len(X):
         return []
-    before = bits(model.get_state())
+    before = model.get_state()  # compared as bits() on a refusal only (see per_record)
     try:
         return model.learn_dense(features, X, labels)
     except ValueTooLargeError as e:
-        assert bits(model.get_state()) == before
+        assert bits(model.get_state()) == bits(before)
         i = e.row  # type: ignore[attr-defined]
         out = _dense_multiclass_rows(model, features, X[:i], labels[:i])
         refused = per_record(model, features, X[i : i + 1], labels[i : i + 1])

@@ -38,7 +38,7 @@ def _dense(model: Preprocessed, features: list, X: np.ndarray, labels: list) -> 
 def _dense_rows(model: Preprocessed, features: list, X: np.ndarray, labels: list) -> list:
     if not len(X):
         return []
-    before = bits(model.get_state())
+    before = model.get_state()  # compared as bits() on a refusal only (see per_record)
     binary = isinstance(model.model, Perceptron)
     if binary:
         encoding = model.label_encoding
@@ -52,7 +52,7 @@ def _dense_rows(model: Preprocessed, features: list, X: np.ndarray, labels: list
     except (ValueTooLargeError, LabelError) as e:
         if binary:
             model.label_encoding = encoding
-        assert bits(model.get_state()) == before
+        assert bits(model.get_state()) == bits(before)
         i = e.row  # type: ignore[union-attr]
         before_it = _dense_rows(model, features, X[:i], labels[:i])  # in stream order
         refused = per_record(model, features, X[i : i + 1], labels[i : i + 1])
