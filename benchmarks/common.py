@@ -74,6 +74,14 @@ class Context:
     repeats: int
     workdir: Path
     files: dict[tuple[str, int], Path] = field(default_factory=dict)
+    #: the fewest rounds of the rows whose goals are a few per cent (4a-4d, 6, 6b, 13c): 5 on
+    #: this noisy machine; a ``--quick`` run (a smoke run: its figures are not held to goals)
+    #: runs ``--repeats`` rounds there too
+    least_rounds: int = 5
+
+    def rounds(self) -> int:
+        """Rounds of a row whose goal is a few per cent: ``repeats``, at least ``least_rounds``."""
+        return max(self.repeats, self.least_rounds)
 
 
 @dataclass

@@ -219,7 +219,7 @@ def _drift_cost(ctx: Context) -> Result:
     n = ctx.sizes.stdin
     path = data_file(ctx, "csv", n)
     summary = ctx.workdir / "summary-drift-cost.json"
-    got = interleaved(max(ctx.repeats, 5), {
+    got = interleaved(ctx.rounds(), {
         detector: _cli_run("csv", path, summary, "--drift-detector", detector)
         for detector in ("none", "adwin")
     })  # fmt: skip

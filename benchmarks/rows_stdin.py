@@ -67,7 +67,7 @@ def row_stdin(ctx: Context) -> list[Result]:
         runs["vw"] = lambda: run_command(vw, input_path=vw_input)
     interleaved(1, runs)  # a round not timed: the bytecode caches written, the files read
     # ours and VW alternated, at least 5 rounds (issue 25: VW's own time varies 2x here)
-    got = interleaved(max(ctx.repeats, 5), runs)
+    got = interleaved(ctx.rounds(), runs)
     rates = {name: n / median([r.wall for r in done]) for name, done in got.items()}
     if vw is None:
         anchor = Measure("Vowpal Wabbit", missing=VW_MISSING)
@@ -222,7 +222,7 @@ def row_metrics(ctx: Context) -> list[Result]:
     # A 5 % goal on a noisy 2-core machine: at least 5 runs each for the medians. "page": the
     # live page's data, 200 requests of /api/state 20 ms apart (a page left open polls every s).
     got = interleaved(
-        max(ctx.repeats, 5),
+        ctx.rounds(),
         {
             "without": lambda: run_command(cmd, feed=feed, summary_path=summary),
             "with": lambda: observed(Scraper(), "/metrics")(),
