@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -32,18 +33,29 @@ def model_of(checkpoint: Path) -> StreamClassifier:
 
 
 def binary_examples(n: int, d: int = 5, seed: int = 0) -> list[tuple[dict[str, float], int]]:
+    return _examples(*binary_arrays(n, d, seed))
+
+
+def binary_arrays(n: int, d: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The examples of :func:`binary_examples` as arrays: ``X`` (features f0, f1, ...), ``y``
+    (0/1 ints); :func:`csv_of` writes them."""
     rng = np.random.default_rng(seed)
     w = rng.normal(size=d)
     X = rng.normal(size=(n, d))
     y = (X @ w + 0.2 * rng.normal(size=n) > 0).astype(int)
-    return [
-        ({f"f{j}": float(v) for j, v in enumerate(row)}, int(label)) for row, label in zip(X, y)
-    ]
+    return X, y
 
 
 def switching_examples(n: int, switch_at: int | None, seed: int = 3) -> list[tuple[dict, int]]:
     """A noisy linear concept (5 features, 5 % label noise) whose labels are inverted from
     ``switch_at`` on: an abrupt switch for a model that learned the first concept."""
+    return _examples(*switching_arrays(n, switch_at, seed))
+
+
+def switching_arrays(
+    n: int, switch_at: int | None, seed: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """The examples of :func:`switching_examples` as arrays (see :func:`binary_arrays`)."""
     rng = np.random.default_rng(seed)
     w = rng.normal(size=5)
     X = rng.normal(size=(n, 5))
@@ -51,7 +63,40 @@ def switching_examples(n: int, switch_at: int | None, seed: int = 3) -> list[tup
     y ^= rng.random(n) < 0.05
     if switch_at is not None:
         y[switch_at:] = ~y[switch_at:]
-    return [({f"f{j}": float(v) for j, v in enumerate(r)}, int(t)) for r, t in zip(X, y)]
+    return X, y.astype(int)
+
+
+def _examples(X: np.ndarray, y: np.ndarray) -> list[tuple[dict[str, float], int]]:
+    names = [f"f{j}" for j in range(X.shape[1])]
+    return [(dict(zip(names, row)), label) for row, label in zip(X.tolist(), y.tolist())]
+
+
+def csv_of(X: np.ndarray, y: np.ndarray, label: str = "y") -> bytes:
+    """``to_csv`` of the examples of ``X`` and ``y`` (as :func:`binary_arrays` gives them), the
+    same bytes without a dict a row."""
+    lines = [",".join([*(f"f{j}" for j in range(X.shape[1])), label])]
+    lines += [",".join(map(repr, row)) + f",{t}" for row, t in zip(X.tolist(), y.tolist())]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# The kill -9 tests' files (200k-250k lines), made once a test process: making them was most
+# of those tests' own CPU (1.7 s each), and the parameters of a test share one.
+
+
+@functools.cache
+def binary_csv(n: int, d: int = 5, seed: int = 0) -> bytes:
+    """``to_csv(binary_examples(n, d, seed))``."""
+    return csv_of(*binary_arrays(n, d, seed))
+
+
+@functools.cache
+def flipping_csv(n: int, every: int) -> bytes:
+    """``to_csv`` of ``switching_examples(n, None)`` with the labels inverted in every other
+    run of ``every`` examples (``every`` to ``2 * every``, ``3 * every`` to ...): a switch
+    back and forth."""
+    X, y = switching_arrays(n, None)
+    flipped = (np.arange(n) // every) % 2 == 1
+    return csv_of(X, np.where(flipped, 1 - y, y))
 
 
 def sea_examples(concepts: list[int], n: int, seed: int = 42) -> list[tuple[dict, int]]:

@@ -8,7 +8,7 @@ import subprocess
 import threading
 
 import pytest
-from cli_helpers import CLI, binary_examples, kill_9_and_resume, model_of, to_csv
+from cli_helpers import CLI, binary_csv, binary_examples, kill_9_and_resume, model_of, to_csv
 from engine_process import EngineProcess
 
 
@@ -21,7 +21,7 @@ from engine_process import EngineProcess
 )  # fmt: skip
 def test_kill_9_then_resume_ends_with_the_uninterrupted_model(tmp_path, extra):
     data = tmp_path / "data.csv"
-    data.write_bytes(to_csv(binary_examples(250_000, d=6, seed=11)))
+    data.write_bytes(binary_csv(250_000, d=6, seed=11))
     kill_9_and_resume(tmp_path, data, ["--averaged", *extra])
 
 
@@ -43,7 +43,7 @@ def test_sigterm_while_waiting_for_input_checkpoints_and_exits_0(tmp_path):
 
 
 def test_two_million_lines_in_bounded_memory(tmp_path):
-    block = to_csv(binary_examples(100_000, d=3, seed=4))
+    block = binary_csv(100_000, d=3, seed=4)
     header, body = block.split(b"\n", 1)
 
     def peak_rss(repeats: int) -> tuple[int, dict]:

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from cli_helpers import kill_9_and_resume, run_cli, switching_examples, to_csv
+from cli_helpers import flipping_csv, kill_9_and_resume, run_cli, switching_examples, to_csv
 from engine_process import EngineProcess
 from services import http_get
 
@@ -159,10 +159,8 @@ def test_on_drift_needs_a_detector():
 def test_kill_9_and_resume_through_drifts_end_with_the_uninterrupted_model(tmp_path, action):
     # labels inverted at 40k, 80k, ... (one concept, then its opposite, and so on): drifts
     # seen, and acted on, before and after the kills
-    examples = switching_examples(200_000, None)
-    flipped = [(x, 1 - y if (i // 40_000) % 2 else y) for i, (x, y) in enumerate(examples)]
     data = tmp_path / "data.csv"
-    data.write_bytes(to_csv(flipped))
+    data.write_bytes(flipping_csv(200_000, 40_000))
     kill_9_and_resume(tmp_path, data, ["--averaged", "--drift-detector", "adwin",
                                        "--on-drift", action])  # fmt: skip
     summary = json.loads((tmp_path / "ck.json").read_text())["stats"]["drift"]

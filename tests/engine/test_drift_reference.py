@@ -6,10 +6,18 @@ the record path sees."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
-from cli_helpers import kill_9_and_resume, run_cli, sea_examples, switching_examples, to_csv
+from cli_helpers import (
+    flipping_csv,
+    kill_9_and_resume,
+    run_cli,
+    sea_examples,
+    switching_examples,
+    to_csv,
+)
 
 from connectors import MemorySink, MemorySource
 from stream_perceptron import MulticlassPerceptron, PassiveAggressive, Perceptron, Preprocessed
@@ -133,10 +141,8 @@ def test_kill_9_and_resume_end_with_the_uninterrupted_run(tmp_path, flags):
     # the copy of a model that adapted (PA-I; the averaged perceptron's average restarted) to
     # the concept before it. The kills come at points of the stream (kill_9_and_resume), so a
     # fast run needs no longer input (it was repeated 4 times, and its drift count loosened)
-    examples = switching_examples(200_000, None)
-    flipped = [(x, 1 - y if (i // 40_000) % 2 else y) for i, (x, y) in enumerate(examples)]
     data = tmp_path / "data.csv"
-    data.write_bytes(to_csv(flipped))
+    data.write_bytes(flipping_csv(200_000, 40_000))
     kill_9_and_resume(tmp_path, data, [*flags, "--drift-detector", "reference"])
     stats = json.loads((tmp_path / "ck.json").read_text())["stats"]
     assert stats["learned"] == 200_000
@@ -153,7 +159,8 @@ def test_the_flags_are_checked():
     assert proc.returncode == 2 and b"--drift-reference-after" in proc.stderr
 
 
-def _sea_lines(n: int) -> list[bytes]:
+@functools.cache  # made once a test process (1 s), not once for each of the 8 tests
+def _sea_lines(n: int) -> tuple[bytes, ...]:
     """SEA's 4 concepts (``n`` each) as CSV lines, with unlabelled rows, bad lines and a third
     label here and there (the blocks holding them go record by record)."""
     lines = [b"x0,x1,x2,y"]
@@ -164,7 +171,7 @@ def _sea_lines(n: int) -> list[bytes]:
             lines.append(b"1,2,oops,1")
         if i % 6_113 == 11:
             lines.append(b"1,2,3,7")
-    return lines
+    return tuple(lines)
 
 
 @pytest.mark.parametrize("make", [
@@ -175,7 +182,7 @@ def _sea_lines(n: int) -> list[bytes]:
 ])  # fmt: skip
 @pytest.mark.parametrize("batch_size", [500, 4_000])
 def test_the_block_path_sees_the_drifts_the_record_path_sees(make, batch_size):
-    lines = _sea_lines(12_500)
+    lines = list(_sea_lines(12_500))
     runs = []
     for dense in (True, False):
         learner = make()
