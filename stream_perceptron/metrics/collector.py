@@ -58,7 +58,8 @@ class EngineCollector(Collector):
             yield from self._counts(engine.stats)
             delayed = getattr(engine, "delayed", None)
             if delayed is not None and engine.stats.join is not None:
-                pending = (delayed.pending.events, delayed.pending.outcomes)
+                store = delayed.pending
+                pending = (store.events, store.outcomes, store.max_pending)
                 yield from self._join(engine.stats.join, *pending)
             view = model_view(engine.learner, engine.recent_window(), self.max_weights)
             checkpoint_time = engine.coordinator.last_saved_at
@@ -121,7 +122,9 @@ class EngineCollector(Collector):
                 value=stats.rolling_accuracy,
             )
 
-    def _join(self, counts: JoinCounts, events: int, outcomes: int) -> Iterator[Metric]:
+    def _join(
+        self, counts: JoinCounts, events: int, outcomes: int, limit: int
+    ) -> Iterator[Metric]:
         """--join-key: what waits, what the bounds dropped, the served predictions' mistakes,
         the label delay."""
         pending = GaugeMetricFamily(
@@ -132,6 +135,12 @@ class EngineCollector(Collector):
         pending.add_metric(["event"], float(events))
         pending.add_metric(["outcome"], float(outcomes))
         yield pending
+        yield GaugeMetricFamily(
+            f"{PREFIX}_pending_examples_limit",
+            "--max-pending: at most this many events and outcomes wait together; past it the "
+            "oldest go (expired, unmatched).",
+            value=float(limit),
+        )
         for name, doc, value in (
             ("joined_examples", "Events learned with their outcome (--join-key).", counts.joined),
             ("served_mistakes", "Outcomes that differed from the prediction served when their "

@@ -25,6 +25,15 @@ The document (``schema_version`` 1) is stable for scripts:
     and ``margin_histogram`` (``{"edges": [...], "counts": [...]}``), null without a window.
 ``checkpoint``
     ``path`` and ``age_seconds`` (null before the first).
+``join``
+    null without ``--join-key``, else the join (labels that come later): ``events_waiting``,
+    ``outcomes_waiting``, ``max_pending``, ``label_wait`` (records), ``events``, ``outcomes``,
+    ``joined``, ``served_mistakes``, ``served_accuracy`` (null before the first pair),
+    ``expired``, ``unmatched_outcomes``, ``duplicate_outcomes``, ``duplicate_events`` (the
+    counters of ``/metrics``), and ``delay``: the label delay in records, ``buckets``
+    (``[[upper bound, pairs], ...]``, the last bound ``"+Inf"``), ``count``, ``sum``, ``mean``
+    and ``median``, ``p90`` (estimated from the buckets as Prometheus' ``histogram_quantile``
+    does, so the page and a Grafana panel agree; null before the first pair).
 
 However often it is requested, the document is computed at most every 0.5 s (a request within
 that time gets the last one), so polling it cannot slow learning.
@@ -50,9 +59,10 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from stream_perceptron.join import DELAY_BUCKETS, JoinCounts
 from stream_perceptron.metrics.model_view import model_view
 
-__all__ = ["LiveState", "PAGE"]
+__all__ = ["LiveState", "PAGE", "bucket_quantile"]
 
 SCHEMA_VERSION = 1
 CURVE_POINTS = 500
@@ -133,6 +143,10 @@ class LiveState:
             curve = [*self._curve, (stats.learned, stats.mistakes)]
             drifts = None if stats.drift is None else list(stats.drift.positions)
             shared = _shared(coordinator) if _is_shared(coordinator) else None
+            delayed = getattr(engine, "delayed", None)
+            join = None if delayed is None or stats.join is None else _join(
+                stats.join, delayed.pending
+            )
         kafka = None
         lag: dict[tuple[str, int], int] = {}
         if self.kafka is not None:
@@ -189,6 +203,7 @@ class LiveState:
             },
             "kafka": kafka,
             "shared_model": shared,
+            "join": join,
         }
 
     def state_json(self) -> bytes:
@@ -236,6 +251,70 @@ def _shared(c: Any) -> dict[str, Any]:
         "group_size": c.view.group_size(),
         "rejected": dict(c.view.rejected),
     }
+
+
+def _join(counts: JoinCounts, pending: Any) -> dict[str, Any]:
+    """``--join-key``'s part: what waits (``pending``: the engine's store), what the join did,
+    the label delay (called under the engine's lock)."""
+    buckets = counts.delay_buckets
+    joined = sum(buckets)
+    return {
+        "events_waiting": pending.events,
+        "outcomes_waiting": pending.outcomes,
+        "max_pending": pending.max_pending,
+        "label_wait": pending.label_wait,
+        "events": counts.events,
+        "outcomes": counts.outcomes,
+        "joined": counts.joined,
+        "served_mistakes": counts.served_mistakes,
+        "served_accuracy": counts.served_accuracy,
+        "expired": counts.expired,
+        "unmatched_outcomes": counts.unmatched_outcome,
+        "duplicate_outcomes": counts.duplicate_outcome,
+        "duplicate_events": counts.duplicate_event,
+        "delay": {
+            "buckets": [[b, n] for b, n in zip((*DELAY_BUCKETS, "+Inf"), buckets)],
+            "count": joined,
+            "sum": counts.delay_sum,
+            "mean": counts.delay_sum / joined if joined else None,
+            "median": bucket_quantile(0.5, buckets),
+            "p90": bucket_quantile(0.9, buckets),
+        },
+    }
+
+
+def bucket_quantile(q: float, counts: list[int]) -> float | None:
+    """The ``q`` quantile of the label delay from its bucket ``counts`` (one per bound of
+    :data:`~stream_perceptron.join.DELAY_BUCKETS`, then +Inf), estimated as Prometheus'
+    ``histogram_quantile`` does: linear within the bucket that holds the rank, the upper bound
+    of a first bucket whose bound is 0, the largest finite bound past them all; None when
+    empty.
+
+    Examples
+    --------
+    >>> n = [0] * 13
+    >>> n[0], n[2], n[3] = 2, 4, 4  # 2 delays of 0, 4 in (1, 10], 4 in (10, 50]
+    >>> [bucket_quantile(q, n) for q in (0.1, 0.5, 0.9)]
+    [0.0, 7.75, 40.0]
+    >>> n[-1] = 90  # most past the last bound: the last bound
+    >>> bucket_quantile(0.5, n), bucket_quantile(0.5, [0] * 13)
+    (1000000.0, None)
+
+    """
+    total = sum(counts)
+    if not total:
+        return None
+    rank = q * total
+    below = 0
+    for i, n in enumerate(counts):
+        if below + n >= rank and i < len(DELAY_BUCKETS):
+            upper = float(DELAY_BUCKETS[i])
+            if i == 0 and upper <= 0:
+                return upper
+            lower = 0.0 if i == 0 else float(DELAY_BUCKETS[i - 1])
+            return lower + (upper - lower) * (rank - below) / n
+        below += n
+    return float(DELAY_BUCKETS[-1])
 
 
 def _thin(curve: list[tuple[int, int]]) -> list[tuple[int, int]]:
