@@ -5,6 +5,7 @@ JavaScript error, fits a phone's width, and cannot change anything."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -132,6 +133,8 @@ def test_the_page_follows_the_run_and_agrees_with_the_api_and_the_summary(slow_r
         assert "Perceptron(lr=1, bias=learned" in _text(driver, "watching")
         assert state["shared_model"] is None  # not in shared-model mode: no group panel
         assert driver.find_element("id", "shared-section").get_attribute("hidden")
+        assert state["join"] is None  # no --join-key: no part for labels that come later
+        assert driver.find_element("id", "join-section").get_attribute("hidden")
         assert "saved" in _text(driver, "checkpoint")
         shown = driver.find_elements("css selector", "#weights tr")
         assert len(shown) == len(state["model"]["weights"]) > 0
@@ -283,3 +286,84 @@ def test_on_a_separable_stream_the_page_draws_the_bound_beside_the_mistakes(tmp_
         label = _text(driver, "curve-bound-label")
         assert label.startswith(f"(R/γ)² = {bound:,}") and drawn != ("above the chart" in label)
         driver.save_screenshot(str(tmp_path / "separable.png"))
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(url + "metrics", timeout=10).read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _histogram_quantile(q: float, cumulative: list[tuple[float, float]]) -> float:
+    """Prometheus' histogram_quantile over ``[(le, cumulative count), ...]`` (+Inf last)."""
+    rank = q * cumulative[-1][1]
+    for i, (le, n) in enumerate(cumulative):
+        if n >= rank:
+            if le == float("inf"):
+                return cumulative[-2][0]
+            if i == 0 and le <= 0:
+                return le
+            lower, below = (0.0, 0.0) if i == 0 else cumulative[i - 1]
+            return lower + (le - lower) * (rank - below) / (n - below)
+    raise AssertionError("no bucket holds the rank")
+
+
+def test_the_page_shows_the_join_as_the_engine_counts_it(tmp_path):
+    """--join-key on the delayed Phishing stream (outcomes 0-100 events after their events,
+    some past --label-wait 150), with duplicate events and outcomes and a lonely event at the
+    end: the page's "labels that come later" part holds the numbers the engine's /metrics
+    gives, the delay quantiles as histogram_quantile makes them of its buckets."""
+    out = io.StringIO()
+    write_dataset("phishing", "csv", out, "y", delayed=True)
+    features = out.getvalue().split("\n", 1)[0].count(",") - 1  # id, features..., y
+    event, outcome = "{},0.5" + ",0.0" * (features - 1) + ",", "{}" + "," * (features + 1) + "1"
+    extra = [*[event.format("dupe")] * 3, *[outcome.format("dupe")] * 2, event.format("lonely")]
+    data = (out.getvalue() + "\n".join(extra) + "\n").encode()
+    with _page_after(data, "--join-key", "id", "--label-wait", "150") as (url, driver):
+        state = _ended_state(url, driver)
+        got = _scrape(url)
+        assert state["counts"]["invalid"] == {}  # every extra line is read as meant
+        assert not driver.find_element("id", "join-section").get_attribute("hidden")
+
+        def total(name: str) -> int:
+            return int(got[(f"stream_perceptron_{name}_total", ())])
+
+        pending = {kind: int(got[("stream_perceptron_pending_examples", (("kind", kind),))])
+                   for kind in ("event", "outcome")}  # fmt: skip
+        shown = {
+            "join-events": pending["event"],
+            "join-outcomes": pending["outcome"],
+            "join-joined": total("joined_examples"),
+            "join-expired": total("expired_events"),
+            "join-unmatched": total("unmatched_outcomes"),
+            "join-dup-outcomes": total("duplicate_outcomes"),
+            "join-dup-events": total("duplicate_events"),
+        }
+        for element, value in shown.items():
+            assert _text(driver, element) == f"{value:,}", element
+        # the stream has of each: what was learned, dropped, refused and left waiting
+        assert all(shown.values()), shown
+        assert (shown["join-dup-events"], shown["join-dup-outcomes"]) == (2, 1)
+        served = got[("stream_perceptron_served_accuracy", ())]
+        assert _text(driver, "join-served") == f"{100 * served:.2f} %"
+        limit = got[("stream_perceptron_pending_examples_limit", ())]
+        assert _text(driver, "join-fill") == f"{100 * sum(pending.values()) / limit:.2f} %"
+        name = "stream_perceptron_label_delay_records"
+        cumulative = sorted(
+            (float(dict(labels)["le"]), n) for (metric, labels), n in got.items()
+            if metric == f"{name}_bucket"
+        )  # fmt: skip
+        assert cumulative[-1][1] == total("joined_examples")
+        for element, q in (("join-delay-median", 0.5), ("join-delay-p90", 0.9)):
+            expected = _histogram_quantile(q, cumulative)
+            assert float(_text(driver, element)) == pytest.approx(expected, abs=0.051), element
+        mean = got[(f"{name}_sum", ())] / got[(f"{name}_count", ())]
+        assert float(_text(driver, "join-delay-mean")) == pytest.approx(mean, abs=0.051)
+        assert state["join"]["max_pending"] == limit
+        assert f"each at most {150:,} records" in _text(driver, "join-words")
+        driver.save_screenshot(str(tmp_path / "join.png"))
