@@ -38,7 +38,7 @@ RULES_FILE = DEPLOY / "prometheus" / "rules.yml"
 DASHBOARD_DIR = DEPLOY / "grafana" / "dashboards"
 DASHBOARD = DASHBOARD_DIR / "stream-perceptron.json"
 
-_HISTOGRAMS = ("stream_perceptron_batch_duration_seconds",)
+_HISTOGRAMS = ("stream_perceptron_batch_duration_seconds", "stream_perceptron_label_delay_records")
 
 #: The engine's metric names as Prometheus stores them (the exposition contract).
 ENGINE_METRICS: frozenset[str] = frozenset(
@@ -79,6 +79,16 @@ ENGINE_METRICS: frozenset[str] = frozenset(
         "stream_perceptron_transaction_seconds_total",
         "stream_perceptron_mix_seconds_total",
         "stream_perceptron_model_records_rejected_total",
+        # --join-key (labels that come later; the delay histogram is in _HISTOGRAMS)
+        "stream_perceptron_pending_examples",
+        "stream_perceptron_pending_examples_limit",
+        "stream_perceptron_joined_examples_total",
+        "stream_perceptron_served_mistakes_total",
+        "stream_perceptron_served_accuracy",
+        "stream_perceptron_expired_events_total",
+        "stream_perceptron_unmatched_outcomes_total",
+        "stream_perceptron_duplicate_outcomes_total",
+        "stream_perceptron_duplicate_events_total",
     }
     | {f"{h}_{suffix}" for h in _HISTOGRAMS for suffix in ("bucket", "sum", "count")}
 )

@@ -96,6 +96,16 @@ def test_dashboard_shows_what_an_operator_needs():
         "stream_perceptron_mix_divergence",
         "stream_perceptron_partitions_owned",
         "stream_perceptron_state_restores_total",
+        # --join-key: what waits, against its cap; the delay; the served accuracy; what is lost
+        "stream_perceptron_pending_examples",
+        "stream_perceptron_pending_examples_limit",
+        "stream_perceptron_label_delay_records_bucket",
+        "stream_perceptron_served_accuracy",
+        "stream_perceptron_joined_examples_total",
+        "stream_perceptron_expired_events_total",
+        "stream_perceptron_unmatched_outcomes_total",
+        "stream_perceptron_duplicate_outcomes_total",
+        "stream_perceptron_duplicate_events_total",
     }
     assert needed <= ENGINE_METRICS
     assert not needed - used, f"the dashboard does not show {sorted(needed - used)}"
@@ -108,6 +118,12 @@ def test_breakdowns(dashboard):
     invalid = [e for es in exprs.values() for e in es if "invalid_records" in e]
     assert invalid and all("reason" in e for e in invalid), "invalid records must be by reason"
     assert any("topk(" in e for es in exprs.values() for e in es), "largest weights need topk"
+    pending = [e for es in exprs.values() for e in es if "pending_examples" in e]
+    assert any("kind" in e for e in pending), "pending examples must be shown by kind"
+    delay = [e for es in exprs.values() for e in es if "label_delay_records" in e]
+    assert delay and all("histogram_quantile(" in e and "le)" in e for e in delay), (
+        "the label delay is a histogram: quantiles over its le buckets"
+    )
 
 
 def test_drifts_are_marked_by_an_annotation(dashboard):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from engine_process import EngineProcess
@@ -109,3 +111,16 @@ def test_the_state_endpoint_has_no_join_without_the_flag() -> None:
     finally:
         engine.kill()
     assert state["join"] is None
+
+
+def test_the_deploy_checks_know_every_metric_the_joining_engine_exposes(scraped) -> None:
+    """tests/deploy/promql.py's ENGINE_METRICS (what the dashboard and the alerts may select)
+    holds every name of a joining engine's scrape: a renamed join metric fails here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+    from promql import ENGINE_METRICS
+
+    text, _ = scraped
+    # prometheus_client's creation-time series aside (nothing selects them)
+    exposed = {name for name, _labels in _samples(text) if not name.endswith("_created")}
+    assert {n for n in exposed if "label_delay" in n or "pending" in n}, exposed
+    assert exposed <= ENGINE_METRICS, sorted(exposed - ENGINE_METRICS)
