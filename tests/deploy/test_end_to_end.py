@@ -1,10 +1,11 @@
-"""End to end without Docker: the real broker, the engine consuming a topic through its CLI, and
-a real Prometheus run with deploy/prometheus/prometheus.yml and its rules. Every PromQL
-expression of the Grafana dashboard and of the rules must return data (a renamed metric or a
-typo fails here)."""
+"""End to end without Docker: the real broker, the engine consuming a topic through its CLI, a
+second engine joining labels that come later on stdin, and a real Prometheus run with
+deploy/prometheus/prometheus.yml and its rules. Every PromQL expression of the Grafana dashboard
+and of the rules must return data (a renamed metric or a typo fails here)."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import re
@@ -17,6 +18,8 @@ import pytest
 import yaml
 from engine_process import EngineProcess
 from services import prometheus_server, query, wait_query
+
+from stream_perceptron.example_data import write_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
 from promql import DEPLOY, iter_promql_expressions  # noqa: E402
@@ -40,7 +43,7 @@ def _separable(n: int, seed: int) -> list[bytes]:
     return lines
 
 
-def _deploy_config(target: str) -> str:
+def _deploy_config(*targets: str) -> str:
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"]["scrape_interval"] = "1s"
     config["global"]["evaluation_interval"] = "1s"
@@ -48,7 +51,7 @@ def _deploy_config(target: str) -> str:
     jobs = [job for job in config["scrape_configs"] if job["job_name"] == "stream-perceptron"]
     assert jobs, "deploy/prometheus/prometheus.yml has no stream-perceptron job"
     for job in jobs:
-        job["static_configs"] = [{"targets": [target]}]
+        job["static_configs"] = [{"targets": list(targets)}]
     return yaml.safe_dump(config)
 
 
@@ -78,10 +81,18 @@ def test_every_dashboard_and_rule_expression_returns_data(kafka_bootstrap, tmp_p
         "--drift-detector",  # the drift alert and annotation need its counter
         "adwin",
     )
+    # --join-key reads stdin or files only: a second engine joins the delayed Phishing stream
+    # (events, their outcomes 0-100 events later, some past --label-wait 150), its stdin left
+    # open, for the panels and alerts of labels that come later
+    delayed = io.StringIO()
+    write_dataset("phishing", "csv", delayed, "y", delayed=True)
+    joining = EngineProcess("--format", "csv", "--join-key", "id", "--label-wait", "150")
+    joining.feed(delayed.getvalue().encode())
     empty = []
     try:
         _wait(lambda: _examples_total(engine) == 20_000, what="20000 examples")
-        with prometheus_server(tmp_path, [], config_text=_deploy_config(engine.target)) as prom:
+        config = _deploy_config(engine.target, joining.target)
+        with prometheus_server(tmp_path, [], config_text=config) as prom:
             expressions = list(iter_promql_expressions())
             assert len(expressions) >= 20
             deadline = time.monotonic() + 90
@@ -101,5 +112,6 @@ def test_every_dashboard_and_rule_expression_returns_data(kafka_bootstrap, tmp_p
     finally:
         engine.proc.send_signal(signal.SIGTERM)
         engine.finish()
+        joining.kill()
     assert not empty, "expressions that returned no data:\n" + "\n".join(empty)
     assert recorded, "the recording rules did not run"
