@@ -170,11 +170,21 @@ for s in socks:
 PY
 }
 
-wait_ready() { # $1 = pid, $2 = port; bounded by TIMEOUT
-  local pid="$1" port="$2" deadline=$((SECONDS + TIMEOUT))
+wait_ready() { # $1 = pid, $2 = port, $3 = the background job's pid (a broker just started here)
+  # A broker this script just started is its own child: whether it still runs is the question,
+  # not whether its command line names kafka.Kafka (broker_pid_alive's check against a stale
+  # pid file, kept for a broker found running), which can read empty while the child's shell
+  # execs java under heavy load.
+  local pid="$1" port="$2" job="$3" deadline=$((SECONDS + TIMEOUT)) status
   while ((SECONDS < deadline)); do
-    if ! broker_pid_alive "$pid"; then
-      log "broker process $pid exited during start-up"; return 1
+    if { [[ -n "$job" ]] && ! pid_running "$pid"; } || { [[ -z "$job" ]] && ! broker_pid_alive "$pid"; }; then
+      status="unknown"
+      if [[ "$job" == "$pid" ]]; then
+        status=0; wait "$job" 2>/dev/null || status="$?"
+        if ((status > 128)); then status="$status: signal $((status - 128))"; fi
+      fi
+      log "broker process $pid exited during start-up (exit status $status)"
+      return 1
     fi
     if probe "$port"; then return 0; fi
     sleep 0.5
@@ -402,12 +412,13 @@ rm -f "$PID_FILE.tmp"
 nohup setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE.tmp" \
   "$JAVA" "${HEAP[@]}" "${EXTRA_JVM[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.Kafka "$PROPS" \
   </dev/null >>"$OUT_LOG" 2>&1 9>&- &
+JOB_PID=$!
 for _ in $(seq 1 100); do [[ -s "$PID_FILE.tmp" ]] && break; sleep 0.05; done
 if [[ ! -s "$PID_FILE.tmp" ]]; then log "broker did not start"; log_tail; exit 1; fi
 mv -f "$PID_FILE.tmp" "$PID_FILE"
 PID="$(cat "$PID_FILE")"
 
-if wait_ready "$PID" "$PORT"; then
+if wait_ready "$PID" "$PORT" "$JOB_PID"; then
   log "broker ready (pid $PID) after ${SECONDS}s"
   echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$PORT"
   if [[ "$SECURE" == 1 ]]; then
