@@ -23,6 +23,7 @@ class MessageBlock:
     A consumer that can take the values whole (a vectorised parser) reads the columns without
     a record per message; any other consumer calls :meth:`records`. Offsets increase but need
     not be consecutive (compaction, transaction markers). A tombstone's value is ``b""``.
+    ``timestamps`` (milliseconds) when the source was asked for them, else ``None``.
 
     Examples
     --------
@@ -38,6 +39,7 @@ class MessageBlock:
     values: list[bytes]
     offsets: list[int]
     keys: list[bytes | None]
+    timestamps: list[int] | None = None
 
     @property
     def count(self) -> int:
@@ -52,7 +54,7 @@ class MessageBlock:
     @classmethod
     def runs(
         cls, topics: list[str], partitions: list[int], values: list[bytes], offsets: list[int],
-        keys: list[bytes | None],
+        keys: list[bytes | None], timestamps: list[int] | None = None,
     ) -> list[MessageBlock]:  # fmt: skip
         """Messages given as columns (in poll order, several partitions interleaved) as one block
         per run of one partition.
@@ -64,13 +66,14 @@ class MessageBlock:
         """
         n = len(values)
         if partitions.count(partitions[0]) == n and topics.count(topics[0]) == n:
-            return [cls(topics[0], partitions[0], values, offsets, keys)]
+            return [cls(topics[0], partitions[0], values, offsets, keys, timestamps)]
         blocks: list[MessageBlock] = []
         start = 0
         for i in range(1, n + 1):
             if i == n or partitions[i] != partitions[start] or topics[i] != topics[start]:
+                times = None if timestamps is None else timestamps[start:i]
                 blocks.append(cls(topics[start], partitions[start], values[start:i],
-                                  offsets[start:i], keys[start:i]))  # fmt: skip
+                                  offsets[start:i], keys[start:i], times))  # fmt: skip
                 start = i
         return blocks
 
@@ -93,20 +96,23 @@ class MessageBlock:
         if b"\r" in joined or any(map(_ends_with_newline, self.values)):
             return None
         counts = list(map(add, map(_newlines, self.values), repeat(1)))
+        times = self.timestamps
         return MessageBlock(
             self.topic,
             self.partition,
             joined.split(b"\n"),
             list(chain.from_iterable(map(repeat, self.offsets, counts))),
             list(chain.from_iterable(map(repeat, self.keys, counts))),
+            None if times is None else list(chain.from_iterable(map(repeat, times, counts))),
         )
 
     def records(self) -> list[Record]:
         """The block as good records."""
         n = len(self.values)
         return build_message_records(
-            self.values, self.keys, repeat(self.topic, n), self.offsets, repeat(self.partition, n)
-        )
+            self.values, self.keys, repeat(self.topic, n), self.offsets, repeat(self.partition, n),
+            self.timestamps,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return (

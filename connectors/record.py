@@ -93,6 +93,9 @@ class Record:
     error
         Set by the source when the record is already known to be bad, for
         example :data:`LINE_TOO_LONG`; ``None`` otherwise.
+    timestamp
+        The message's timestamp in milliseconds (Kafka, when the source is asked for it:
+        a merge of co-partitioned topics orders by it); ``None`` otherwise.
 
     Examples
     --------
@@ -105,6 +108,7 @@ class Record:
     position: Position
     key: bytes | None = None
     error: str | None = None
+    timestamp: int | None = None
 
 
 # --- fast bulk construction ------------------------------------------------
@@ -128,6 +132,7 @@ _rec_value = vars(Record)["value"].__set__  # the slot descriptor
 _rec_position = vars(Record)["position"].__set__  # the slot descriptor
 _rec_key = vars(Record)["key"].__set__  # the slot descriptor
 _rec_error = vars(Record)["error"].__set__  # the slot descriptor
+_rec_timestamp = vars(Record)["timestamp"].__set__  # the slot descriptor
 
 
 def build_records(values: list[bytes], source: str, start: int) -> list[Record]:
@@ -148,7 +153,7 @@ def build_records(values: list[bytes], source: str, start: int) -> list[Record]:
     Returns
     -------
     list of Record
-        Records with ``key`` and ``error`` set to ``None``.
+        Records with ``key``, ``error`` and ``timestamp`` set to ``None``.
 
     Examples
     --------
@@ -167,6 +172,7 @@ def build_records(values: list[bytes], source: str, start: int) -> list[Record]:
     _exhaust(map(_rec_position, records, positions))
     _exhaust(map(_rec_key, records, repeat(None, n)))
     _exhaust(map(_rec_error, records, repeat(None, n)))
+    _exhaust(map(_rec_timestamp, records, repeat(None, n)))
     return records
 
 
@@ -176,11 +182,13 @@ def build_message_records(
     topics: Iterable[str],
     offsets: Iterable[int],
     partitions: Iterable[int],
+    timestamps: Iterable[int | None] | None = None,
 ) -> list[Record]:
     """Build one good record per message (a Kafka poll), as :func:`build_records` does for lines.
 
-    Equivalent to ``[Record(v, Position(t, o, p), k) for v, k, t, o, p in zip(values, keys,
-    topics, offsets, partitions)]``, several times faster.
+    Equivalent to ``[Record(v, Position(t, o, p), k, None, ts) for v, k, t, o, p, ts in
+    zip(values, keys, topics, offsets, partitions, timestamps)]`` (timestamps ``None`` when
+    not given), several times faster.
 
     Examples
     --------
@@ -198,4 +206,5 @@ def build_message_records(
     _exhaust(map(_rec_position, records, positions))
     _exhaust(map(_rec_key, records, keys))
     _exhaust(map(_rec_error, records, repeat(None, n)))
+    _exhaust(map(_rec_timestamp, records, repeat(None, n) if timestamps is None else timestamps))
     return records

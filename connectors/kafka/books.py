@@ -35,6 +35,16 @@ class GroupBooks:
     group_id: str
     topics: list[str]
     _closed: bool
+    _exit_at_end: bool
+    _consumer: Any
+    _config: dict[str, Any]
+
+    #: How long the brokers have to list their topics (``--exit-at-end`` checks the names).
+    METADATA_TIMEOUT_S = 20.0
+    #: Records carry their message timestamps (:meth:`co_partition`).
+    _timestamps = False
+    #: Told the partition count of each topic before the first poll (:meth:`co_partition`).
+    _check_partitions: Callable[[dict[str, int]], None] | None = None
 
     def _open_books(
         self,
@@ -59,6 +69,9 @@ class GroupBooks:
         self._lost_since: float | None = None  # when the brokers or the coordinator went
         self._last_assignment: set[TopicPartitionKey] = set()
         self._ends_refreshed = 0.0
+        #: Assignments taken up, a partition given back to this member included (what a merge
+        #: buffered before one is read again from the checkpoint: it drops it)
+        self.assignments = 0
 
     # -- state for metrics ---------------------------------------------------------------------
     @property
@@ -87,6 +100,46 @@ class GroupBooks:
         with self._lock:
             return dict(self._committed)
 
+    # -- co-partitioned topics (merged by timestamp: connectors.kafka.merge) -------------------
+    def co_partition(self, check: Callable[[dict[str, int]], None]) -> None:
+        """Before iterating: partition p of every topic goes to one member (the range assignor,
+        an eager one), each record carries its message timestamp, and ``check`` is told each
+        topic's partition count (0: no such topic) before the first poll."""
+        self._timestamps = True
+        self._check_partitions = check
+        self._config = self._range_assignor(self._config)
+
+    def ended(self, keys: list[TopicPartitionKey]) -> set[TopicPartitionKey]:
+        """Of ``keys``, the assigned partitions read up to the end offset last seen (at
+        assignment, then in the client's fetches): nothing of them waits on the broker now."""
+        ended = self._ended(keys)
+        pending = [tp for tp in keys if tp not in ended and tp in self._positions]
+        if pending and self._consumer is not None:  # a position may move past control records
+            try:
+                self._note_read(self._read_positions(self._consumer, pending))
+            except self._client_errors() as exc:
+                logger.debug("reading positions failed: %r", exc)
+            ended = self._ended(keys)
+        return ended
+
+    def _ended(self, keys: list[TopicPartitionKey]) -> set[TopicPartitionKey]:
+        with self._lock:
+            ends, positions = self._ends, self._positions
+            return {tp for tp in keys if tp in ends and positions.get(tp, -1) >= ends[tp]}
+
+    def _check_topics(self, consumer: Any) -> None:
+        """Before the first poll: with ``exit_at_end``, a topic that is not there has no end to
+        read to (say so at once); :meth:`co_partition`'s check of the partition counts."""
+        counts = self._topic_partitions(consumer)
+        missing = [t for t in self.topics if t not in counts]
+        if missing and self._exit_at_end:
+            raise ConnectorError(
+                f"the topic {', '.join(map(repr, missing))} does not exist, so it has no end "
+                "to read to (--exit-at-end): check the name, or create the topic first"
+            )
+        if self._check_partitions is not None:
+            self._check_partitions({t: counts.get(t, 0) for t in self.topics})
+
     # -- the client's broker calls (see GroupSource) -------------------------------------------
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -104,6 +157,15 @@ class GroupBooks:
 
     def _stable(self, consumer: Any) -> bool:
         return True
+
+    def _topic_partitions(self, consumer: Any) -> dict[str, int]:
+        """Each topic the cluster has, with its partition count (a :class:`ConnectorError` when
+        it cannot say in ``METADATA_TIMEOUT_S``); without asking, so that none is created."""
+        raise NotImplementedError
+
+    def _range_assignor(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` with the range assignor as the only assignment strategy."""
+        raise NotImplementedError
 
     def _assignment_of(self, consumer: Any) -> list[TopicPartitionKey]:
         raise NotImplementedError
@@ -124,6 +186,7 @@ class GroupBooks:
         start each partition at the larger of it and the committed offset (with neither, the
         client's offset reset applies), note where each ends."""
         self._joined = True  # the group has settled an assignment (maybe empty) for this member
+        self.assignments += 1
         if not keys:
             self._place(consumer, [], {})
             self._count_change(keys)

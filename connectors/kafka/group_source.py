@@ -107,7 +107,8 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
     *What a client adds* (the port): ``_configure`` (its settings), ``_open`` (create and
     subscribe the consumer, its rebalance callbacks calling ``_assign`` and ``_revoke``),
     ``_consume`` (one poll as one :class:`~connectors.MessageBlock` per partition run,
-    tombstones as ``None``), ``_topic_names``, ``_commit_offsets``, ``_group_metadata``,
+    tombstones as ``None``; timestamps when ``_timestamps``), ``_topic_partitions``,
+    ``_range_assignor``, ``_commit_offsets``, ``_group_metadata``,
     ``_close_client``, ``_client_errors`` and ``_fatal``; for the books ``_committed_of``,
     ``_place`` (seek each partition to its start), ``_assignment_of``, ``_read_positions``,
     ``_highwaters``, ``_stable``; and ``_watch`` (note brokers lost and found).
@@ -381,14 +382,8 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
     # -- the loop ------------------------------------------------------------------------------
     def _iterate(self) -> Iterator[PollUnit]:
         consumer = self._open()
-        if self._exit_at_end:  # "to the end" of a topic that is not there: say so, at once
-            existing = self._topic_names(consumer)
-            missing = [t for t in self.topics if t not in existing]
-            if missing:
-                raise ConnectorError(
-                    f"the topic {', '.join(map(repr, missing))} does not exist, so it has no end "
-                    "to read to (--exit-at-end): check the name, or create the topic first"
-                )
+        if self._exit_at_end or self._check_partitions is not None:
+            self._check_topics(consumer)  # before the first poll
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
             if self._stop_requested is not None and self._stop_requested():
@@ -418,14 +413,6 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
 
     #: A poll's wait while ``hold_at_end`` keeps a member at its end (``on_idle``'s period)
     HOLD_POLL_MS = 20
-
-    #: How long the brokers have to list their topics (``--exit-at-end`` checks the names).
-    METADATA_TIMEOUT_S = 20.0
-
-    def _topic_names(self, consumer: Any) -> set[str]:
-        """The topics the cluster has (a :class:`ConnectorError` when it cannot say in
-        ``METADATA_TIMEOUT_S``); without asking, so that none is created."""
-        raise NotImplementedError
 
     def _wait_for_partitions(self, deadline: float) -> float:
         """With ``exit_at_end``, before any partition came: while the group is still joining or

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 REQUEST_TIMEOUT_MS = 10_000  # one broker call made while handling an assignment
 _DESERIALIZERS = ("key_deserializer", "value_deserializer")  # values are bytes, as sent
 _value, _key, _offset = attrgetter("value"), attrgetter("key"), attrgetter("offset")
+_timestamp = attrgetter("timestamp")
 
 
 def fatal_errors() -> tuple[type[Exception], ...]:
@@ -121,9 +122,9 @@ class KafkaSource(GroupSource):
         logger.info("subscribed to %s as group %r", self.topics, self.group_id)
         return consumer
 
-    def _topic_names(self, consumer: Any) -> set[str]:
+    def _topic_partitions(self, consumer: Any) -> dict[str, int]:
         try:
-            return set(consumer.topics())
+            return {t: len(consumer.partitions_for_topic(t)) for t in consumer.topics()}
         except kafka_errors() as exc:
             raise ConnectorError(
                 f"cannot list the topics of {self._config['bootstrap_servers']}: {exc!r}"
@@ -134,9 +135,15 @@ class KafkaSource(GroupSource):
         keep_join_going(consumer)
         return [
             MessageBlock(tp.topic, tp.partition, list(map(_value, messages)),
-                         list(map(_offset, messages)), list(map(_key, messages)))
+                         list(map(_offset, messages)), list(map(_key, messages)),
+                         list(map(_timestamp, messages)) if self._timestamps else None)
             for tp, messages in polled.items() if messages
         ]  # fmt: skip
+
+    def _range_assignor(self, config: dict[str, Any]) -> dict[str, Any]:
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+        return {**config, "partition_assignment_strategy": (RangePartitionAssignor,)}
 
     def _watch(self, consumer: Any, got: bool) -> None:
         if self._had_partitions:

@@ -152,7 +152,7 @@ class RdKafkaSource(GroupSource):
         logger.info("subscribed to %s as group %r (confluent-kafka)", self.topics, self.group_id)
         return consumer
 
-    def _topic_names(self, consumer: Any) -> set[str]:
+    def _topic_partitions(self, consumer: Any) -> dict[str, int]:
         try:
             metadata = consumer.list_topics(timeout=self.METADATA_TIMEOUT_S)
         except rdkafka_errors() as exc:
@@ -160,7 +160,10 @@ class RdKafkaSource(GroupSource):
                 f"cannot reach the Kafka brokers {self._config['bootstrap.servers']} (no topic "
                 f"list within {self.METADATA_TIMEOUT_S:g} s): {exc.args[0] if exc.args else exc}"
             ) from exc
-        return set(metadata.topics)
+        return {name: len(topic.partitions) for name, topic in metadata.topics.items()}
+
+    def _range_assignor(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, "partition.assignment.strategy": "range"}
 
     def _guarded(
         self, handler: Callable[[Any, list[TopicPartitionKey]], None]
@@ -195,6 +198,7 @@ class RdKafkaSource(GroupSource):
             list(map(message_type.topic, messages)), list(map(message_type.partition, messages)),
             list(map(message_type.value, messages)), list(map(message_type.offset, messages)),
             list(map(message_type.key, messages)),
+            [t for _, t in map(message_type.timestamp, messages)] if self._timestamps else None,
         )  # fmt: skip
 
     def _message_error(self, message: Any, error: Any) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from itertools import repeat
 from operator import attrgetter
 
 from connectors.kafka.common import TopicPartitionKey, needs_split, split_message
@@ -46,7 +47,8 @@ def units_of(
         values = run.values
         if None in values:  # tombstones
             values = [b"" if v is None else v for v in values]
-            run = MessageBlock(run.topic, run.partition, values, run.offsets, run.keys)
+            run = MessageBlock(run.topic, run.partition, values, run.offsets, run.keys,
+                               run.timestamps)  # fmt: skip
         messages += run.count
         split = split_lines and needs_split(values)
         block = run.split_lines() if split else run
@@ -69,12 +71,13 @@ def units_of(
 def _split_records(run: MessageBlock) -> list[Record]:
     """The records of ``run``'s messages, one per line (see :func:`split_message`)."""
     records: list[Record] = []
-    for value, offset, key in zip(run.values, run.offsets, run.keys):
+    times = run.timestamps or repeat(None)
+    for value, offset, key, ts in zip(run.values, run.offsets, run.keys, times):
         position = Position(run.topic, offset, run.partition)
         if b"\n" in value or value.endswith(b"\r"):
-            records.extend(Record(line, position, key) for line in split_message(value))
+            records.extend(Record(line, position, key, None, ts) for line in split_message(value))
         else:
-            records.append(Record(value, position, key))
+            records.append(Record(value, position, key, None, ts))
     return records
 
 
@@ -101,5 +104,5 @@ def held_to_limit(unit: PollUnit, limit: int) -> PollUnit:
     held = list(records)
     for i in too_long:
         r = held[i]
-        held[i] = Record(r.value[:limit], r.position, r.key, error=LINE_TOO_LONG)
+        held[i] = Record(r.value[:limit], r.position, r.key, LINE_TOO_LONG, r.timestamp)
     return held

@@ -192,15 +192,17 @@ def consumer_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
-    """A consumer-group source that resumes partitions where the engine's model left them."""
+    """A consumer-group source that resumes partitions where the engine's model left them
+    (with ``--labels-topic``, its topics merged by timestamp)."""
     from connectors import KafkaSource, RdKafkaSource
 
     client = args.kafka_client
     source_class = RdKafkaSource if client == CONFLUENT_KAFKA else KafkaSource
     instance = {_name("instance_id", client): args.instance_id} if args.instance_id else {}
-    return source_class(
+    topics = [*args.topic, args.labels_topic] if args.labels_topic else args.topic
+    source = source_class(
         args.bootstrap_servers.split(","),
-        args.topic,
+        topics,
         args.group,
         on_assign=engine.coordinator.assigned,
         on_revoke=engine.coordinator.revoked,
@@ -214,6 +216,11 @@ def kafka_source(args: argparse.Namespace, engine: Engine) -> Any:
             **instance,
         },
     )
+    if not args.labels_topic:
+        return source
+    from connectors.kafka.merge import MergedSource  # events and outcomes, by timestamp
+
+    return MergedSource(source, topics)
 
 
 def kafka_outputs(args: argparse.Namespace, outputs: Outputs) -> Outputs:

@@ -372,8 +372,9 @@ def _start_metrics(
                 "rebalances": source.rebalances,
             }
 
+    topics = [*args.topic, args.labels_topic] if args.labels_topic else args.topic
     describe = {
-        "source": f"kafka {','.join(args.topic)}" if args.source == "kafka" else (
+        "source": f"kafka {','.join(topics)}" if args.source == "kafka" else (
             "stdin" if args.input == "-" else args.input
         ),
         "format": args.format or "from the file name",

@@ -59,9 +59,7 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="longer lines are bad records (default: 1 MiB; at most 1 GiB)",
     )
-    join = run.add_argument_group(
-        "labels that come later (--join-key; stdin and files, csv and jsonl)"
-    )
+    join = run.add_argument_group("labels that come later (--join-key; csv and jsonl)")
     join.add_argument(
         "--join-key",
         metavar="FIELD",
@@ -86,6 +84,14 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="an event waits for its outcome, and an outcome for its event, at most N records "
         "(default 1,000,000)",
+    )
+    join.add_argument(
+        "--labels-topic",
+        type=text,
+        metavar="TOPIC",
+        help="--source kafka: the outcomes' topic, beside one --topic of events, co-partitioned "
+        "with it (as many partitions, both keyed by the join key): a worker reads partition p "
+        "of both and merges them by message timestamp (an event first on a tie)",
     )
     kafka = run.add_argument_group(
         "kafka (--source kafka; SASL credentials come from the environment variables "

@@ -128,8 +128,8 @@ def _format_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str
 def _check_join(args: argparse.Namespace, parser: argparse.ArgumentParser, fmt: str) -> None:
     """--join-key, --max-pending, --label-wait: usage errors, then the defaults."""
     if args.join_key is None:
-        for flag, value in (("--max-pending", args.max_pending),
-                            ("--label-wait", args.label_wait)):  # fmt: skip
+        for flag, value in (("--max-pending", args.max_pending), ("--label-wait", args.label_wait),
+                            ("--labels-topic", args.labels_topic)):  # fmt: skip
             if value is not None:
                 parser.error(f"{flag} needs --join-key FIELD")
         return
@@ -140,12 +140,30 @@ def _check_join(args: argparse.Namespace, parser: argparse.ArgumentParser, fmt: 
     if args.join_key == args.label:
         parser.error(f"--join-key and --label both name {args.label!r}: the key is not the label")
     if args.source == "kafka":
-        parser.error("--join-key reads stdin or a file: the Kafka form (events and outcomes in "
-                     "two topics) is not there yet")  # fmt: skip
+        _check_labels_topic(args, parser)
+    elif args.labels_topic:
+        parser.error("--labels-topic needs --source kafka")
     if args.max_pending is None:
         args.max_pending = DEFAULT_MAX_PENDING
     if args.label_wait is None:
         args.label_wait = DEFAULT_LABEL_WAIT
+
+
+def _check_labels_topic(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """--join-key on Kafka: events in one --topic, outcomes in --labels-topic."""
+    if not args.labels_topic:
+        parser.error("--join-key with --source kafka needs --labels-topic TOPIC (the outcomes), "
+                     "co-partitioned with --topic (the events)")  # fmt: skip
+    if len(args.topic) != 1:
+        parser.error("--labels-topic goes with one --topic: the events' topic")
+    if args.labels_topic in args.topic:
+        parser.error("--labels-topic and --topic name one topic: events and outcomes come in two")
+    if args.model_topic:
+        parser.error(
+            "--labels-topic is not for --model-topic yet: the events and outcomes waiting are "
+            "kept in a worker's --checkpoint file, which shared-model mode has not (they would "
+            "be lost when a worker stops or its partitions move)"
+        )
 
 
 def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -388,8 +388,9 @@ def _message_slices(block: MessageBlock, limit: Callable[[], int]) -> Iterator[M
         if start == 0 and end == n:
             yield block
             return
+        times = None if block.timestamps is None else block.timestamps[start:end]
         yield MessageBlock(
             block.topic, block.partition, block.values[start:end], block.offsets[start:end],
-            block.keys[start:end],
+            block.keys[start:end], times,
         )  # fmt: skip
         start = end

@@ -32,7 +32,7 @@ def test_position_is_frozen_and_hashable() -> None:
 
 def test_record_defaults() -> None:
     record = Record(b"x", Position("stdin", 0))
-    assert (record.key, record.error) == (None, None)
+    assert (record.key, record.error, record.timestamp) == (None, None, None)
     assert not hasattr(record, "__dict__")
 
 
@@ -56,7 +56,8 @@ def test_build_records_knows_every_field() -> None:
     # build_records fills the slots by hand: adding a field to Position or
     # Record must come with an update of build_records (and of this test).
     assert [f.name for f in dataclasses.fields(Position)] == ["source", "offset", "partition"]
-    assert [f.name for f in dataclasses.fields(Record)] == ["value", "position", "key", "error"]
+    assert [f.name for f in dataclasses.fields(Record)] == ["value", "position", "key", "error",
+                                                       "timestamp"]
 
 
 def test_line_too_long_constant() -> None:

@@ -430,7 +430,8 @@ def test_pending_features_take_at_most_32_bytes_a_value() -> None:
      (["--format", "csv", "--max-pending", "5"], "--max-pending needs --join-key"),
      (["--format", "csv", "--label-wait", "5"], "--label-wait needs --join-key"),
      (["--format", "csv", "--join-key", "y"], "the key is not the label"),
-     (["--source", "kafka", "--format", "jsonl", "--join-key", "id"], "is not there yet")],
+     (["--source", "kafka", "--format", "jsonl", "--join-key", "id"],
+      "--join-key with --source kafka needs --labels-topic")],
 )  # fmt: skip
 def test_flags_that_cannot_work_are_usage_errors(args: list[str], message: str) -> None:
     proc = run_cli("run", *args, stdin=b"")

@@ -1,0 +1,210 @@
+"""``--join-key`` on Kafka (issue 44): events in one topic, outcomes in a co-partitioned
+``--labels-topic``, merged by message timestamp, so a run is the stdin run of the same stream;
+kill -9 and --resume; topics that are not co-partitioned are refused.
+
+The stream is the stdin proof test's (``tests/engine/test_delayed_labels.py``), written as two
+topics of 3 partitions keyed by the join key, each record stamped with its line number on stdin
+(milliseconds after a base): the merge by timestamp gives the stdin order back.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import CLI, model_of, run_cli
+from kafka import KafkaProducer
+from test_engine_kafka import _name, kafka_args, make_topic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+from test_delayed_labels import delayed_stream, to_lines  # noqa: E402
+
+PARTITIONS = 3
+BASE_MS = 1_700_000_000_000
+COUNTERS = ("records", "learned", "mistakes", "unlabelled")
+JOIN = ("events", "outcomes", "joined", "served_mistakes", "expired", "unmatched_outcome",
+        "duplicate_outcome", "duplicate_event", "delay_sum")  # fmt: skip
+
+
+def write_topics(
+    bootstrap: str, objs: list[dict[str, Any]], partitions: int = PARTITIONS, labels: int = 0
+) -> tuple[str, str, dict[tuple[int, int], int]]:
+    """``objs`` as an events topic (records with features) and a labels topic (the key and a
+    label), record i stamped ``BASE_MS + i``, keyed and partitioned by its key; returns the
+    topics and each event's (partition, offset) -> i."""
+    events = make_topic(bootstrap, partitions)
+    outcomes = make_topic(bootstrap, labels or partitions)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    sent = []
+    try:
+        for i, obj in enumerate(objs):
+            key = None if "id" not in obj else str(obj["id"]).encode()
+            is_outcome = set(obj) == {"id", "y"}
+            topic, count = (outcomes, labels or partitions) if is_outcome else (events, partitions)
+            partition = (zlib.crc32(key) if key is not None else i) % count
+            future = producer.send(topic, value=json.dumps(obj).encode(), key=key,
+                                   partition=partition, timestamp_ms=BASE_MS + i)  # fmt: skip
+            sent.append((i, is_outcome, future))
+        producer.flush()
+    finally:
+        producer.close()
+    where = {}
+    for i, is_outcome, future in sent:
+        meta = future.get(timeout=30)
+        if not is_outcome:
+            where[(meta.partition, meta.offset)] = i
+    return events, outcomes, where
+
+
+def stdin_run(tmp_path: Path, objs: list[dict[str, Any]], wait: int) -> dict[str, Path]:
+    out = {name: tmp_path / f"stdin-{name}" for name in ("ck", "preds", "summary")}
+    proc = run_cli("run", "--format", "jsonl", "--join-key", "id", "--label-wait", str(wait),
+                   "--checkpoint", str(out["ck"]), "--predictions", str(out["preds"]),
+                   "--summary-json", str(out["summary"]), stdin=to_lines(objs))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    return out
+
+
+def counters(summary: dict[str, Any]) -> dict[str, Any]:
+    return {**{k: summary[k] for k in COUNTERS}, **{k: summary["join"][k] for k in JOIN},
+            "delays": summary["join"]["delay_buckets"]}  # fmt: skip
+
+
+def predictions_by_line(path: Path, where: dict[tuple[int, int], int] | None) -> list[tuple]:
+    """Each prediction line as (stdin line, prediction, label, mistake); a Kafka line's line
+    found from its event's partition and offset."""
+    out = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        position = entry["position"]
+        i = position["offset"] if where is None else where[(position["partition"],
+                                                            position["offset"])]  # fmt: skip
+        out.append((i, entry["prediction"], entry.get("label"), entry.get("mistake")))
+    return out
+
+
+def test_two_co_partitioned_topics_merged_by_timestamp_give_the_stdin_run(
+    kafka_bootstrap, tmp_path, kafka_client
+):
+    objs = delayed_stream(4000, seed=11, max_late=1500)
+    wait = 1200  # some outcomes come too late: expired and unmatched are exercised
+    stdin = stdin_run(tmp_path, objs, wait)
+    events, outcomes, where = write_topics(kafka_bootstrap, objs)
+
+    ck, preds, summary = tmp_path / "ck.json", tmp_path / "preds.jsonl", tmp_path / "s.json"
+    args = kafka_args(kafka_bootstrap, events, _name("group"), "--labels-topic", outcomes,
+                      "--join-key", "id", "--label-wait", str(wait), "--exit-at-end",
+                      "--checkpoint", str(ck), "--predictions", str(preds),
+                      "--summary-json", str(summary), client=kafka_client)  # fmt: skip
+    proc = run_cli(*args, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+
+    want = json.loads(stdin["summary"].read_text())
+    assert min(want["join"][k] for k in ("expired", "unmatched_outcome", "joined")) > 20
+    assert counters(json.loads(summary.read_text())) == counters(want)
+    assert model_of(ck).get_state() == model_of(stdin["ck"]).get_state()
+    # the same prediction for each event, in the same order (one line an event)
+    assert predictions_by_line(preds, where) == predictions_by_line(stdin["preds"], None)
+    # the checkpoint holds the positions of both topics: every partition read to its end
+    positions = json.loads(ck.read_text())["positions"]
+    assert {(p["source"], p["partition"]) for p in positions} == {
+        (t, p) for t in (events, outcomes) for p in range(PARTITIONS)
+    }
+
+
+def _checkpointed(ck: Path) -> int:
+    try:
+        return sum(int(p["next_offset"]) for p in json.loads(ck.read_bytes())["positions"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def test_kill_9_at_random_points_then_resume_equals_the_uninterrupted_run(
+    kafka_bootstrap, tmp_path, kafka_client
+):
+    objs = delayed_stream(12_000, seed=3, max_late=2000)
+    events, outcomes, _ = write_topics(kafka_bootstrap, objs)
+    records = len(objs)
+
+    def args(ck: Path, preds: Path, group: str, *extra: str) -> list[str]:
+        return kafka_args(kafka_bootstrap, events, group, "--labels-topic", outcomes,
+                          "--join-key", "id", "--label-wait", "3000", "--exit-at-end",
+                          "--checkpoint", str(ck), "--checkpoint-every", "500",
+                          "--predictions", str(preds), *extra, client=kafka_client)  # fmt: skip
+
+    whole, whole_preds = tmp_path / "whole.json", tmp_path / "whole.jsonl"
+    proc = run_cli(*args(whole, whole_preds, _name("group")), timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+
+    # static membership: a restarted worker takes its partitions back at once
+    ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
+    resumed = [*CLI, *args(ck, preds, _name("group"), "--resume", "--instance-id", "w0")]
+    rng = random.Random(7)
+    killed = 0
+    for _ in range(5):
+        target = _checkpointed(ck) + rng.randint(500, records // 10)
+        victim = subprocess.Popen(resumed, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while victim.poll() is None and _checkpointed(ck) < target:
+            assert time.monotonic() < deadline, f"{ck} never reached {target}"
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.05))
+        if victim.poll() is None:
+            victim.send_signal(signal.SIGKILL)
+            killed += 1
+        victim.wait(timeout=30)
+    assert killed == 5, f"{5 - killed} of 5 runs ended before their kill"
+    finish = subprocess.run(resumed, capture_output=True, timeout=120, check=False)
+    assert finish.returncode == 0, finish.stderr.decode()
+
+    assert model_of(ck).get_state() == model_of(whole).get_state()
+    got, want = json.loads(ck.read_text()), json.loads(whole.read_text())
+    assert got["stats"] == want["stats"]
+    assert got["join"] == want["join"]
+    assert got["positions"] == want["positions"]
+    # the prediction lines cut back to each checkpoint: one a event, as in the whole run
+    assert preds.read_bytes() == whole_preds.read_bytes()
+    assert want["stats"]["join"]["joined"] > 5000
+
+
+def test_topics_with_other_partition_counts_are_refused(kafka_bootstrap, tmp_path, kafka_client):
+    objs = delayed_stream(200, seed=2)
+    events, outcomes, _ = write_topics(kafka_bootstrap, objs, partitions=3, labels=2)
+    proc = run_cli(*kafka_args(kafka_bootstrap, events, _name("group"), "--labels-topic",
+                               outcomes, "--join-key", "id", "--exit-at-end",
+                               "--predictions", str(tmp_path / "p.jsonl"),
+                               client=kafka_client), timeout=60)  # fmt: skip
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "not co-partitioned" in err and f"{events!r} has 3 partitions" in err, err
+    assert f"{outcomes!r} has 2 partitions" in err
+    assert not (tmp_path / "p.jsonl").read_bytes()  # nothing was predicted
+
+
+KAFKA = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9", "--group", "g", "--format",
+         "jsonl"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [([*KAFKA, "--topic", "e", "--labels-topic", "l"], "--labels-topic needs --join-key"),
+     (["--format", "jsonl", "--join-key", "id", "--labels-topic", "l"],
+      "--labels-topic needs --source kafka"),
+     ([*KAFKA, "--topic", "e", "--topic", "f", "--join-key", "id", "--labels-topic", "l"],
+      "--labels-topic goes with one --topic"),
+     ([*KAFKA, "--topic", "e", "--join-key", "id", "--labels-topic", "e"],
+      "--labels-topic and --topic name one topic"),
+     ([*KAFKA, "--topic", "e", "--join-key", "id", "--labels-topic", "l", "--model-topic", "m"],
+      "--labels-topic is not for --model-topic yet")],
+)  # fmt: skip
+def test_labels_topic_flags_that_cannot_work_are_usage_errors(args, message):
+    proc = run_cli("run", *args, stdin=b"")
+    assert proc.returncode == 2 and message in proc.stderr.decode(), proc.stderr.decode()
