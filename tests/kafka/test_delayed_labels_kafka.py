@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import CLI, model_of, run_cli
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from test_engine_kafka import _name, kafka_args, make_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
@@ -146,7 +146,8 @@ def test_kill_9_at_random_points_then_resume_equals_the_uninterrupted_run(
 
     # static membership: a restarted worker takes its partitions back at once
     ck, preds = tmp_path / "ck.json", tmp_path / "preds.jsonl"
-    resumed = [*CLI, *args(ck, preds, _name("group"), "--resume", "--instance-id", "w0")]
+    group = _name("group")
+    resumed = [*CLI, *args(ck, preds, group, "--resume", "--instance-id", "w0")]
     rng = random.Random(7)
     killed = 0
     for _ in range(5):
@@ -170,6 +171,14 @@ def test_kill_9_at_random_points_then_resume_equals_the_uninterrupted_run(
     assert got["stats"] == want["stats"]
     assert got["join"] == want["join"]
     assert got["positions"] == want["positions"]
+    # and committed, for both topics, after the checkpoint that holds them
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+    try:
+        committed = {(t, p): consumer.committed(TopicPartition(t, p))
+                     for t in (events, outcomes) for p in range(PARTITIONS)}  # fmt: skip
+    finally:
+        consumer.close()
+    assert committed == {(p["source"], p["partition"]): p["next_offset"] for p in got["positions"]}
     # the prediction lines cut back to each checkpoint: one a event, as in the whole run
     assert preds.read_bytes() == whole_preds.read_bytes()
     assert want["stats"]["join"]["joined"] > 5000
