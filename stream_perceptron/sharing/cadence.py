@@ -126,7 +126,9 @@ class SharedCadence(SharedMixing):
     def idle(self) -> None:
         """The source has nothing new for now: commit what came since the last commit; else,
         when a commit would be due, the leader still commits (and mixes what the others
-        learned meanwhile) and any other worker moves onto a newer mixture."""
+        learned meanwhile), so does the owner of a partition whose last record read is a
+        replay (its record written again is the last again: compaction keeps that one), and
+        any other worker moves onto a newer mixture."""
         state = self._state
         if state is None:
             return
@@ -135,7 +137,7 @@ class SharedCadence(SharedMixing):
         elif self._mix_waiting():
             self.save()
         elif self.due(state.stats.records):
-            if self.is_leader:
+            if self.is_leader or self.view.replayed_partitions & self.owned:
                 self.save()
             else:
                 self._last_time = time.monotonic()

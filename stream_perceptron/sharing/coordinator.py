@@ -118,7 +118,9 @@ class SharedModelCoordinator(SharedCadence):
                 self._check_settings(own, base)
             self.view.expected = model_of(base)
             included = self.view.included().get(self.worker, 0)
-            self._seq = max([included, *self.view.increments.get(self.worker, {})])
+            # numbered on from the highest seq of its own read, tombstones too: never reused
+            self._seq = max([included, self.view.last_seq.get(self.worker, 0),
+                             *self.view.increments.get(self.worker, {})])  # fmt: skip
             self._pending = self.view.steps(self.worker, included)
             model = translate(base, [(1.0, self._step(i)) for i in self._pending],
                               labels_from=[i.meta for i in self._pending])  # fmt: skip

@@ -45,7 +45,7 @@ class RecordFormatError(StreamPerceptronError):
     """A model-topic record that is not one this release writes; ``reason``: a short
     machine-readable word (a metric label): ``too_large``, ``not_json``, ``foreign``,
     ``schema_version``, ``malformed``, ``non_finite``, ``bad_key``, ``mismatch``, ``stale``,
-    ``implausible``."""
+    ``implausible``, ``replayed``."""
 
     def __init__(self, message: str, reason: str = "malformed") -> None:
         super().__init__(message)

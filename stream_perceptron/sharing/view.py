@@ -20,6 +20,39 @@ and logged once per reason when it:
 A refused increment is never folded; the leader deletes it with a tombstone (:attr:`doomed`).
 With the group's key (``--model-topic-key-file``, :attr:`ModelView.signer`), a record not
 signed with it is refused before anything else (``unsigned``, ``bad_signature``).
+
+**Replays** (``replayed``): a record the group signed can be written again, later, by anyone
+with write access to the topic; its signature is still good. What each record says moves only
+forward in the log, so an older copy read after a newer one is refused:
+
+* a partition's record speaks for the offset it names (``next_offset``: the one committed to
+  the group in the same transaction) and counts what came before it, so neither its offset
+  nor its counts go down; one that does is refused (the same offset and counts again is a
+  later commit that learned nothing, taken);
+* a mixture older than the head, that was a head of this view's, is refused (another older
+  one is refused as ``stale``, as before: it could be a second leader's); either way the
+  leader writes the head again (:attr:`stale_after_head`), so it is again the log's last
+  mixture record, the one compaction keeps; the head itself read again is what the leader
+  writes after a stale one, taken as known;
+* an increment a mixture read before it already holds (its ``seq`` at or below the head's
+  ``included``: the leader mixes only increments it read) is refused and deleted
+  (:attr:`doomed`); one no mixture holds yet is the same record as the one read, and folded
+  once (the fold goes by its key);
+* a tombstone deletes an increment a mixture holds, or a refused one: written again, it names
+  one already gone (a worker's increments are numbered on from the highest it finds, its
+  tombstones included: :attr:`last_seq`).
+
+What this does not cover: a reader that never read the newer record. Compaction keeps only a
+key's last record, so a replay written after the newest genuine record of its key outlives it
+once the log is compacted (closed segments, ``segment.ms`` 10 minutes). The group repairs what
+it sees while it runs: a partition's owner writes its record again at its next commit, the
+leader the head, and each is the key's last record again. A replay of a partition that no
+running worker owns, or of the mixture while no leader runs, read only after compaction, is
+taken: a worker assigned that partition reads its records again from the older offset (its
+predictions twice), and ``pull-model`` finds the counts below the model's examples and exits 1
+(``--allow-incomplete`` writes it anyway). A replay of a partition's record at the offset and
+counts of the newest one (a former owner's, the partition idle since it moved) is taken too:
+it names another worker, which the group's size, and so the mixing weights, count.
 """
 
 from __future__ import annotations
@@ -89,6 +122,12 @@ class ModelView:
     #: record, that one, so the head's increments stay until the head is read again (the
     #: leader writes it again) or a newer one is
     stale_after_head: bool = False
+    #: partitions whose last record read is a refused replay (compaction would keep it): their
+    #: owner writes their record again
+    replayed_partitions: set[PositionKey] = field(default_factory=set)
+    #: per worker, the highest increment ``seq`` read, tombstones included (a restarted worker
+    #: numbers on from it: a tombstone written again then never names a live increment)
+    last_seq: dict[str, int] = field(default_factory=dict)
 
     @property
     def bad_records(self) -> int:
@@ -115,19 +154,21 @@ class ModelView:
         are checked after the others: a compacted log can hold a mixture before the latest
         records of the partitions whose examples it counts. ``own``: records this worker
         committed itself (not read back: no signature to check)."""
-        mixtures: list[tuple[bytes | None, Mixture]] = []
+        later: list[tuple[bytes | None, Mixture | tuple[str, int]]] = []
         for record in records:
             key, value = record
             with self._refusing(key):
                 if self.signer is not None and not own:  # records read carry their headers
                     self._check_signature(record)
-                mixture = self._ingest(key, value)
-                if mixture is not None:
-                    mixtures.append((key, mixture))
-        for key, mixture in mixtures:
+                taken = self._ingest(key, value)
+                if taken is not None:
+                    later.append((key, taken))
+        for key, taken in later:  # in log order: an increment against the head before it
             with self._refusing(key):
-                if self._check_mixture(mixture):
-                    self.advance(mixture)
+                if not isinstance(taken, Mixture):
+                    self._check_unheld(*taken)
+                elif self._check_mixture(taken):
+                    self.advance(taken)
 
     def advance(self, mixture: Mixture) -> None:
         """``mixture`` becomes the head; its step (when it has one that decodes) is kept for
@@ -183,11 +224,16 @@ class ModelView:
             # a record no check foresaw still never stops a worker
             self.reject(RecordFormatError(f"{type(e).__name__}: {e}"), key)
 
-    def _ingest(self, key: bytes | None, value: bytes | None) -> Mixture | None:
-        """Take a record; a mixture is returned, to be checked once the batch is in."""
+    def _ingest(
+        self, key: bytes | None, value: bytes | None
+    ) -> Mixture | tuple[str, int] | None:
+        """Take a record; a mixture, or an increment's ``(worker, seq)``, is returned, to be
+        checked once the batch is in."""
         if key is not None and len(key) > MAX_KEY_BYTES:
             raise RecordFormatError(f"a key of {len(key)} bytes", "bad_key")
         named = parse_increment_key(key)
+        if named is not None:
+            self.last_seq[named[0]] = max(named[1], self.last_seq.get(named[0], 0))
         if value is None:  # a tombstone: a mixture holds that increment
             if named is not None:
                 self.increments.get(named[0], {}).pop(named[1], None)
@@ -196,13 +242,15 @@ class ModelView:
             if len(value) > MAX_RECORD_BYTES:
                 raise RecordFormatError(f"{len(value)} bytes", "too_large")
             self.increments.setdefault(named[0], {})[named[1]] = value
-            return None
+            return named
         record = decode(value)
         expected_key = MIXTURE_KEY if isinstance(record, Mixture) else record.key
         if key is None or key.decode("utf-8", "replace") != expected_key:
             raise RecordFormatError(f"a {type(record).__name__} under another key")
         if isinstance(record, PartitionState):
+            self._check_forward(record)
             self.partitions[(record.topic, record.partition)] = record
+            self.replayed_partitions.discard((record.topic, record.partition))
         elif isinstance(record, Mixture):
             return record
         else:
@@ -210,6 +258,38 @@ class ModelView:
         return None
 
     # -- checks --------------------------------------------------------------------------------
+    def _check_unheld(self, worker: str, seq: int) -> None:
+        """Refuse (and doom) an increment read after a mixture that holds it: the leader
+        mixes only increments it read, so such a record is an older one written again."""
+        head = self.mixture
+        if head is None or seq > head.included.get(worker, 0):
+            return
+        self.increments.get(worker, {}).pop(seq, None)
+        self.doomed.add(increment_key(worker, seq))
+        raise RecordFormatError(
+            f"increment {seq} of {worker!r} read after mixture {head.version}, which holds it "
+            "(an older record written again)", "replayed",
+        )  # fmt: skip
+
+    def _check_forward(self, record: PartitionState) -> None:
+        """Refuse a partition's record that goes back: to an offset, or counts, below the
+        record read before it (an older one written again)."""
+        key = (record.topic, record.partition)
+        held = self.partitions.get(key)
+        if held is None or (
+            record.next_offset >= held.next_offset
+            and record.n_seen >= held.n_seen
+            and record.n_mistakes >= held.n_mistakes
+        ):
+            return
+        self.replayed_partitions.add(key)
+        raise RecordFormatError(
+            f"{record.topic}[{record.partition}] at offset {record.next_offset} with "
+            f"{record.n_seen} examples, read after its record at {held.next_offset} with "
+            f"{held.n_seen} (a partition's records only move forward: an older one written "
+            "again)", "replayed",
+        )  # fmt: skip
+
     def examples(self) -> int:
         """Examples learned cluster-wide, as the partition records count them."""
         return sum(p.n_seen for p in self.partitions.values())
@@ -227,13 +307,19 @@ class ModelView:
         read again)."""
         head = self.mixture
         if head is not None and mixture.version <= head.version:
-            if self.heads.get(mixture.version) == (mixture.worker, mixture.mixed_at):
-                # a head of this view's read again: the head itself (written again after a
-                # stale one, by the leader) is again the log's last mixture record
-                if mixture.version == head.version:
-                    self.stale_after_head = False
+            known = self.heads.get(mixture.version) == (mixture.worker, mixture.mixed_at)
+            if known and mixture.version == head.version:
+                # the head read again (written again after a stale one, by the leader): it is
+                # again the log's last mixture record
+                self.stale_after_head = False
                 return False
             self.stale_after_head = True
+            if known:  # the log is read once, in order: a former head again is a copy
+                raise RecordFormatError(
+                    f"mixture {mixture.version} of {mixture.worker!r}, a former head, read "
+                    f"after the head {head.version} (an older record written again)",
+                    "replayed",
+                )  # fmt: skip
             raise RecordFormatError(
                 f"mixture {mixture.version} of {mixture.worker!r} is not newer than the head "
                 f"{head.version} (of {head.worker!r}, earlier in the log: a mixture written "

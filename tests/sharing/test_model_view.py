@@ -103,10 +103,10 @@ def test_the_chain_only_moves_forward() -> None:
     assert view.mixture.version == 4 and not view.stale_after_head
 
 
-def test_former_heads_read_back_are_known_not_stale() -> None:
-    """Former heads read again (a log read a second time: its mixtures come back before the
-    newest) are known, not refused. A mixture of the same version from another writer still
-    is."""
+def test_former_heads_read_again_are_copies() -> None:
+    """The log is read once, in order: a former head read again is an older record written
+    again (``replayed``); a mixture of that version from another writer is ``stale``. Both
+    leave a record older than the head last in the log, so the leader writes the head again."""
     state = Perceptron().get_state()
     view = ModelView()
     first, second = Mixture(1, state, "a"), Mixture(2, state, "a")
@@ -115,8 +115,8 @@ def test_former_heads_read_back_are_known_not_stale() -> None:
     forged = Mixture(1, state, "a", mixed_at=first.mixed_at + 1)
     view.ingest([(b"mixture", first.encode()), (b"mixture", second.encode()),
                  (b"mixture", forged.encode())])  # fmt: skip
-    assert view.mixture == second
-    assert view.rejected == {"stale": 1}
+    assert view.mixture == second and view.stale_after_head
+    assert view.rejected == {"replayed": 1, "stale": 1}
 
 
 def test_a_partition_record_under_another_key_is_refused() -> None:
