@@ -253,3 +253,107 @@ def test_a_wrong_password_is_a_clear_error(secured, tmp_path, kafka_client):
     assert "stream-perceptron: error:" in err and "Traceback" not in err, err[-3000:]
     assert "authenticat" in err.lower(), err[-3000:]
     assert time.monotonic() - started < 90
+
+
+def _older_copies(model_topic_records: list) -> list:
+    """A partition record and a mixture the workers wrote (signed) that later ones of their
+    key superseded: the copies a principal with Write on the model topic could write again."""
+    newest: dict[bytes, dict] = {}
+    for m in model_topic_records:
+        if m.value is not None:
+            newest[m.key] = json.loads(m.value)
+    for m in model_topic_records:
+        record = json.loads(m.value) if m.value is not None else None
+        if record and record["type"] == "partition" and (
+            record["next_offset"] < newest[m.key]["next_offset"]
+        ):
+            partition = m
+            break
+    mixture = next(m for m in model_topic_records if m.key == b"mixture"
+                   and json.loads(m.value)["version"] < newest[b"mixture"]["version"])  # fmt: skip
+    return [partition, mixture]
+
+
+def test_a_signed_record_written_again_is_refused_and_the_model_unchanged(
+    secured, tmp_path, kafka_client
+):
+    """Issue #45: a principal with Write on the model topic (no key) writes again an older
+    partition record and an older mixture the workers signed. ``pull-model`` refuses both
+    (``replayed``) and pulls the same model; a worker restarted on the group resumes where the
+    partitions were: nothing learned or predicted twice."""
+    topic, predictions, model_topic = name("topic"), name("predictions"), name("model")
+    create_topics(
+        secured, (topic, 3, {}), (predictions, 1, {}),
+        (model_topic, 1, {"cleanup.policy": "compact"}),
+    )  # fmt: skip
+    examples = binary_examples(3000, seed=74)
+    produce_plain(secured, topic, jsonl(examples), 3)
+    group = name("group")
+    grant(secured, "worker", worker_acls("worker", group, [topic], [predictions], model_topic))
+    grant(secured, "reader", reader_acls(model_topic))
+    key_file = tmp_path / "group.key"
+    key_file.write_bytes(b"0123456789abcdef0123456789abcdef-replays\n")
+    key_file.chmod(0o600)
+    flags, env = as_user(secured, "worker")
+    argv = ["run", "--source", "kafka", *flags, "--topic", topic, "--group", group,
+            "--format", "jsonl", "--metrics-port", "-1", "--exit-at-end",
+            "--kafka-client", kafka_client, *session_options(kafka_client),
+            "--model-topic", model_topic, "--predictions-topic", predictions,
+            "--model-topic-key-file", str(key_file), "--mix-every", "500",
+            "--checkpoint-interval", "0.5"]  # fmt: skip
+    logs = [tmp_path / f"w{i}.log" for i in range(2)]
+    procs = [start([*argv, "--instance-id", f"w{i}"], env, log) for i, log in enumerate(logs)]
+    try:
+        codes = [p.wait(timeout=180) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert codes == [0, 0], [log.read_text()[-3000:] for log in logs]
+
+    def pull(path) -> subprocess.CompletedProcess:
+        pull_flags, pull_env = as_user(secured, "reader")
+        return cli(["pull-model", *pull_flags, "--model-topic", model_topic, "--output",
+                    str(path), "--kafka-client", kafka_client, "--model-topic-key-file",
+                    str(key_file)], pull_env)  # fmt: skip
+
+    first = pull(tmp_path / "pulled.json")
+    assert first.returncode == 0 and b"refused" not in first.stderr, first.stderr.decode()
+    pulled = json.loads((tmp_path / "pulled.json").read_text())
+    assert pulled["model"]["n_seen"] == 3000
+    copies = _older_copies(read_committed(secured.plaintext, model_topic, 1))
+    producer = KafkaProducer(
+        bootstrap_servers=secured.sasl_ssl, security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="worker",
+        sasl_plain_password=USERS["worker"], ssl_cafile=secured.cafile, max_block_ms=10_000,
+        enable_idempotence=False,  # the worker's ACLs: Write, not IdempotentWrite
+    )  # fmt: skip
+    try:
+        for m in copies:  # the same key, value and signature, written again
+            producer.send(model_topic, key=m.key, value=m.value,
+                          headers=list(m.headers)).get(timeout=20)  # fmt: skip
+    finally:
+        producer.close(timeout=5)
+    again = pull(tmp_path / "again.json")
+    said = again.stderr.decode()
+    assert again.returncode == 0, said
+    assert "refused and skipped: 2 replayed" in said, said
+    pulled_again = json.loads((tmp_path / "again.json").read_text())
+    for part in ("model", "positions"):
+        assert pulled_again[part] == pulled[part], part
+    # a worker restarted on the group resumes where the partitions were, not at the copy's
+    # offset: it reads nothing, learns nothing, predicts nothing again
+    restart_log = tmp_path / "restart.log"
+    restarted = start([*argv, "--instance-id", "w0"], env, restart_log)
+    try:
+        assert restarted.wait(timeout=180) == 0, restart_log.read_text()[-3000:]
+    finally:
+        if restarted.poll() is None:
+            restarted.kill()
+    assert "reason replayed" in restart_log.read_text(), restart_log.read_text()[-3000:]
+    out = read_committed(secured.plaintext, predictions, 1)
+    seen = sorted((p["partition"], p["offset"]) for p in (json.loads(m.value) for m in out))
+    assert seen == sorted((i % 3, i // 3) for i in range(3000))
+    last = pull(tmp_path / "last.json")
+    assert last.returncode == 0, last.stderr.decode()
+    assert json.loads((tmp_path / "last.json").read_text())["model"]["n_seen"] == 3000
