@@ -17,10 +17,12 @@ that were committed with the increments that learned them.
 
 Mixing (:mod:`~stream_perceptron.sharing.increments`): one worker mixes, the one that owns the
 first input topic's partition 0 (Kafka's group assignment elects it, and moves the job with
-the partition). Every ``mix_every`` examples of some worker and/or ``mix_interval`` seconds,
-right after a commit, it folds every increment no mixture holds yet into the newest mixture
+the partition). At a commit of its own, once the committed increments no mixture holds reach
+``mix_every / 2`` examples (about one mixture per ``mix_every`` examples of the group: it sees
+only what the others committed before it read) and/or ``mix_interval`` seconds after its last
+mix, it folds every increment no mixture holds yet into the newest mixture
 (iterative parameter mixing: per worker the weighted average of the local changes, the sums of
-the running average added) and writes the next mixture in its next transaction. Mixtures form
+the running average added) and writes the next mixture in that commit's transaction. Mixtures form
 one chain, the model topic's order: the leader mixes again only once it read its last mixture
 back, and of two mixtures of one version (two leaders around a rebalance) the first in the log
 is the chain's for every reader. An increment is deleted (a tombstone, in a later transaction
@@ -75,9 +77,10 @@ class SharedModelCoordinator(SharedCadence):
     every, interval
         Commit after this many records / seconds (whichever first).
     mix_every, mix_interval
-        Mix once the group learned this many examples no mixture holds / after this many
+        About one mix per ``mix_every`` examples of the group (the leader mixes at its commit
+        once the committed examples no mixture holds reach half of it) / after this many
         seconds (whichever first); with ``mix_every`` every worker also commits after its
-        share of that (``mix_every`` over the group's size) records.
+        share of it (``mix_every`` times its share of the input partitions) records.
     leader
         The input partition whose owner mixes (default: partition 0 of the first input topic
         this worker is assigned).

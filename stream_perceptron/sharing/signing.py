@@ -4,11 +4,17 @@ key is refused (reasons ``unsigned`` and ``bad_signature``) even where the topic
 loose.
 
 What it protects against: records written by anyone who does not hold the key (a client with
-write access it should not have, a replay of a valid record under another key). What it does
-not: a worker's key leaking (every holder can sign anything), deletion (the broker compacts a
-tombstone away whatever it carries: a stranger's tombstone is ignored by readers, but can
-still remove the record it names at the next compaction), and reading (the records are signed,
-not encrypted). The ACLs stay the first line.
+write access it should not have, a valid record's value under another key). A signed record
+written again as it was (a replay) keeps its signature: what it says refuses it instead
+(reason ``replayed``, :mod:`~stream_perceptron.sharing.view`), since a partition's record, the
+chain of mixtures and a worker's increments only move forward in the log. That holds for every
+reader that read the newer record before the copy; a copy written after a key's newest record
+and read only once compaction removed that record is taken (the group writes its newest
+records again while it runs, so this needs the partition idle, or no leader, until then). What
+it does not protect against: a worker's key leaking (every holder can sign anything), deletion
+(the broker compacts a tombstone away whatever it carries: a stranger's tombstone is ignored by
+readers, but can still remove the record it names at the next compaction), and reading (the
+records are signed, not encrypted). The ACLs stay the first line.
 """
 
 from __future__ import annotations

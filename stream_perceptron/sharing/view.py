@@ -48,11 +48,14 @@ once the log is compacted (closed segments, ``segment.ms`` 10 minutes). The grou
 it sees while it runs: a partition's owner writes its record again at its next commit, the
 leader the head, and each is the key's last record again. A replay of a partition that no
 running worker owns, or of the mixture while no leader runs, read only after compaction, is
-taken: a worker assigned that partition reads its records again from the older offset (its
-predictions twice), and ``pull-model`` finds the counts below the model's examples and exits 1
-(``--allow-incomplete`` writes it anyway). A replay of a partition's record at the offset and
-counts of the newest one (a former owner's, the partition idle since it moved) is taken too:
-it names another worker, which the group's size, and so the mixing weights, count.
+taken as the newest: a worker assigned that partition reads its records again from the older
+offset (its predictions twice), and the head, holding more examples than the partitions then
+count, is refused as ``implausible``; an older mixture taken lacks the examples of the
+increments deleted since. ``pull-model`` then exits 1 (no model, or one whose examples are not
+the partitions' count) unless the partition learned nothing after the copy's offset. A replay
+of a partition's record at the offset and counts of the newest one (a former owner's, the
+partition idle since it moved) is taken too: it names another worker, which the group's size,
+and so the mixing weights, count.
 """
 
 from __future__ import annotations
