@@ -10,12 +10,13 @@ import json
 import random
 
 from test_model_view import _run
-from test_shared_coordinator import MODEL_TOPIC, TOPIC, Cluster, _data, _Stepper
+from test_shared_coordinator import MODEL_TOPIC, TOPIC, Cluster, _data, _Stepper, _worker
 
 from connectors.kafka.model_log import LogRecord
 from stream_perceptron import Perceptron
 from stream_perceptron.sharing import Mixture, PartitionState
 from stream_perceptron.sharing.pull import pull_model
+from stream_perceptron.sharing.records import increment_key
 from stream_perceptron.sharing.signing import RecordSigner
 from stream_perceptron.sharing.view import ModelView
 
@@ -123,3 +124,16 @@ def test_what_each_rule_takes_and_refuses() -> None:
     view.ingest([(b"mixture", first.encode())])  # a former head again: a copy
     assert view.rejected["replayed"] == 4 and view.stale_after_head
     assert view.mixture == second
+
+
+def test_a_restarted_worker_numbers_on_past_its_tombstones() -> None:
+    """A worker's increment deleted before any mixture held it (refused, so tombstoned) is
+    still numbered past on a restart: its tombstone, written again, names no live increment."""
+    cluster = Cluster()
+    head = Mixture(0, Perceptron(averaged=True).get_state(), "a", included={"w": 3})
+    cluster.topics[MODEL_TOPIC] = [
+        (b"mixture", head.encode(), []),
+        (increment_key("w", 5).encode(), None, []),  # the leader deleted w's increment 5
+    ]
+    _, coordinator = _worker(cluster, "w")
+    assert coordinator._seq == 5  # its next increment is 6
