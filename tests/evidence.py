@@ -41,6 +41,25 @@ def _tail(path: Path, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+#: a broker's own log: besides its tail (at report time, most often its shutdown), the lines that
+#: say what went wrong while it served (fenced, lost its controller, refused a request)
+_BROKER_TROUBLE = re.compile(
+    r"\] (WARN|ERROR|FATAL) |[Ff]enc(ed|ing)|[Uu]nregistered|session expired"
+)
+
+
+def _trouble(path: Path, lines: int) -> str | None:
+    """A broker ``server.log``'s WARN/ERROR and fencing lines (the last ``lines``), else None."""
+    if path.name != "server.log":
+        return None
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    found = [line for line in text.splitlines() if _BROKER_TROUBLE.search(line)]
+    return "\n".join(found[-lines:]) if found else "(no WARN, ERROR or fencing line)"
+
+
 def _summary(value: bytes | None) -> str:
     if value is None:
         return "tombstone"
@@ -91,6 +110,9 @@ def collect(item: pytest.Item) -> list[tuple[str, str]]:
         )[-MAX_LOGS:]
         for log in logs:
             sections.append((f"log tail {log}", _tail(log, LOG_LINES)))
+            trouble = _trouble(log, LOG_LINES)
+            if trouble is not None:
+                sections.append((f"broker trouble in {log}", trouble))
     for bootstrap, topic in topics:
         where = (tmp if isinstance(tmp, Path) else Path(".")) / f"{topic}.records.txt"
         try:
