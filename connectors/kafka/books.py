@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 RETRY_PAUSE_S = 0.5  # pause after a failed poll or assignment call
 LAG_REFRESH_S = 2.0  # how often cached end offsets are updated from what the client saw
+TOPIC_WAIT_S = 10.0  # how long co-partitioned topics are waited for before one is missing
 
 Positions = dict[TopicPartitionKey, int]
 
@@ -131,6 +132,11 @@ class GroupBooks:
         """Before the first poll: with ``exit_at_end``, a topic that is not there has no end to
         read to (say so at once); :meth:`co_partition`'s check of the partition counts."""
         counts = self._topic_partitions(consumer)
+        if self._check_partitions is not None:  # a topic just made may not be listed at once
+            deadline = time.monotonic() + TOPIC_WAIT_S
+            while any(t not in counts for t in self.topics) and time.monotonic() < deadline:
+                time.sleep(RETRY_PAUSE_S)
+                counts = self._topic_partitions(consumer)
         missing = [t for t in self.topics if t not in counts]
         if missing and self._exit_at_end:
             raise ConnectorError(

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 from cli_helpers import CLI, model_of, run_cli
+from engine_process import EngineProcess
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from test_engine_kafka import _name, kafka_args, make_topic
+from test_engine_kafka import _name, _scrape, _wait, kafka_args, make_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from test_delayed_labels import delayed_stream, to_lines  # noqa: E402
@@ -38,10 +39,18 @@ def write_topics(
     bootstrap: str, objs: list[dict[str, Any]], partitions: int = PARTITIONS, labels: int = 0
 ) -> tuple[str, str, dict[tuple[int, int], int]]:
     """``objs`` as an events topic (records with features) and a labels topic (the key and a
-    label), record i stamped ``BASE_MS + i``, keyed and partitioned by its key; returns the
-    topics and each event's (partition, offset) -> i."""
+    label), made here; returns the topics and each event's (partition, offset) -> i."""
     events = make_topic(bootstrap, partitions)
     outcomes = make_topic(bootstrap, labels or partitions)
+    return events, outcomes, produce_stream(bootstrap, objs, events, outcomes, labels)
+
+
+def produce_stream(
+    bootstrap: str, objs: list[dict[str, Any]], events: str, outcomes: str, labels: int = 0,
+    partitions: int = PARTITIONS,
+) -> dict[tuple[int, int], int]:  # fmt: skip
+    """``objs`` produced, record i stamped ``BASE_MS + i``, keyed and partitioned by its key;
+    returns each event's (partition, offset) -> i."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     sent = []
     try:
@@ -61,7 +70,7 @@ def write_topics(
         meta = future.get(timeout=30)
         if not is_outcome:
             where[(meta.partition, meta.offset)] = i
-    return events, outcomes, where
+    return where
 
 
 def stdin_run(tmp_path: Path, objs: list[dict[str, Any]], wait: int) -> dict[str, Path]:
@@ -182,6 +191,77 @@ def test_kill_9_at_random_points_then_resume_equals_the_uninterrupted_run(
     # the prediction lines cut back to each checkpoint: one a event, as in the whole run
     assert preds.read_bytes() == whole_preds.read_bytes()
     assert want["stats"]["join"]["joined"] > 5000
+
+
+def _owned(engine: EngineProcess) -> dict[str, set[int]]:
+    """Per topic, the partitions an engine owns (its lag series)."""
+    owned: dict[str, set[int]] = {}
+    for line in _scrape(engine.url).splitlines():
+        if line.startswith("stream_perceptron_kafka_consumer_lag{"):
+            labels = dict(part.split("=") for part in line[line.index("{") + 1 :
+                                                           line.index("}")].split(","))
+            owned.setdefault(labels["topic"].strip('"'), set()).add(int(labels["partition"]
+                                                                        .strip('"')))
+    return owned
+
+
+def _examples(engines: list[EngineProcess]) -> int:
+    total = 0
+    for engine in engines:
+        for line in _scrape(engine.url).splitlines():
+            if line.startswith("stream_perceptron_examples_total "):
+                total += int(float(line.split()[1]))
+    return total
+
+
+def test_two_workers_in_one_group_each_join_partition_p_of_both_topics(
+    kafka_bootstrap, tmp_path, kafka_client
+):
+    objs = delayed_stream(3000, seed=5, max_late=1000)
+    unbounded = ["--join-key", "id", "--label-wait", str(10**9), "--max-pending", str(10**6)]
+    stdin = tmp_path / "stdin.json"
+    proc = run_cli("run", "--format", "jsonl", *unbounded, "--summary-json", str(stdin),
+                   stdin=to_lines(objs))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    want = json.loads(stdin.read_text())
+    # 3 partitions for 2 workers: partition p of both topics to one worker is the range
+    # assignor's doing (round robin over the 6 would split some)
+    events, outcomes = make_topic(kafka_bootstrap, 3), make_topic(kafka_bootstrap, 3)
+    group, engines = _name("group"), []
+    for name in ("a", "b"):
+        args = kafka_args(kafka_bootstrap, events, group, "--labels-topic", outcomes, *unbounded,
+                          "--predictions", str(tmp_path / f"{name}.jsonl"), "--summary-json",
+                          str(tmp_path / f"{name}.json"), client=kafka_client)  # fmt: skip
+        args.remove("--metrics-port")
+        args.remove("-1")
+        engines.append(EngineProcess(*args[1:]))
+    try:
+        shares = lambda: [sum(map(len, _owned(e).values())) for e in engines]  # noqa: E731
+        _wait(lambda: sum(shares()) == 6 and min(shares()) > 0, what="the 6 partitions shared")
+        owned = [_owned(e) for e in engines]
+        assert all(o[events] == o[outcomes] for o in owned), owned  # partition p of both
+        assert owned[0][events] | owned[1][events] == set(range(3))
+        produce_stream(kafka_bootstrap, objs, events, outcomes, partitions=3)
+        # each event and its outcome meet in one worker: every pair of the stdin run is made
+        _wait(lambda: _examples(engines) == want["learned"], timeout=60,
+              what=f"{want['learned']} examples")  # fmt: skip
+    finally:
+        for e in engines:
+            if e.proc.poll() is None:
+                e.proc.send_signal(signal.SIGTERM)
+        ended = [e.finish() for e in engines]
+        for code, err in ended:
+            print(code, err.decode()[-3000:])  # shown when the test fails
+    assert [code for code, _ in ended] == [0, 0]
+    got = [json.loads((tmp_path / f"{name}.json").read_text())["join"] for name in "ab"]
+    for counter in ("events", "outcomes", "joined", "unmatched_outcome", "duplicate_outcome"):
+        assert sum(g[counter] for g in got) == want["join"][counter], counter
+    assert all(g["joined"] > 0 for g in got)
+    lines = [json.loads(line)["position"] for name in "ab"
+             for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]  # fmt: skip
+    # one prediction a record with features (events, keyless, labelled inline): once each
+    with_features = sum(1 for obj in objs if set(obj) - {"id", "y"})
+    assert len(lines) == len({(p["partition"], p["offset"]) for p in lines}) == with_features
 
 
 def test_topics_with_other_partition_counts_are_refused(kafka_bootstrap, tmp_path, kafka_client):
