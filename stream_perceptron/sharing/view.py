@@ -21,47 +21,16 @@ A refused increment is never folded; the leader deletes it with a tombstone (:at
 With the group's key (``--model-topic-key-file``, :attr:`ModelView.signer`), a record not
 signed with it is refused before anything else (``unsigned``, ``bad_signature``).
 
-**Replays** (``replayed``): a record the group signed can be written again, later, by anyone
-with write access to the topic; its signature is still good. What each record says moves only
-forward in the log, so an older copy read after a newer one is refused:
-
-* a partition's record speaks for the offset it names (``next_offset``: the one committed to
-  the group in the same transaction) and counts what came before it, so neither its offset
-  nor its counts go down; one that does is refused (the same offset and counts again is a
-  later commit that learned nothing, taken);
-* a mixture older than the head, that was a head of this view's, is refused (another older
-  one is refused as ``stale``, as before: it could be a second leader's); either way the
-  leader writes the head again (:attr:`stale_after_head`), so it is again the log's last
-  mixture record, the one compaction keeps; the head itself read again is what the leader
-  writes after a stale one, taken as known;
-* an increment a mixture read before it already holds (its ``seq`` at or below the head's
-  ``included``: the leader mixes only increments it read) is refused and deleted
-  (:attr:`doomed`); one no mixture holds yet is the same record as the one read, and folded
-  once (the fold goes by its key);
-* a tombstone deletes an increment a mixture holds, or a refused one: written again, it names
-  one already gone (a worker's increments are numbered on from the highest it finds, its
-  tombstones included: :attr:`last_seq`).
-
-What this does not cover: a reader that never read the newer record. Compaction keeps only a
-key's last record, so a replay written after the newest genuine record of its key outlives it
-once the log is compacted (closed segments, ``segment.ms`` 10 minutes). The group repairs what
-it sees while it runs: a partition's owner writes its record again at its next commit, the
-leader the head, and each is the key's last record again. A replay of a partition that no
-running worker owns, or of the mixture while no leader runs, read only after compaction, is
-taken as the newest: a worker assigned that partition reads its records again from the older
-offset (its predictions twice), and the head, holding more examples than the partitions then
-count, is refused as ``implausible``; an older mixture taken lacks the examples of the
-increments deleted since. ``pull-model`` then exits 1 (no model, or one whose examples are not
-the partitions' count) unless the partition learned nothing after the copy's offset. A replay
-of a partition's record at the offset and counts of the newest one (a former owner's, the
-partition idle since it moved) is taken too: it names another worker, which the group's size,
-and so the mixing weights, count.
+**Replays** (``replayed``): a record the group signed, written again later by anyone with write
+access to the topic, is refused when it goes back on what the view read before it (a
+partition's offset or counts, a former head, an increment a mixture holds); what this covers
+and what it does not (a copy read only after compaction) is in ``docs/ARCHITECTURE.md``,
+"Replayed records".
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -71,8 +40,8 @@ from typing import Any
 from connectors import PositionKey
 from stream_perceptron.errors import StreamPerceptronError
 from stream_perceptron.sharing import Increment, MixError, Mixture, PartitionState
+from stream_perceptron.sharing.bounds import as_delta, check_bound
 from stream_perceptron.sharing.increments import Form, fold, fold_step, share_of
-from stream_perceptron.sharing.layouts import layout_of
 from stream_perceptron.sharing.records import (
     MAX_KEY_BYTES,
     MAX_RECORD_BYTES,
@@ -91,8 +60,6 @@ logger = logging.getLogger(__name__)
 
 #: the steps of this many latest mixtures are kept (to place averaged increments made on them)
 MIXTURE_STEPS = 64
-#: relative slack of the weight bound (rounding of sums of many updates)
-_SLACK = 1e-6
 
 
 @dataclass
@@ -348,7 +315,7 @@ class ModelView:
                 f"mixture {mixture.version} holds less than the head {head.version} (mixtures "
                 "only add examples and increments)", "implausible",
             )  # fmt: skip
-        _check_bound(Form.decode(_as_delta(mixture.state)), mixture.state, n,
+        check_bound(Form.decode(as_delta(mixture.state)), mixture.state, n,
                      f"mixture {mixture.version}")  # fmt: skip
         if self.expected is None:
             self.expected = model_of(mixture.state)
@@ -367,7 +334,7 @@ class ModelView:
                 f"{record.examples} examples, the partitions count {self.examples()}",
                 "implausible",
             )
-        _check_bound(step, record.meta, record.examples, f"increment {seq} of {worker!r}")
+        check_bound(step, record.meta, record.examples, f"increment {seq} of {worker!r}")
         return step
 
     def steps(self, worker: str, after: int = 0) -> list[Increment]:
@@ -469,54 +436,4 @@ class ModelView:
         # --allow-incomplete) must still load, and a state's n_mistakes <= n_seen
         state["n_mistakes"] = min(self.counts()[1], state["n_seen"])
         return state, self.mixture.version + (1 if fresh else 0)
-
-
-def _as_delta(state: dict[str, Any]) -> dict[str, Any]:
-    """A learner state's weights, biases and averaging accumulators in the increments'
-    encoding (to check them)."""
-    try:
-        classes = layout_of(state).entries(state)
-    except MixError as e:
-        raise RecordFormatError(str(e)) from None
-    return {
-        "n": state["n_seen"],
-        "classes": [{"label": c["label"], "weights": c["weights"], "bias": c["bias"],
-                     "acc": c.get("avg_weights_acc", []), "bias_acc": c.get("avg_bias_acc", 0.0)}
-                    for c in classes],
-    }  # fmt: skip
-
-
-def _check_bound(step: Form, described: dict[str, Any], n: int, what: str) -> None:
-    """Refuse weights a perceptron cannot reach in ``n`` updates: each update moves a class's
-    weights by ``lr * x`` (``|x| <= R``, the largest input norm) and its bias by ``lr`` (``R**2``
-    with ``bias="r2"``), so after ``n`` examples ``|w| <= lr R n`` and ``|b| <= lr n`` (``R**2
-    n``) on top of the initial weights (zero, or small normal draws)."""
-    params = described.get("params") or {}
-    try:
-        lr = abs(float(params.get("lr", 1.0)))
-        r = float(described.get("max_norm", 0.0))
-    except (TypeError, ValueError):
-        raise RecordFormatError(f"{what}: lr or max_norm is not a number") from None
-    if not (math.isfinite(lr) and math.isfinite(r) and r >= 0):
-        raise RecordFormatError(f"{what}: lr or max_norm is not finite", "non_finite")
-    bias_step = r * r if params.get("bias") == "r2" else lr
-    for p in step.parts.values():
-        numbers = [*p["w"].values(), *p["u"].values(), p["b"], p["ub"]]
-        if not all(map(math.isfinite, numbers)):
-            raise RecordFormatError(
-                f"{what}: a weight, bias or accumulator is not finite", "non_finite"
-            )
-        start = math.sqrt(len(p["w"])) if params.get("init") == "random" else 0.0
-        norm = math.sqrt(math.fsum(v * v for v in p["w"].values()))
-        if norm > (lr * r * n + start) * (1 + _SLACK) + _SLACK:
-            raise RecordFormatError(
-                f"{what}: weights of norm {norm:.6g} after {n} examples of norm <= {r:.6g} "
-                f"(at most {lr * r * n + start:.6g})", "implausible",
-            )  # fmt: skip
-        if abs(p["b"]) > bias_step * n * (1 + _SLACK) + _SLACK:
-            raise RecordFormatError(
-                f"{what}: a bias of {p['b']:.6g} after {n} examples (at most "
-                f"{bias_step * n:.6g})", "implausible",
-            )  # fmt: skip
-
 
