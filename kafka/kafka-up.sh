@@ -175,7 +175,7 @@ wait_ready() { # $1 = pid, $2 = port, $3 = the background job's pid (a broker ju
   # not whether its command line names kafka.Kafka (broker_pid_alive's check against a stale
   # pid file, kept for a broker found running), which can read empty while the child's shell
   # execs java under heavy load.
-  local pid="$1" port="$2" job="$3" deadline=$((SECONDS + TIMEOUT)) status
+  local pid="$1" port="$2" job="${3:-}" deadline=$((SECONDS + TIMEOUT)) status
   while ((SECONDS < deadline)); do
     if { [[ -n "$job" ]] && ! pid_running "$pid"; } || { [[ -z "$job" ]] && ! broker_pid_alive "$pid"; }; then
       status="unknown"
