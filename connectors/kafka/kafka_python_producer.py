@@ -27,7 +27,7 @@ from connectors.kafka.transactions import (
     TransactionsBase,
 )
 
-__all__ = ["KafkaSink", "KafkaTransactions"]
+__all__ = ["KafkaSink", "KafkaTransactions", "bound_by_transaction_timeout"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,35 @@ def wait_transactional(producer: Any, result: Any, timeout_s: float, what: str) 
         )
     if not wait(timeout_ms=int(timeout_s * 1000)):
         raise KafkaTimeoutError(f"{what} took more than {timeout_s:g} s")
+
+
+def bound_by_transaction_timeout(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the delivery and request timeouts that its caller left unset derived
+    from its ``transaction_timeout_ms``, as librdkafka derives ``message.timeout.ms`` and
+    ``socket.timeout.ms`` from ``transaction.timeout.ms``.
+
+    A transaction's message not delivered within the transaction timeout is of no use: the
+    coordinator aborts the transaction by then. kafka-python's own default (120 s) let a batch
+    caught in flight by a broker restart hold the commit that waits for it for two minutes
+    (seen in the outage test: a worker stalled 120 s after a 10 s outage).
+
+    Examples
+    --------
+    >>> bound_by_transaction_timeout({"transaction_timeout_ms": 10_000, "linger_ms": 5})
+    {'transaction_timeout_ms': 10000, 'linger_ms': 5, 'request_timeout_ms': 9895, \
+'delivery_timeout_ms': 10000}
+    >>> bound_by_transaction_timeout({"transaction_timeout_ms": 60_000, "linger_ms": 5,
+    ...                               "delivery_timeout_ms": 90_000})["request_timeout_ms"]
+    59895
+    """
+    txn_ms = int(config.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS))
+    bounded = dict(config)
+    # kafka-python requires delivery >= linger + request; librdkafka keeps its socket timeout
+    # 100 ms under the transaction timeout
+    linger_ms = int(bounded.get("linger_ms", 0))
+    request_ms = bounded.setdefault("request_timeout_ms", max(txn_ms - 100 - linger_ms, 1000))
+    bounded.setdefault("delivery_timeout_ms", max(txn_ms, linger_ms + int(request_ms)))
+    return bounded
 
 
 class KafkaSink(TopicSink):
@@ -160,7 +189,7 @@ class KafkaTransactions(TransactionsBase):
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
-        return merge_client_options(
+        config = merge_client_options(
             {
                 "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
                 "linger_ms": 5,
@@ -171,6 +200,7 @@ class KafkaTransactions(TransactionsBase):
             {"bootstrap_servers": bootstrap_servers, "transactional_id": self.transactional_id},
             ("enable_idempotence", *_SERIALIZERS),
         )
+        return bound_by_transaction_timeout(config)
 
     def _client_errors(self) -> tuple[type[BaseException], ...]:
         return kafka_errors()
@@ -208,9 +238,21 @@ class KafkaTransactions(TransactionsBase):
             )
 
     def _end(self, producer: Any) -> None:
+        self._deliver_all(producer)
         self._committing = begin_commit(producer)
         self._ending = True
         self._resume_commit(producer)
+
+    def _deliver_all(self, producer: Any) -> None:
+        """Flush the transaction's messages and raise the first one's failure, before the
+        commit is begun: kafka-python fails a batch that reached its delivery timeout without
+        making the transaction abortable, and would then commit the transaction without it
+        (Java's producer refuses that commit). Raised here, the transaction is aborted and
+        sent again whole by :meth:`retry`."""
+        producer.flush(timeout=self.call_timeout_s)
+        for delivery in self._deliveries:
+            if self._undelivered(delivery):
+                raise delivery.exception
 
     def _resume_commit(self, producer: Any) -> None:
         wait_transactional(
