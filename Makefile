@@ -3,14 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check soak fuzz lint clean kafka-up kafka-down bench
+.PHONY: run test check docs soak fuzz lint clean kafka-up kafka-down bench
 
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
   stream_perceptron/_features.c stream_perceptron/_drift.c
 	PYTHON=$(PYTHON) scripts/install-build-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka]'
+	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka,docs]'
 	$(BIN)/python scripts/check_extensions.py
 	touch $@
 
@@ -59,6 +59,12 @@ check: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(CHECK_WORKERS) --dist worksteal -m "$(NO_PARTS)" --durations=10
 
+# The documentation site (mkdocs, Material theme, the API reference from the docstrings) into
+# site/, strict: a broken link, a missing page or a docstring it cannot read fails the build.
+# make test builds it too (tests/docs/test_docs_site.py), so a docs change that breaks it is red there.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 # One test (or file, folder, `-m kafka`) N times in a row beside two busy-loop CPU hogs:
 # passes and the slowest run per test; every run's log kept under .soak/.
 # make soak TEST=tests/kafka/test_shared_model.py::test_worker_metrics N=10 [PYTEST_ARGS="-n 2"]
@@ -87,7 +93,7 @@ kafka-down:
 # Rows 5a/5b need a Kafka broker: the one in KAFKA_BOOTSTRAP_SERVERS, else one started here
 # (kafka/kafka-up.sh, on 127.0.0.1) and stopped afterwards.
 bench: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka,docs,bench]'
 	@if [ -n "$$KAFKA_BOOTSTRAP_SERVERS" ]; then \
 	  $(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md; \
 	else \
@@ -105,4 +111,4 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .venv313 .venv312
+	rm -rf $(VENV) .venv313 .venv312 site

@@ -1,8 +1,8 @@
 """A secured cluster: the broker's clients' listener is SASL_SSL (SCRAM-SHA-512 over TLS with
 certificates made at test time) and every request is authorised by the KRaft
-StandardAuthorizer. Workers run with exactly the ACLs the README lists ("Running on a secured
-cluster"); a principal without write ACL on the model topic is refused by the broker and the
-workers' model stays exact."""
+StandardAuthorizer. Workers run with exactly the ACLs the security guide lists
+(docs/security.md, "Running on a secured cluster"); a principal without write ACL on the model
+topic is refused by the broker and the workers' model stays exact."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ USERS = {
     "reader": "reader-secret",
     "stranger": "stranger-secret",
 }
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+SECURITY_DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "security.md")
 
 R, W, DC = ACLOperation.READ, ACLOperation.WRITE, ACLOperation.DESCRIBE_CONFIGS
 
@@ -54,7 +54,8 @@ def secured(tmp_path_factory) -> SecuredBroker:
 def worker_acls(
     user: str, group: str, inputs: list[str], outputs: list[str], model_topic: str | None
 ) -> list[tuple[ResourceType, str, ACLOperation, ACLResourcePatternType]]:
-    """The README's list: what a worker of ``group`` needs (READ and WRITE imply DESCRIBE)."""
+    """The security guide's list: what a worker of ``group`` needs (READ and WRITE imply
+    DESCRIBE)."""
     lit, prefixed = ACLResourcePatternType.LITERAL, ACLResourcePatternType.PREFIXED
     acls = [(ResourceType.TOPIC, t, R, lit) for t in inputs]
     acls += [(ResourceType.GROUP, group, R, lit)]
@@ -136,10 +137,10 @@ def session_options(client: str) -> list[str]:
             "--kafka-option", f"heartbeat{sep}interval{sep}ms=1000"]  # fmt: skip
 
 
-def test_the_readme_lists_the_acls_the_tests_grant():
-    text = open(README, encoding="utf-8").read()
-    section = text[text.index("### Running on a secured cluster") :]
-    section = section[: section.index("\n## ")]
+def test_the_security_guide_lists_the_acls_the_tests_grant():
+    text = open(SECURITY_DOC, encoding="utf-8").read()
+    section = text[text.index("## Running on a secured cluster") :]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
     for resource, operation in (
         ("input topics", "Read"), ("consumer group", "Read"),
         ("predictions and dead-letter topics", "Write"),
