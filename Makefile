@@ -90,17 +90,19 @@ kafka-down:
 	@kafka/kafka-down.sh
 
 # The benchmark suite: ratios against River, scikit-learn and Vowpal Wabbit measured in one run.
+# It updates benchmarks/results.json (the latest measurement of each row) for the rows it ran and
+# writes benchmarks/RESULTS.md, the current table, from it: make bench BENCH_ARGS="--only 3,4".
 # Rows 5a/5b need a Kafka broker: the one in KAFKA_BOOTSTRAP_SERVERS, else one started here
 # (kafka/kafka-up.sh, on 127.0.0.1) and stopped afterwards.
 bench: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[test,rdkafka,docs,bench]'
 	@if [ -n "$$KAFKA_BOOTSTRAP_SERVERS" ]; then \
-	  $(BIN)/python -m benchmarks --markdown benchmarks/RESULTS.md; \
+	  $(BIN)/python -m benchmarks $(BENCH_ARGS) --markdown benchmarks/RESULTS.md; \
 	else \
 	  servers=$$(kafka/kafka-up.sh | sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p'); \
 	  [ -n "$$servers" ] || { echo "bench: the Kafka broker did not start" >&2; exit 1; }; \
 	  status=0; \
-	  KAFKA_BOOTSTRAP_SERVERS=$$servers $(BIN)/python -m benchmarks \
+	  KAFKA_BOOTSTRAP_SERVERS=$$servers $(BIN)/python -m benchmarks $(BENCH_ARGS) \
 	    --markdown benchmarks/RESULTS.md || status=$$?; \
 	  kafka/kafka-down.sh; \
 	  exit $$status; \

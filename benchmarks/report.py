@@ -1,17 +1,34 @@
-"""The results for people: a line per row as it is measured, then a Markdown table."""
+"""The results for people: a line per row as it is measured, a Markdown table of the run, and
+the current table of every row (``benchmarks/RESULTS.md``).
+
+The current table is written from a store of the latest measurement of each row
+(``results.json`` beside it): a run records the rows it ran, with its versions, machine and
+date, and leaves the others as they were, so ``--only 4`` updates rows 4a-4d alone.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import re
 import subprocess
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import MiB, Result, Sizes
 
-__all__ = ["format_line", "machine_info", "markdown"]
+__all__ = [
+    "current_table", "format_line", "load_store", "machine_info", "markdown", "record",
+    "store_path", "update_results",
+]  # fmt: skip
+
+#: the store's schema: one object per row, ``{"version": 1, "rows": [...]}``
+STORE_VERSION = 1
+#: the notes of a row shown in the current table (the store keeps them all)
+NOTES_SHOWN = 2
 
 PACKAGES = ("stream-perceptron", "river", "numpy", "scikit-learn", "vowpalwabbit")
 
@@ -138,3 +155,103 @@ def markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+# -- the current table: the latest measurement of every row -----------------------------------
+
+
+def store_path(markdown_path: Path) -> Path:
+    """The store beside the current table: ``results.json`` in its folder."""
+    return markdown_path.with_name("results.json")
+
+
+def record(r: Result, info: dict[str, str], command: str) -> dict[str, Any]:
+    """One row's latest measurement as the store keeps it (text, as the table shows it)."""
+    versions = {k: info[k] for k in ("python", *PACKAGES) if k in info}
+    smoke = ["a --quick smoke run: sizes scaled down"] if "--quick" in command else []
+    return {
+        "row": r.row, "name": r.name, "ours": r.figure.text(),
+        "anchor": r.anchor.text() if r.anchor is not None else "",
+        "ratio": r.ratio_str if r.ratio is not None else "",
+        "goal": r.goal, "met": r.verdict if (r.goal or r.error) else "",
+        "notes": [*smoke, *r.notes], "date": info["date"], "machine": info["machine"],
+        "versions": versions, "commit": info.get("git commit", "unknown"), "command": command,
+    }  # fmt: skip
+
+
+def _row_key(row: str) -> tuple[int, str]:
+    m = re.match(r"(\d+)(.*)", row)
+    return (int(m[1]), m[2]) if m else (10**6, row)
+
+
+def load_store(path: Path) -> list[dict[str, Any]]:
+    """The rows of the store at ``path`` (none when there is no store yet)."""
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("version") != STORE_VERSION:
+        raise ValueError(f"{path}: store version {data.get('version')!r}, not {STORE_VERSION}")
+    return list(data["rows"])
+
+
+def _keys(records: list[dict[str, Any]], field: str) -> dict[str, str]:
+    """A short key (V1, V2, ... or M1, ...) for each distinct value of ``field``, in row order."""
+    keys: dict[str, str] = {}
+    for rec in records:
+        value = json.dumps(rec[field], sort_keys=True)
+        keys.setdefault(value, f"{field[0].upper()}{len(keys) + 1}")
+    return keys
+
+
+def current_table(records: list[dict[str, Any]]) -> str:
+    """``benchmarks/RESULTS.md``: a row per benchmark row, its latest measurement."""
+    versions, machines = _keys(records, "versions"), _keys(records, "machine")
+    lines = [
+        "# stream-perceptron benchmarks: the current table",
+        "",
+        "The latest measurement of every row, written by `make bench` (`python -m benchmarks"
+        " --markdown benchmarks/RESULTS.md`) from `benchmarks/results.json`: a run updates the"
+        " rows it ran (`--only N[,N]`) and leaves the others as they were, so each row carries"
+        " its own date, versions and machine. Each figure is the median of the repeats; the"
+        " anchor is measured in the same run, interleaved with ours, so the ratio is the number"
+        " to compare across machines. Goals are reported, never asserted. What each row"
+        " measures: `benchmarks/README.md`; the dated log of earlier runs:"
+        " `docs/results-history.md` (the rows dated up to 2026-11-28 were seeded from its"
+        " latest figures; `results.json` names the entry of each).",
+        "",
+        "| row | benchmark | ours | anchor | ratio | goal | met | date | versions | machine |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for rec in records:
+        cells = (rec["row"], rec["name"], rec["ours"], rec["anchor"], rec["ratio"], rec["goal"],
+                 rec["met"], rec["date"], versions[json.dumps(rec["versions"], sort_keys=True)],
+                 machines[json.dumps(rec["machine"], sort_keys=True)])  # fmt: skip
+        lines.append("| " + " | ".join(_cell(str(c)) for c in cells) + " |")
+    notes = [(rec["row"], n) for rec in records for n in rec["notes"][:NOTES_SHOWN]]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {row}: {_cell(n)}" for row, n in notes]
+    lines += ["", "Versions:", ""]
+    for value, key in versions.items():
+        lines.append(f"- {key}: " + ", ".join(f"{k} {v}" for k, v in json.loads(value).items()))
+    lines += ["", "Machines:", ""]
+    lines += [f"- {key}: {json.loads(value)}" for value, key in machines.items()]
+    lines += ["", f"Memory figures are in MiB ({MiB:,} bytes).", ""]
+    return "\n".join(lines)
+
+
+def update_results(
+    markdown_path: Path, results: list[Result], info: dict[str, str], command: str
+) -> list[dict[str, Any]]:
+    """Record ``results`` in the store beside ``markdown_path`` (rows not run this time stay
+    as they were) and write the current table there; the store's rows, in row order."""
+    store = store_path(markdown_path)
+    rows = {rec["row"]: rec for rec in load_store(store)}
+    rows.update({r.row: record(r, info, command) for r in results})
+    records = sorted(rows.values(), key=lambda rec: _row_key(rec["row"]))
+    tmp = store.with_name(store.name + ".tmp")
+    tmp.write_text(json.dumps({"version": STORE_VERSION, "rows": records}, indent=1,
+                              ensure_ascii=False) + "\n", encoding="utf-8")  # fmt: skip
+    os.replace(tmp, store)
+    markdown_path.write_text(current_table(records), encoding="utf-8")
+    return records
