@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 #: the files whose examples run: the README and every page of the site
-PAGES = tuple(sorted((REPO / "docs").glob("*.md")))
+PAGES = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
 
 MODES = {"run", "serve", "kafka", "python", "promql", "skip"}
 
