@@ -5,9 +5,12 @@ Two tiers compute every update rule of the package:
 1. the C extensions, built by ``pip install`` when a C compiler is there (``setup.py``, optional
    extensions, compiled with ``-ffp-contract=off``):
 
-   * :mod:`stream_perceptron._dense` (here :data:`dense`): the dense kernels of the binary and
-     multi-class perceptrons (:mod:`.binary`, :mod:`.multiclass`) and the CSV / JSON-lines block
-     scanners (:mod:`.scan`). ``STREAM_PERCEPTRON_NO_C=1`` at import turns it off: then no
+   * :mod:`stream_perceptron._dense` (here :data:`dense`): the block kernels of the
+     perceptrons and passive-aggressive learners, dense and sparse (their glue:
+     ``learners/_binary_kernel.py``, ``learners/_multiclass_kernel.py``,
+     ``learners/_pa_kernel.py``, ``learners/binary_blocks.py``), and the block scanners of CSV,
+     JSON lines and libsvm (``formats/scan.py``; the sparse rows they give,
+     ``formats/sparse_rows.py``). ``STREAM_PERCEPTRON_NO_C=1`` at import turns it off: then no
      learner is :attr:`~stream_perceptron.learners.StreamClassifier.dense_capable` and the
      engine runs per record;
    * :mod:`stream_perceptron._features` (here :data:`features`): ``scale_block`` (a dense block
