@@ -22,6 +22,7 @@ from connectors.kafka.kafka_python import kafka_errors, offsets_of
 from connectors.kafka.kafka_python_internals import TESTED_WITH, private_method
 from connectors.kafka.topic_sink import TopicSink
 from connectors.kafka.transactions import (
+    CALL_TIMEOUT_S,
     MAX_MESSAGE_BYTES,
     TRANSACTION_TIMEOUT_MS,
     TransactionsBase,
@@ -186,6 +187,10 @@ class KafkaTransactions(TransactionsBase):
     >>> out.close()
     """
 
+    #: how long the open transaction's messages may take to be delivered before its commit
+    #: is begun (a limit of its own: ``call_timeout_s`` bounds the wait for the commit's answer)
+    delivery_wait_s: float = CALL_TIMEOUT_S
+
     def _configure(
         self, bootstrap_servers: str | list[str], client_options: dict[str, Any] | None
     ) -> dict[str, Any]:
@@ -249,7 +254,7 @@ class KafkaTransactions(TransactionsBase):
         making the transaction abortable, and would then commit the transaction without it
         (Java's producer refuses that commit). Raised here, the transaction is aborted and
         sent again whole by :meth:`retry`."""
-        producer.flush(timeout=self.call_timeout_s)
+        producer.flush(timeout=self.delivery_wait_s)
         for delivery in self._deliveries:
             if self._undelivered(delivery):
                 raise delivery.exception
