@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: run test check docs soak fuzz lint clean kafka-up kafka-down bench
 
 $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_perceptron/_dense.c \
+  stream_perceptron/_rules.h \
   stream_perceptron/_features.c stream_perceptron/_drift.c
 	PYTHON=$(PYTHON) scripts/install-build-deps.sh
 	$(PYTHON) -m venv $(VENV)

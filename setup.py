@@ -14,6 +14,7 @@ setup(
         Extension(
             "stream_perceptron._speedups",
             ["stream_perceptron/_speedups.c"],
+            depends=["stream_perceptron/_rules.h"],
             optional=True,
             # -O3: the store's folds over the classes run several classes at a time (each
             # class's sum is still its own left fold; no -ffast-math, no FMA): the averaged
@@ -25,6 +26,7 @@ setup(
         Extension(
             "stream_perceptron._dense",
             ["stream_perceptron/_dense.c"],
+            depends=["stream_perceptron/_rules.h"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),

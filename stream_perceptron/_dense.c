@@ -985,42 +985,22 @@ done:
     return list == NULL ? NULL : Py_BuildValue("Nn", list, unlabelled);
 }
 
-/* -- the kernel ---------------------------------------------------------------------------- */
+/* -- the kernels' common definitions ------------------------------------------------------------
+ *
+ * The binary learners' rules are _rules.h's (binary_rule_row: Perceptron._learn and
+ * predict_one, the dict API's too; pa_rule_row: PassiveAggressive._learn); their blocks
+ * (below, after the sparse rows' checks) only say where a block's rows and cells are. The
+ * cells are the block's arrays, one slot a feature of the block (w, u float64, present the
+ * bits RULE_W, RULE_U of the model's dicts), read and written by the glue
+ * (learners/_binary_kernel.py). A dense row is the row whose slots are 0..d-1, float64 or
+ * float32 (each value the double it is exactly: the float64 copy of X took longer than the
+ * learning); a sparse row is a CSR row.
+ */
+#include "_rules.h"
 
-typedef struct {
-    double b, ub, max_norm;
-    long long n_seen, n_mistakes;
-    int w_updated, u_updated, finite;
-    Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
-    double half_life;   /* > 0: the forgetting average (see the multi-class kernel); 0: plain */
-    double beta;
-    long long avg_ref;
-    double *factors;    /* the renormalisations' factors (n at most) */
-    Py_ssize_t n_factors;
-} KernelState;
-
-#define RENORMALISE_HALF_LIVES 256.0
-
-/* Perceptron._renormalise_due / _renormalise after learned example t: u and *ub rescaled. */
-static inline void renormalise_binary(KernelState *st, long long t, double *u, Py_ssize_t s,
-                                      double *ub, Py_ssize_t d)
-{
-    if (!(st->half_life > 0.0 &&
-          (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
-        return;
-    double factor = pow(st->beta, (double)(t - st->avg_ref));
-    for (Py_ssize_t j = 0; j < d; j++)
-        u[j * s] = u[j * s] * factor;
-    *ub = *ub * factor;
-    st->factors[st->n_factors++] = factor;
-    st->avg_ref = t;
-}
-
-/* Averaged, the kernel keeps w and u side by side in one scratch array wu (w[j] at 2j, u[j]
- * at 2j + 1: paired), so that with SSE2 one load, one multiply and one add carry a feature's
- * term of both folds, dot and udot, as the two lanes of one vector. Each lane does the scalar
- * operations of its own fold, in the same order: the bits are those of the two scalar folds.
- * The plain learner has one fold and keeps w as it is. */
+/* Averaged, the multi-class kernel keeps w and u side by side (paired), so that with SSE2 one
+ * load, one multiply and one add carry a feature's term of both folds as the two lanes of one
+ * vector; each lane does its own fold's scalar operations in the same order. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define HAVE_SSE2_PAIRS 1
@@ -1028,450 +1008,22 @@ static inline void renormalise_binary(KernelState *st, long long t, double *u, P
 #define HAVE_SSE2_PAIRS 0
 #endif
 
-/* X's rows are float64, or float32 (f32: each value converted to the double it is exactly,
- * the values a float64 copy of X would hold, without making the copy: at 20 features a row,
- * the copy took longer than the learning). Always inlined into the variants below, where
- * f32 and paired are constants; paired: w and u are wu's lanes (see above), else w and u
- * are the model's arrays. */
-static inline __attribute__((always_inline)) void
-kernel_of(const void *X, int f32, int paired, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
-          double *w_in, const unsigned char *present, double *u_in, double *wu, double lr,
-          int bias_mode, int averaged, int8_t *preds, KernelState *st)
-{
-    double b = st->b, ub = st->ub, max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    int all_present = 1, w_updated = 0, u_updated = 0;
-    const int forgetting = st->half_life > 0.0;
-    const Py_ssize_t s = paired ? 2 : 1;        /* the stride of w and u */
-    double *w = paired ? wu : w_in, *u = paired ? wu + 1 : u_in;
-    if (paired)
-        for (Py_ssize_t j = 0; j < d; j++) {
-            wu[2 * j] = w_in[j];
-            wu[2 * j + 1] = u_in[j];
-        }
-    for (Py_ssize_t j = 0; j < d; j++)
-        if (!present[j])
-            all_present = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const double *xd = (const double *)X + i * d;
-        const float *xf = (const float *)X + i * d;
-#define x_(j) (f32 ? (double)xf[j] : xd[j])
-        int y = signs[i];
-        double dot = 0.0, udot = 0.0, sq = 0.0;
-        int with_average = averaged && n_seen > 0;
-        double tp = forgetting && with_average
-                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
-                        : (double)n_seen;
-        if (all_present && !with_average) {
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x_(j);
-                dot += w[j * s] * v;
-                sq += v * v;
-            }
-        }
-        else if (all_present) {
-#if HAVE_SSE2_PAIRS
-            if (paired) {
-                /* (dot, udot); sq in the low lane of sqs, from the broadcast value (one
-                 * load a feature: with AVX2 a vmovddup) */
-                __m128d both = _mm_setzero_pd(), sqs = _mm_setzero_pd();
-#pragma GCC unroll 4
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    __m128d v = _mm_set1_pd(x_(j));
-                    both = _mm_add_pd(both, _mm_mul_pd(_mm_loadu_pd(wu + 2 * j), v));
-                    sqs = _mm_add_sd(sqs, _mm_mul_sd(v, v));
-                }
-                sq = _mm_cvtsd_f64(sqs);
-                dot = _mm_cvtsd_f64(both);
-                udot = _mm_cvtsd_f64(_mm_unpackhi_pd(both, both));
-            }
-            else
-#endif
-            {
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double v = x_(j);
-                    dot += w[j * s] * v;
-                    udot += u[j * s] * v;
-                    sq += v * v;
-                }
-            }
-        }
-        else {
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x_(j);
-                if (present[j]) {
-                    dot += w[j * s] * v;
-                    if (with_average)
-                        udot += u[j * s] * v;
-                }
-                sq += v * v;
-            }
-        }
-        if (!(sq < INFINITY)) {
-            /* a value not finite makes sq inf or NaN (sq finite: every value is): then look
-             * (sq may also have overflowed on finite values: refused below, as in Python) */
-            double nonfinite = 0.0;
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double v = x_(j);
-                nonfinite += v - v;
-            }
-            if (nonfinite != 0.0) { /* NaN: X breaks the precondition; the caller drops it */
-                st->finite = 0;
-                return;
-            }
-        }
-        double score = dot + b;
-        if (with_average)
-            preds[i] = score - (udot + ub) / tp > 0 ? 1 : -1;
-        else
-            preds[i] = score > 0 ? 1 : -1;
-        if (y == 0)
-            continue;
-        /* Perceptron._update: R, the bias, the accumulators and the weights checked, in
-         * that order; a row that would make one non-finite stops the kernel (the caller
-         * drops w and u: nothing is written back) */
-        n_seen += 1;
-        long long t = n_seen;
-        double r = sqrt(sq);
-        if (!(r < INFINITY)) {
-            st->refused = i;
-            st->finite = 1;
-            return;
-        }
-        if (r > max_norm)
-            max_norm = r;
-        if ((double)y * score <= 0) {
-            n_mistakes += 1;
-            double step = lr * (double)y;
-            double db;
-            if (bias_mode == 0)
-                db = step;
-            else if (bias_mode == 1)
-                db = (double)y * max_norm * max_norm;
-            else
-                db = 0.0;
-            b += db;
-            int averaging = averaged && (t > 1 || forgetting);
-            double coef = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
-                                              : (double)(t - 1); /* c(t) */
-            if (averaging)
-                ub += coef * db;
-            double check = (b - b) + (ub - ub); /* 0.0 when finite, NaN otherwise */
-            double c = coef * step;
-#if HAVE_SSE2_PAIRS
-            if (paired && averaging) {
-                /* w[j] + step * x[j] and u[j] + c * x[j], the two lanes of one vector */
-                __m128d steps = _mm_set_pd(c, step), checks = _mm_setzero_pd();
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    __m128d next = _mm_add_pd(_mm_loadu_pd(wu + 2 * j),
-                                              _mm_mul_pd(steps, _mm_set1_pd(x_(j))));
-                    _mm_storeu_pd(wu + 2 * j, next);
-                    checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
-                }
-                check += _mm_cvtsd_f64(checks) + _mm_cvtsd_f64(_mm_unpackhi_pd(checks, checks));
-            }
-            else
-#endif
-            {
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double wj = w[j * s] + step * x_(j);
-                    w[j * s] = wj;
-                    check += wj - wj;
-                }
-                if (averaging) {
-                    for (Py_ssize_t j = 0; j < d; j++) {
-                        double uj = u[j * s] + c * x_(j);
-                        u[j * s] = uj;
-                        check += uj - uj;
-                    }
-                }
-            }
-            all_present = 1;
-            w_updated = 1;
-            if (averaging)
-                u_updated = 1;
-            if (check != 0.0) {
-                st->refused = i;
-                st->finite = 1;
-                return;
-            }
-        }
-        if (forgetting)
-            renormalise_binary(st, t, u, s, &ub, d);
-    }
-    if (paired)
-        for (Py_ssize_t j = 0; j < d; j++) {
-            w_in[j] = wu[2 * j];
-            u_in[j] = wu[2 * j + 1];
-        }
-    st->b = b;
-    st->ub = ub;
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->w_updated = w_updated;
-    st->u_updated = u_updated;
-    st->finite = 1;
-#undef x_
-}
-
 /* Each kernel compiled twice on x86-64 with GCC or clang, for CPUs with AVX2 and for the
- * others, the loader picking one (ifunc): the AVX2 one loads and broadcasts a value in one
- * instruction and needs no register copies. The same IEEE operations either way (no FMA:
+ * others, the loader picking one (ifunc). The same IEEE operations either way (no FMA:
  * -ffp-contract=off, and AVX2 does not bring it), so the same bits. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__)
 #define KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define KERNEL_CLONES
 #endif
-
-#define KERNEL_VARIANT(name, f32, paired, xtype)                                               \
-    static void KERNEL_CLONES name(const xtype *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,       \
-                     double *w, const unsigned char *present, double *u, double *wu,        \
-                     double lr, int bias_mode, int averaged, int8_t *preds, KernelState *st) \
-    {                                                                                         \
-        kernel_of(X, f32, paired, n, d, signs, w, present, u, wu, lr, bias_mode, averaged,  \
-                  preds, st);                                                                 \
-    }
-KERNEL_VARIANT(kernel, 0, 0, double)
-KERNEL_VARIANT(kernel_paired, 0, 1, double)
-KERNEL_VARIANT(kernel_f32, 1, 0, float)
-KERNEL_VARIANT(kernel_f32_paired, 1, 1, float)
-
-PyDoc_STRVAR(kernel_doc,
-"kernel(X, signs, w, present, u, lr, bias_mode, averaged, b, ub, n_seen, n_mistakes,\n"
-"       max_norm, preds, n, d, half_life, beta, avg_ref, factors, f32=False)\n"
-"    -> (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused,\n"
-"        avg_ref, n_factors)\n\n"
-"Perceptron's learning, row by row (learners/_binary_kernel.py): X float64 (n, d), or float32 with f32\n"
-"true (each value taken as the double it is exactly), signs int8 (n;\n"
-"0 unlabelled), w and u float64 (d), present bool (d),\n"
-"preds int8 (n). w, u and preds are written in place. refused: the first row whose update\n"
-"would make R, the bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
-"there, w and u partly written: the caller drops them, with the other results.\n"
-"half_life > 0: the forgetting average (beta, avg_ref as the model's _beta, _avg_ref);\n"
-"factors float64 (n) receives the factors of the n_factors renormalisations made, in order.");
-
-static PyObject *py_kernel(PyObject *self, PyObject *args)
-{
-    PyObject *o_X, *o_signs, *o_w, *o_present, *o_u, *o_preds, *o_factors;
-    double lr, b, ub, max_norm, half_life, beta;
-    int bias_mode, averaged;
-    long long n_seen, n_mistakes, avg_ref;
-    Py_ssize_t n, d;
-    int f32 = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOdipddLLdOnnddLO|p", &o_X, &o_signs, &o_w, &o_present, &o_u,
-                          &lr, &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
-                          &o_preds, &n, &d, &half_life, &beta, &avg_ref, &o_factors, &f32))
-        return NULL;
-    if (n < 0 || d < 0) {
-        PyErr_SetString(PyExc_ValueError, "bad n or d");
-        return NULL;
-    }
-    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
-        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
-        return NULL;
-    }
-    const BufferSpec specs[7] = {
-        {o_X, 0, n * d * (Py_ssize_t)(f32 ? sizeof(float) : sizeof(double)), "X"},
-        {o_signs, 0, n, "signs"},
-        {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
-        {o_present, 0, d, "present"},
-        {o_u, 1, d * (Py_ssize_t)sizeof(double), "u"},
-        {o_preds, 1, n, "preds"},
-        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
-    };
-    Py_buffer v[7];
-    if (get_buffers(specs, v, 7) < 0)
-        return NULL;
-    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
-                      half_life, beta, avg_ref, v[6].buf, 0};
-    double *wu = NULL; /* averaged: w and u paired (see kernel_of) */
-    if (averaged && HAVE_SSE2_PAIRS && d > 0) {
-        wu = PyMem_Malloc(2 * (size_t)d * sizeof(double));
-        if (wu == NULL) {
-            release_buffers(v, 7);
-            return PyErr_NoMemory();
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (f32 && wu)
-        kernel_f32_paired(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, wu, lr,
-                          bias_mode, averaged, v[5].buf, &st);
-    else if (f32)
-        kernel_f32(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, NULL, lr, bias_mode,
-                   averaged, v[5].buf, &st);
-    else if (wu)
-        kernel_paired(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, wu, lr,
-                      bias_mode, averaged, v[5].buf, &st);
-    else
-        kernel(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, v[4].buf, NULL, lr, bias_mode,
-               averaged, v[5].buf, &st);
-    Py_END_ALLOW_THREADS
-    PyMem_Free(wu);
-    release_buffers(v, 7);
-    if (!st.finite || st.refused >= 0)
-        return Py_BuildValue("ddLLdOOOnLn", b, ub, n_seen, n_mistakes, max_norm, Py_False,
-                             Py_False, st.finite ? Py_True : Py_False, st.refused, avg_ref,
-                             (Py_ssize_t)0);
-    return Py_BuildValue("ddLLdOOOnLn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
-                         st.w_updated ? Py_True : Py_False, st.u_updated ? Py_True : Py_False,
-                         Py_True, st.refused, st.avg_ref, st.n_factors);
-}
-
-/* -- the passive-aggressive kernel ----------------------------------------------------------
+/* -- the multi-class passive-aggressive kernel -------------------------------------------------
  *
- * PassiveAggressive._learn / predict_one row by row (learners/passive_aggressive.py, the
- * reference), to the last bit: sq and dot left folds from +0.0 in feature order (dot over the
- * features w has: present), score = dot + b, loss = 1 - y * score; when loss > 0, tau by the
- * variant (0: pa, 1: pa1, 2: pa2; step_size), w[j] += tau * y * x[j] for every feature (all
- * present after), b too with learned_bias, n_mistakes + 1. An unlabelled row (sign 0) is only
- * predicted. A labelled row whose sq, bias or a weight would not be finite stops the kernel
- * (refused: its index; the caller drops w); a value of X that is not finite stops it too
- * (finite 0).
+ * The binary learner's rule is _rules.h's pa_rule_row (its blocks: with the binary
+ * perceptron's, below).
  */
 
-typedef struct {
-    double b, max_norm;
-    long long n_seen, n_mistakes;
-    int w_updated, finite;
-    Py_ssize_t refused;
-} PaState;
-
-/* step_size(variant, C, loss, sq) of learners/passive_aggressive.py: PA loss / sq, PA-I
-   min(C, loss / sq), 0 when sq is not > 0; PA-II loss / (sq + 0.5 / C). */
-static inline double pa_step(int variant, double C, double loss, double sq)
-{
-    if (variant == 2)
-        return loss / (sq + 0.5 / C);
-    if (!(sq > 0))
-        return 0.0;
-    double tau = loss / sq;
-    return variant == 1 && C < tau ? C : tau;
-}
-
-static void kernel_pa(const double *X, Py_ssize_t n, Py_ssize_t d, const int8_t *signs,
-                      double *w, const unsigned char *present, int variant, double C,
-                      int learned_bias, int8_t *preds, PaState *st)
-{
-    double b = st->b, max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    int all_present = 1, w_updated = 0;
-    for (Py_ssize_t j = 0; j < d; j++)
-        if (!present[j])
-            all_present = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const double *x = X + i * d;
-        double dot = 0.0, sq = 0.0;
-        if (all_present) {
-            for (Py_ssize_t j = 0; j < d; j++) {
-                dot += w[j] * x[j];
-                sq += x[j] * x[j];
-            }
-        }
-        else {
-            for (Py_ssize_t j = 0; j < d; j++) {
-                if (present[j])
-                    dot += w[j] * x[j];
-                sq += x[j] * x[j];
-            }
-        }
-        if (!(sq < INFINITY)) { /* a value not finite, or sq overflowed (refused below) */
-            double nonfinite = 0.0;
-            for (Py_ssize_t j = 0; j < d; j++)
-                nonfinite += x[j] - x[j];
-            if (nonfinite != 0.0) {
-                st->finite = 0;
-                return;
-            }
-        }
-        double score = dot + b;
-        preds[i] = score > 0 ? 1 : -1;
-        int y = signs[i];
-        if (y == 0)
-            continue;
-        if (!(sq < INFINITY)) { /* _sq_dot: too large (R) */
-            st->refused = i;
-            st->finite = 1;
-            return;
-        }
-        double r = sqrt(sq);
-        double loss = 1.0 - (double)y * score;
-        if (loss > 0) { /* NaN (an overflowing score): no update */
-            double step = pa_step(variant, C, loss, sq) * (double)y;
-            double nb = learned_bias ? b + step : b;
-            double check = nb - nb; /* 0.0 when finite, NaN otherwise */
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double wj = w[j] + step * x[j];
-                w[j] = wj;
-                check += wj - wj;
-            }
-            if (check != 0.0) {
-                st->refused = i;
-                st->finite = 1;
-                return;
-            }
-            b = nb;
-            n_mistakes += 1;
-            all_present = 1;
-            w_updated = 1;
-        }
-        if (r > max_norm)
-            max_norm = r;
-        n_seen += 1;
-    }
-    st->b = b;
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->w_updated = w_updated;
-    st->finite = 1;
-}
-
-PyDoc_STRVAR(kernel_pa_doc,
-"kernel_pa(X, signs, w, present, variant, C, learned_bias, b, n_seen, n_mistakes, max_norm,\n"
-"          preds, n, d) -> (b, n_seen, n_mistakes, max_norm, w_updated, finite, refused)\n\n"
-"PassiveAggressive's learning, row by row (learners/_pa_kernel.py): X float64 (n, d),\n"
-"signs int8 (n; -1/+1, 0 unlabelled), w float64 (d) updated in place, present uint8 (d),\n"
-"variant 0 pa, 1 pa1, 2 pa2; preds int8 (n) gets each row's prediction before learning it.");
-
-static PyObject *py_kernel_pa(PyObject *self, PyObject *args)
-{
-    PyObject *o_X, *o_signs, *o_w, *o_present, *o_preds;
-    int variant, learned_bias;
-    double C, b, max_norm;
-    long long n_seen, n_mistakes;
-    Py_ssize_t n, d;
-    if (!PyArg_ParseTuple(args, "OOOOidpdLLdOnn", &o_X, &o_signs, &o_w, &o_present, &variant,
-                          &C, &learned_bias, &b, &n_seen, &n_mistakes, &max_norm, &o_preds, &n,
-                          &d))
-        return NULL;
-    if (n < 0 || d < 0 || variant < 0 || variant > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad n, d or variant");
-        return NULL;
-    }
-    const BufferSpec specs[5] = {
-        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
-        {o_signs, 0, n, "signs"},
-        {o_w, 1, d * (Py_ssize_t)sizeof(double), "w"},
-        {o_present, 0, d, "present"},
-        {o_preds, 1, n, "preds"},
-    };
-    Py_buffer v[5];
-    if (get_buffers(specs, v, 5) < 0)
-        return NULL;
-    PaState st = {b, max_norm, n_seen, n_mistakes, 0, 0, -1};
-    Py_BEGIN_ALLOW_THREADS
-    kernel_pa(v[0].buf, n, d, v[1].buf, v[2].buf, v[3].buf, variant, C, learned_bias, v[4].buf,
-              &st);
-    Py_END_ALLOW_THREADS
-    release_buffers(v, 5);
-    if (!st.finite || st.refused >= 0)
-        return Py_BuildValue("dLLdOOn", b, n_seen, n_mistakes, max_norm, Py_False,
-                             st.finite ? Py_True : Py_False, st.refused);
-    return Py_BuildValue("dLLdOOn", st.b, st.n_seen, st.n_mistakes, st.max_norm,
-                         st.w_updated ? Py_True : Py_False, Py_True, st.refused);
-}
+/* The multi-class kernels' step (step_size): _rules.h's. */
+#define pa_step pa_rule_step
 
 typedef struct {
     double max_norm;
@@ -2980,221 +2532,6 @@ static PyObject *py_remap_slots(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* -- the binary perceptron over sparse rows --------------------------------------------------
- *
- * kernel_of's rule (the reference: Perceptron._learn and predict_one) over CSR rows whose
- * slots index the block's own arrays w, u (m each): a row's dot adds w*v, in the row's order,
- * for the features w has (present), sq every v*v; an update adds step*v to each of the row's
- * weights (c*step*v to its accumulators when averaging), and a weight or accumulator the
- * model did not have yet joins it then: w_new / u_new list those slots in the order they
- * joined (the order new keys enter the model's dicts).
- */
-static void kernel_sparse(const int64_t *indptr, const int32_t *slots, const double *values,
-                          Py_ssize_t n, const int8_t *signs, double *w, unsigned char *present,
-                          double *u, unsigned char *u_present, int32_t *w_new,
-                          Py_ssize_t *n_w_new, int32_t *u_new, Py_ssize_t *n_u_new, Py_ssize_t m,
-                          double lr, int bias_mode, int averaged, int8_t *preds, KernelState *st)
-{
-    double b = st->b, ub = st->ub, max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    int w_updated = 0, u_updated = 0;
-    const int forgetting = st->half_life > 0.0;
-    Py_ssize_t nw = 0, nu = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
-        int y = signs[i];
-        double dot = 0.0, udot = 0.0, sq = 0.0;
-        int with_average = averaged && n_seen > 0;
-        double tp = forgetting && with_average
-                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
-                        : (double)n_seen;
-        for (Py_ssize_t k = k0; k < k1; k++) {
-            Py_ssize_t j = slots[k];
-            double v = values[k];
-            if (present[j]) {
-                dot += w[j] * v;
-                if (with_average)
-                    udot += u[j] * v;
-            }
-            sq += v * v;
-        }
-        if (!(sq < INFINITY)) {
-            double nonfinite = 0.0;
-            for (Py_ssize_t k = k0; k < k1; k++)
-                nonfinite += values[k] - values[k];
-            if (nonfinite != 0.0) {
-                st->finite = 0;
-                return;
-            }
-        }
-        double score = dot + b;
-        if (with_average)
-            preds[i] = score - (udot + ub) / tp > 0 ? 1 : -1;
-        else
-            preds[i] = score > 0 ? 1 : -1;
-        if (y == 0)
-            continue;
-        n_seen += 1;
-        long long t = n_seen;
-        double r = sqrt(sq);
-        if (!(r < INFINITY)) {
-            st->refused = i;
-            st->finite = 1;
-            return;
-        }
-        if (r > max_norm)
-            max_norm = r;
-        if ((double)y * score <= 0) {
-            n_mistakes += 1;
-            double step = lr * (double)y;
-            double db;
-            if (bias_mode == 0)
-                db = step;
-            else if (bias_mode == 1)
-                db = (double)y * max_norm * max_norm;
-            else
-                db = 0.0;
-            b += db;
-            int averaging = averaged && (t > 1 || forgetting);
-            double coef = forgetting ? pow(st->beta, (double)(st->avg_ref - t)) : (double)(t - 1);
-            if (averaging)
-                ub += coef * db;
-            double check = (b - b) + (ub - ub);
-            double c = coef * step;
-            for (Py_ssize_t k = k0; k < k1; k++) {
-                Py_ssize_t j = slots[k];
-                double wj = w[j] + step * values[k];
-                w[j] = wj;
-                check += wj - wj;
-                if (!present[j]) {
-                    present[j] = 1;
-                    w_new[nw++] = (int32_t)j;
-                }
-            }
-            if (averaging) {
-                for (Py_ssize_t k = k0; k < k1; k++) {
-                    Py_ssize_t j = slots[k];
-                    double uj = u[j] + c * values[k];
-                    u[j] = uj;
-                    check += uj - uj;
-                    if (!u_present[j]) {
-                        u_present[j] = 1;
-                        u_new[nu++] = (int32_t)j;
-                    }
-                }
-                u_updated = 1;
-            }
-            w_updated = 1;
-            if (check != 0.0) {
-                st->refused = i;
-                st->finite = 1;
-                return;
-            }
-        }
-        if (forgetting)
-            renormalise_binary(st, t, u, 1, &ub, m);
-    }
-    st->b = b;
-    st->ub = ub;
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->w_updated = w_updated;
-    st->u_updated = u_updated;
-    st->finite = 1;
-    *n_w_new = nw;
-    *n_u_new = nu;
-}
-
-PyDoc_STRVAR(kernel_sparse_doc,
-"kernel_sparse(indptr, slots, values, signs, w, present, u, u_present, w_new, u_new, lr,\n"
-"              bias_mode, averaged, b, ub, n_seen, n_mistakes, max_norm, preds, n, m,\n"
-"              half_life, beta, avg_ref, factors)\n"
-"    -> (b, ub, n_seen, n_mistakes, max_norm, n_w_new, n_u_new, finite, refused, avg_ref,\n"
-"        n_factors)\n\n"
-"The binary perceptron over n CSR rows (indptr int64 n + 1, slots int32, values float64) of\n"
-"a block's m features: w, u float64 (m) and present, u_present uint8 (m) updated in place,\n"
-"w_new, u_new int32 (m): the slots that joined the model, in order (see kernel).");
-
-static PyObject *py_kernel_sparse(PyObject *self, PyObject *args)
-{
-    PyObject *o_indptr, *o_slots, *o_values, *o_signs, *o_w, *o_present, *o_u, *o_upresent;
-    PyObject *o_wnew, *o_unew, *o_preds, *o_factors;
-    double lr, b, ub, max_norm, half_life, beta;
-    int bias_mode, averaged;
-    long long n_seen, n_mistakes, avg_ref;
-    Py_ssize_t n, m;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOdipddLLdOnnddLO", &o_indptr, &o_slots, &o_values,
-                          &o_signs, &o_w, &o_present, &o_u, &o_upresent, &o_wnew, &o_unew, &lr,
-                          &bias_mode, &averaged, &b, &ub, &n_seen, &n_mistakes, &max_norm,
-                          &o_preds, &n, &m, &half_life, &beta, &avg_ref, &o_factors))
-        return NULL;
-    if (n < 0 || m < 0) {
-        PyErr_SetString(PyExc_ValueError, "bad n or m");
-        return NULL;
-    }
-    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
-        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
-        return NULL;
-    }
-    Py_buffer iv;
-    if (get_buffer(o_indptr, &iv, 0, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr") < 0)
-        return NULL;
-    const int64_t *indptr = iv.buf;
-    Py_ssize_t nnz = (Py_ssize_t)indptr[n];
-    int ok = indptr[0] == 0 && nnz >= 0;
-    for (Py_ssize_t i = 0; ok && i < n; i++)
-        ok = indptr[i] <= indptr[i + 1];
-    if (!ok) {
-        PyBuffer_Release(&iv);
-        PyErr_SetString(PyExc_ValueError, "indptr must rise from 0");
-        return NULL;
-    }
-    const BufferSpec specs[11] = {
-        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
-        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
-        {o_signs, 0, n, "signs"},
-        {o_w, 1, m * (Py_ssize_t)sizeof(double), "w"},
-        {o_present, 1, m, "present"},
-        {o_u, 1, m * (Py_ssize_t)sizeof(double), "u"},
-        {o_upresent, 1, m, "u_present"},
-        {o_wnew, 1, m * (Py_ssize_t)sizeof(int32_t), "w_new"},
-        {o_unew, 1, m * (Py_ssize_t)sizeof(int32_t), "u_new"},
-        {o_preds, 1, n, "preds"},
-        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
-    };
-    Py_buffer v[11];
-    if (get_buffers(specs, v, 11) < 0) {
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    const int32_t *slots = v[0].buf;
-    for (Py_ssize_t k = 0; ok && k < nnz; k++)
-        ok = slots[k] >= 0 && slots[k] < m;
-    if (!ok) {
-        release_buffers(v, 11);
-        PyBuffer_Release(&iv);
-        PyErr_SetString(PyExc_ValueError, "slots must be in [0, m)");
-        return NULL;
-    }
-    KernelState st = {b, ub, max_norm, n_seen, n_mistakes, 0, 0, 0, -1,
-                      half_life, beta, avg_ref, v[10].buf, 0};
-    Py_ssize_t n_w_new = 0, n_u_new = 0;
-    Py_BEGIN_ALLOW_THREADS
-    kernel_sparse(indptr, slots, v[1].buf, n, v[2].buf, v[3].buf, v[4].buf, v[5].buf, v[6].buf,
-                  v[7].buf, &n_w_new, v[8].buf, &n_u_new, m, lr, bias_mode, averaged, v[9].buf,
-                  &st);
-    Py_END_ALLOW_THREADS
-    release_buffers(v, 11);
-    PyBuffer_Release(&iv);
-    if (!st.finite || st.refused >= 0)
-        return Py_BuildValue("ddLLdnnOnLn", b, ub, n_seen, n_mistakes, max_norm, (Py_ssize_t)0,
-                             (Py_ssize_t)0, st.finite ? Py_True : Py_False, st.refused, avg_ref,
-                             (Py_ssize_t)0);
-    return Py_BuildValue("ddLLdnnOnLn", st.b, st.ub, st.n_seen, st.n_mistakes, st.max_norm,
-                         n_w_new, n_u_new, Py_True, st.refused, st.avg_ref, st.n_factors);
-}
-
 /* -- the other learners over sparse rows ------------------------------------------------------
  *
  * The passive-aggressive and multi-class kernels' rules over CSR rows, as kernel_sparse does
@@ -3252,6 +2589,209 @@ static int labels_in_order(const int64_t *lab, Py_ssize_t n, Py_ssize_t n_active
     return 1;
 }
 
+/* -- the binary perceptron's blocks ----------------------------------------------------------- */
+
+#define BLOCK_DENSE 0
+#define BLOCK_DENSE32 1
+#define BLOCK_SPARSE 2
+
+/* Where a block stopped: the row (-1: none) and why (ROW_REFUSED, ROW_NONFINITE). */
+typedef struct {
+    Py_ssize_t row;
+    int why;
+    Py_ssize_t n_factors;
+} BlockEnd;
+
+#define RULE_PERCEPTRON 0 /* BinaryRule, binary_rule_row */
+#define RULE_PA 1         /* PaRule, pa_rule_row */
+
+/* A rule's rows over the n rows of a block of kind `kind` (both constants in each variant
+ * below): dense, X (n, d), or sparse, CSR. */
+static inline __attribute__((always_inline)) void
+block_of(int rule, int kind, const void *X, const int64_t *indptr, const int32_t *slots,
+         Py_ssize_t n, Py_ssize_t d, Py_ssize_t m, const int8_t *signs, void *r, RuleCells *c,
+         int8_t *preds, double *factors, BlockEnd *end)
+{
+    long long *mistakes = rule == RULE_PA ? &((PaRule *)r)->n_mistakes
+                                          : &((BinaryRule *)r)->n_mistakes;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RuleRow row = {d, NULL, NULL, NULL, NULL, NULL};
+        if (kind == BLOCK_SPARSE) {
+            const Py_ssize_t k0 = (Py_ssize_t)indptr[i];
+            row.n = (Py_ssize_t)indptr[i + 1] - k0;
+            row.slots32 = slots + k0;
+            row.values = (const double *)X + k0;
+        }
+        else if (kind == BLOCK_DENSE32)
+            row.values32 = (const float *)X + i * d;
+        else
+            row.values = (const double *)X + i * d;
+        long long before = *mistakes;
+        double factor = 0.0;
+        int got = rule == RULE_PA ? pa_rule_row(r, c, &row, signs[i], &preds[i])
+                                  : binary_rule_row(r, c, &row, signs[i], m, &preds[i], &factor);
+        if (got != ROW_DONE) {
+            end->row = i;
+            end->why = got;
+            return;
+        }
+        if (factor != 0.0)
+            factors[end->n_factors++] = factor;
+        if (kind != BLOCK_SPARSE && *mistakes != before)
+            c->all_w = 1; /* a dense row's update gives every slot its weight */
+    }
+}
+
+#define BLOCK_VARIANT(name, rule, kind)                                                       \
+    static void KERNEL_CLONES name(const void *X, const int64_t *indptr, const int32_t *slots, \
+                                   Py_ssize_t n, Py_ssize_t d, Py_ssize_t m,                  \
+                                   const int8_t *signs, void *r, RuleCells *c, int8_t *preds, \
+                                   double *factors, BlockEnd *end)                            \
+    {                                                                                         \
+        block_of(rule, kind, X, indptr, slots, n, d, m, signs, r, c, preds, factors, end);   \
+    }
+BLOCK_VARIANT(binary_block_dense, RULE_PERCEPTRON, BLOCK_DENSE)
+BLOCK_VARIANT(binary_block_dense32, RULE_PERCEPTRON, BLOCK_DENSE32)
+BLOCK_VARIANT(binary_block_sparse, RULE_PERCEPTRON, BLOCK_SPARSE)
+BLOCK_VARIANT(pa_block_dense, RULE_PA, BLOCK_DENSE)
+BLOCK_VARIANT(pa_block_sparse, RULE_PA, BLOCK_SPARSE)
+
+typedef void (*BlockFn)(const void *, const int64_t *, const int32_t *, Py_ssize_t, Py_ssize_t,
+                        Py_ssize_t, const int8_t *, void *, RuleCells *, int8_t *, double *,
+                        BlockEnd *);
+
+/* A block kernel's call: o the buffers (X, indptr, slots, signs, w, u, present, joined_w,
+ * joined_u, preds, factors) checked and held, fns' variant for the block's kind (dense,
+ * float32, sparse) run without the GIL on rule r, the cells (their joined slots) into *c and
+ * where the block stopped into *end. Py_None; NULL on error. */
+static PyObject *run_block(PyObject *o[11], Py_ssize_t n, Py_ssize_t d, Py_ssize_t m, int f32,
+                           int forgetting, const BlockFn fns[3], void *r, RuleCells *c,
+                           BlockEnd *end)
+{
+    int sparse = o[1] != Py_None;
+    if (n < 0 || d < 0 || m < 0 || (!sparse && m != d) || (sparse && f32) ||
+        (f32 && fns[1] == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "bad n, d or m");
+        return NULL;
+    }
+    Py_buffer iv;
+    Py_ssize_t nnz = n * d;
+    if (sparse && (nnz = get_indptr(o[1], &iv, n)) < 0)
+        return NULL;
+    const BufferSpec specs[10] = {
+        {o[0], 0, nnz * (Py_ssize_t)(f32 ? sizeof(float) : sizeof(double)), "X"},
+        {o[3], 0, n, "signs"},
+        {o[4], 1, m * (Py_ssize_t)sizeof(double), "w"},
+        {o[5], 1, m * (Py_ssize_t)sizeof(double), "u"},
+        {o[6], 1, m, "present"},
+        {o[7], 1, m * (Py_ssize_t)sizeof(Py_ssize_t), "joined_w"},
+        {o[8], 1, m * (Py_ssize_t)sizeof(Py_ssize_t), "joined_u"},
+        {o[9], 1, n, "preds"},
+        {o[10], 1, (forgetting ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
+        {sparse ? o[2] : o[3], 0, sparse ? nnz * (Py_ssize_t)sizeof(int32_t) : 0, "slots"},
+    };
+    Py_buffer v[10];
+    if (get_buffers(specs, v, 10) < 0) {
+        if (sparse)
+            PyBuffer_Release(&iv);
+        return NULL;
+    }
+    if (sparse && !slots_in_range(v[9].buf, nnz, m)) {
+        release_buffers(v, 10);
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    RuleCells cells = {v[2].buf, v[3].buf, v[4].buf, 1, v[5].buf, v[6].buf, 0, 0, !sparse};
+    const unsigned char *present = v[4].buf;
+    for (Py_ssize_t j = 0; cells.all_w && j < m; j++)
+        cells.all_w = present[j] & RULE_W;
+    BlockFn fn = sparse ? fns[2] : f32 ? fns[1] : fns[0];
+    const int64_t *indptr = sparse ? iv.buf : NULL;
+    const int32_t *slots = sparse ? v[9].buf : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    fn(v[0].buf, indptr, slots, n, d, m, v[1].buf, r, &cells, v[7].buf, v[8].buf, end);
+    Py_END_ALLOW_THREADS
+    release_buffers(v, 10);
+    if (sparse)
+        PyBuffer_Release(&iv);
+    *c = cells;
+    return Py_None;
+}
+
+PyDoc_STRVAR(kernel_binary_doc,
+"kernel_binary(X, indptr, slots, signs, w, u, present, joined_w, joined_u, preds, factors,\n"
+"              n, d, m, f32, rule)\n"
+"    -> (rule, n_joined_w, n_joined_u, n_factors, stopped, why)\n\n"
+"The binary perceptron over a block (learners/_binary_kernel.py): dense, X float64 (n, d) or\n"
+"float32 with f32, indptr and slots None, m = d; or sparse, X the float64 values of n CSR\n"
+"rows (indptr int64 n + 1, slots int32 in [0, m)). signs int8 (n; 0 unlabelled); the\n"
+"cells w, u float64 (m), present uint8 (m: bits 1 weight, 2 accumulator in the model),\n"
+"written in place; joined_w, joined_u int64 (m): the slots that joined, in order; preds int8\n"
+"(n); factors float64 (n): the renormalisations' factors. rule: (lr, lr_int, bias_mode,\n"
+"averaged, half_life, beta, b, ub, max_norm, n_seen, n_mistakes, avg_ref), given back\n"
+"learned. stopped: the row the kernel stopped at (-1: none), why 1 refused (learning it\n"
+"would make the model non-finite), 2 a value not finite; the cells partly written then.");
+
+static PyObject *py_kernel_binary(PyObject *self, PyObject *args)
+{
+    PyObject *o[11];
+    Py_ssize_t n, d, m;
+    int f32;
+    BinaryRule r;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnnp(dpipdddddLLL)", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &n, &d, &m, &f32,
+                          &r.lr, &r.lr_int, &r.bias_mode, &r.averaged, &r.half_life, &r.beta,
+                          &r.b, &r.ub, &r.max_norm, &r.n_seen, &r.n_mistakes, &r.avg_ref))
+        return NULL;
+    if (!(r.half_life >= 0.0) || (r.half_life > 0.0 && !r.averaged) || r.bias_mode < 0 ||
+        r.bias_mode > 2 || (r.lr_int && !(fabs(r.lr) <= RULE_EXACT_INT))) {
+        PyErr_SetString(PyExc_ValueError, "bad rule");
+        return NULL;
+    }
+    static const BlockFn fns[3] = {binary_block_dense, binary_block_dense32, binary_block_sparse};
+    RuleCells c;
+    BlockEnd end = {-1, ROW_DONE, 0};
+    if (run_block(o, n, d, m, f32, r.half_life > 0.0, fns, &r, &c, &end) == NULL)
+        return NULL;
+    return Py_BuildValue("(diiidddddLLL)nnnni", r.lr, r.lr_int, r.bias_mode, r.averaged,
+                         r.half_life, r.beta, r.b, r.ub, r.max_norm, r.n_seen, r.n_mistakes,
+                         r.avg_ref, c.n_joined_w, c.n_joined_u, end.n_factors, end.row,
+                         end.why);
+}
+
+PyDoc_STRVAR(kernel_pa_binary_doc,
+"kernel_pa_binary(X, indptr, slots, signs, w, u, present, joined_w, joined_u, preds, factors,\n"
+"                 n, d, m, f32, rule)\n"
+"    -> (rule, n_joined_w, n_joined_u, n_factors, stopped, why)\n\n"
+"PassiveAggressive over a block, as kernel_binary (f32 false; u, joined_u and factors\n"
+"unused): rule\n"
+"(variant 0 pa 1 pa1 2 pa2, C, learned_bias, b, max_norm, n_seen, n_mistakes).");
+
+static PyObject *py_kernel_pa_binary(PyObject *self, PyObject *args)
+{
+    PyObject *o[11];
+    Py_ssize_t n, d, m;
+    int f32;
+    PaRule r;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnnp(idpddLL)", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &n, &d, &m, &f32,
+                          &r.variant, &r.C, &r.learned_bias, &r.b, &r.max_norm, &r.n_seen,
+                          &r.n_mistakes))
+        return NULL;
+    if (r.variant < 0 || r.variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad rule");
+        return NULL;
+    }
+    static const BlockFn fns[3] = {pa_block_dense, NULL, pa_block_sparse};
+    RuleCells c;
+    BlockEnd end = {-1, ROW_DONE, 0};
+    if (run_block(o, n, d, m, f32, 0, fns, &r, &c, &end) == NULL)
+        return NULL;
+    return Py_BuildValue("(ididdLL)nnnni", r.variant, r.C, r.learned_bias, r.b, r.max_norm,
+                         r.n_seen, r.n_mistakes, c.n_joined_w, c.n_joined_u, end.n_factors,
+                         end.row, end.why);
+}
+
 /* A row's sum of squares, sq += v * v from +0.0 in its order; *finite 0 when a value is not
    finite (an infinite sq with finite values is the caller's: too large). */
 static inline double sparse_sq(const double *values, Py_ssize_t k0, Py_ssize_t k1, int *finite)
@@ -3298,136 +2838,6 @@ typedef struct {
     int32_t *w_new, *u_new;
     int64_t *n_new;
 } SparseDicts;
-
-/* kernel_pa's rule (PassiveAggressive._learn, the reference) over CSR rows: dot over the
-   items present in w, sq over all; an update moves the row's weights only. */
-static void kernel_pa_sparse(const int64_t *indptr, const int32_t *slots, const double *values,
-                             Py_ssize_t n, const int8_t *signs, double *w, SparseDicts *dicts,
-                             int variant, double C, int learned_bias, int8_t *preds,
-                             PaState *st)
-{
-    double b = st->b, max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    int w_updated = 0;
-    unsigned char *present = dicts->present;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
-        double dot = 0.0, sq = 0.0;
-        for (Py_ssize_t k = k0; k < k1; k++) {
-            Py_ssize_t j = slots[k];
-            double v = values[k];
-            if (present[j])
-                dot += w[j] * v;
-            sq += v * v;
-        }
-        if (!(sq < INFINITY)) { /* a value not finite, or sq overflowed (refused below) */
-            int finite = 1;
-            sparse_sq(values, k0, k1, &finite);
-            if (!finite) {
-                st->finite = 0;
-                return;
-            }
-        }
-        double score = dot + b;
-        preds[i] = score > 0 ? 1 : -1;
-        int y = signs[i];
-        if (y == 0)
-            continue;
-        if (!(sq < INFINITY)) { /* _sq_dot: too large (R) */
-            st->refused = i;
-            st->finite = 1;
-            return;
-        }
-        double r = sqrt(sq);
-        double loss = 1.0 - (double)y * score;
-        if (loss > 0) { /* NaN (an overflowing score): no update */
-            double step = pa_step(variant, C, loss, sq) * (double)y;
-            double nb = learned_bias ? b + step : b;
-            double check = nb - nb; /* 0.0 when finite, NaN otherwise */
-            check += sparse_axpy(w, present, dicts->w_new, dicts->n_new, slots, values, k0, k1,
-                                 step);
-            if (check != 0.0) {
-                st->refused = i;
-                st->finite = 1;
-                return;
-            }
-            b = nb;
-            n_mistakes += 1;
-            w_updated = 1;
-        }
-        if (r > max_norm)
-            max_norm = r;
-        n_seen += 1;
-    }
-    st->b = b;
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->w_updated = w_updated;
-    st->finite = 1;
-}
-
-PyDoc_STRVAR(kernel_pa_sparse_doc,
-"kernel_pa_sparse(indptr, slots, values, signs, w, present, w_new, variant, C, learned_bias,\n"
-"                 b, n_seen, n_mistakes, max_norm, preds, n, m)\n"
-"    -> (b, n_seen, n_mistakes, max_norm, n_w_new, finite, refused)\n\n"
-"kernel_pa over n CSR rows (indptr int64 n + 1, slots int32, values float64) of a block's m\n"
-"features: w float64 (m) and present uint8 (m) updated in place, w_new int32 (m) the slots\n"
-"that joined the model's dict, in order (n_w_new of them).");
-
-static PyObject *py_kernel_pa_sparse(PyObject *self, PyObject *args)
-{
-    PyObject *o_indptr, *o_slots, *o_values, *o_signs, *o_w, *o_present, *o_wnew, *o_preds;
-    int variant, learned_bias;
-    double C, b, max_norm;
-    long long n_seen, n_mistakes;
-    Py_ssize_t n, m;
-    if (!PyArg_ParseTuple(args, "OOOOOOOidpdLLdOnn", &o_indptr, &o_slots, &o_values, &o_signs,
-                          &o_w, &o_present, &o_wnew, &variant, &C, &learned_bias, &b, &n_seen,
-                          &n_mistakes, &max_norm, &o_preds, &n, &m))
-        return NULL;
-    if (n < 0 || m < 0 || variant < 0 || variant > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad n, m or variant");
-        return NULL;
-    }
-    Py_buffer iv;
-    Py_ssize_t nnz = get_indptr(o_indptr, &iv, n);
-    if (nnz < 0)
-        return NULL;
-    const BufferSpec specs[7] = {
-        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
-        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
-        {o_signs, 0, n, "signs"},
-        {o_w, 1, m * (Py_ssize_t)sizeof(double), "w"},
-        {o_present, 1, m, "present"},
-        {o_wnew, 1, m * (Py_ssize_t)sizeof(int32_t), "w_new"},
-        {o_preds, 1, n, "preds"},
-    };
-    Py_buffer v[7];
-    if (get_buffers(specs, v, 7) < 0) {
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    if (!slots_in_range(v[0].buf, nnz, m)) {
-        release_buffers(v, 7);
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    PaState st = {b, max_norm, n_seen, n_mistakes, 0, 0, -1};
-    int64_t n_w_new = 0;
-    SparseDicts dicts = {v[4].buf, NULL, v[5].buf, NULL, &n_w_new};
-    Py_BEGIN_ALLOW_THREADS
-    kernel_pa_sparse(iv.buf, v[0].buf, v[1].buf, n, v[2].buf, v[3].buf, &dicts, variant, C,
-                     learned_bias, v[6].buf, &st);
-    Py_END_ALLOW_THREADS
-    release_buffers(v, 7);
-    PyBuffer_Release(&iv);
-    if (!st.finite || st.refused >= 0)
-        return Py_BuildValue("dLLdnOn", b, n_seen, n_mistakes, max_norm, (Py_ssize_t)0,
-                             st.finite ? Py_True : Py_False, st.refused);
-    return Py_BuildValue("dLLdnOn", st.b, st.n_seen, st.n_mistakes, st.max_norm,
-                         (Py_ssize_t)n_w_new, Py_True, st.refused);
-}
 
 /* kernel_pa_multiclass's rule over CSR rows: W (n_classes, m), each class's dot over the
    row's items (0.0 where its dict has none, as the dense kernel); an update moves the row's
@@ -3812,15 +3222,13 @@ static PyMethodDef methods[] = {
     {"empty", py_empty, METH_O, empty_doc},
     {"take", py_take, METH_VARARGS, take_doc},
     {"mistakes", py_mistakes, METH_VARARGS, mistakes_doc},
-    {"kernel", py_kernel, METH_VARARGS, kernel_doc},
+    {"kernel_binary", py_kernel_binary, METH_VARARGS, kernel_binary_doc},
     {"kernel_multiclass", py_kernel_multiclass, METH_VARARGS, kernel_multiclass_doc},
-    {"kernel_pa", py_kernel_pa, METH_VARARGS, kernel_pa_doc},
+    {"kernel_pa_binary", py_kernel_pa_binary, METH_VARARGS, kernel_pa_binary_doc},
     {"kernel_pa_multiclass", py_kernel_pa_multiclass, METH_VARARGS, kernel_pa_multiclass_doc},
     {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
     {"scan_sparse_csv", py_scan_sparse_csv, METH_VARARGS, scan_sparse_csv_doc},
     {"remap_slots", py_remap_slots, METH_VARARGS, remap_slots_doc},
-    {"kernel_sparse", py_kernel_sparse, METH_VARARGS, kernel_sparse_doc},
-    {"kernel_pa_sparse", py_kernel_pa_sparse, METH_VARARGS, kernel_pa_sparse_doc},
     {"kernel_pa_multiclass_sparse", py_kernel_pa_multiclass_sparse, METH_VARARGS,
      kernel_pa_multiclass_sparse_doc},
     {"kernel_multiclass_sparse", py_kernel_multiclass_sparse, METH_VARARGS,

@@ -21,6 +21,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "_rules.h" /* the learning rules, once (the blocks' too: _dense.c) */
+
 #define EXACT_INT_LIMIT 9007199254740992LL /* 2**53: every int up to it is a double */
 #define STACK_ITEMS 64
 
@@ -1002,14 +1004,16 @@ typedef struct {
     Py_ssize_t *slots;   /* scratch: the slots of x's items (-1: none yet) */
     double *vals;        /* scratch: new values of an update */
     Py_ssize_t scap, vcap;
+    char *rbuf;          /* scratch of a rule's row of up to rcap items (store_rule_room) */
+    Py_ssize_t rcap;
     PyObject **lk;       /* scap: the keys last found at each position of x (references) */
     Py_ssize_t *ls;      /* scap: their slots (a key's slot never changes) */
     int u_alone;         /* an accumulator whose class has no weight for its key (loaded) */
     unsigned long long version; /* bumped by every change of the weights (BinaryCore's memo) */
 } ClassStore;
 
-#define IN_W 1
-#define IN_U 2
+#define IN_W RULE_W
+#define IN_U RULE_U
 
 static int
 plain_key(PyObject *key)
@@ -1886,6 +1890,105 @@ store_update_items(ClassStore *self, Items *it, PyObject *y, PyObject *y_hat, Nu
     return UPDATE_DONE;
 }
 
+/* Room for l to take n more slots. 0: done; -1: error. */
+static int
+slot_list_reserve(SlotList *l, Py_ssize_t n)
+{
+    if (l->n + n <= l->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = l->cap ? l->cap : 8;
+    while (cap < l->n + n) {
+        cap *= 2;
+    }
+    Py_ssize_t *v = PyMem_Realloc(l->v, (size_t)cap * sizeof(Py_ssize_t));
+    if (v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    l->v = v;
+    l->cap = cap;
+    return 0;
+}
+
+/* Room in the rule's scratch for a row of n: the checked values (2n doubles), the joined
+ * slots (2n), the values (n doubles) and whether each is an int (n bytes). 0: done; -1: error. */
+static int
+store_rule_room(ClassStore *self, Py_ssize_t n)
+{
+    if (n <= self->rcap) {
+        return 0;
+    }
+    Py_ssize_t cap = n > 2 * self->rcap ? n : 2 * self->rcap;
+    size_t unit = 2 * sizeof(double) + 2 * sizeof(Py_ssize_t) + sizeof(double) + 1;
+    char *buf = PyMem_Realloc(self->rbuf, (size_t)cap * unit);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->rbuf = buf;
+    self->rcap = cap;
+    return 0;
+}
+
+/* A binary mistake's update (_rules.h's binary_rule_update) on class row 0, the items of x
+ * loaded: their slots found, the keys new to the store given slots, the cells checked before
+ * any is written. UPDATE_DONE; UPDATE_WEIGHT (a value not finite:
+ * nothing written); UPDATE_UNHANDLED (the store too large); UPDATE_ERROR. */
+static int
+store_binary_update(ClassStore *self, Items *it, const BinaryStep *s)
+{
+    Py_ssize_t n = it->n, fresh = 0;
+    int status = store_slots(self, it); /* the scratch may hold another dict's since the fold */
+    if (status <= 0) {
+        return status == 0 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+    }
+    if (store_rule_room(self, n) < 0) {
+        return UPDATE_ERROR;
+    }
+    double *checked = (double *)self->rbuf, *values = checked + 2 * n;
+    Py_ssize_t *joined = (Py_ssize_t *)(values + n);
+    unsigned char *is_int = (unsigned char *)(joined + 2 * n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        values[i] = it->items[i].v;
+        is_int[i] = (unsigned char)it->items[i].is_int;
+        fresh += self->slots[i] < 0;
+    }
+    if (fresh) {
+        status = store_reserve(self, self->nf + fresh, self->nc);
+        if (status <= 0) {
+            return status == 0 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (self->slots[i] < 0) {
+                Py_ssize_t slot = store_add_slot(self, it->items[i].key);
+                if (slot < 0) {
+                    return slot == -2 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+                }
+                self->slots[i] = slot;
+            }
+        }
+    }
+    if (slot_list_reserve(&self->wo[0], n) < 0 ||
+        (s->averaging && slot_list_reserve(&self->uo[0], n) < 0)) {
+        return UPDATE_ERROR;
+    }
+    RuleCells c = {self->W, self->U, self->P, self->ccap, joined, joined + n, 0, 0, 0};
+    RuleRow row = {n, NULL, self->slots, values, NULL, is_int};
+    if (!rule_update(&c, &row, s, 1, checked)) {
+        return UPDATE_WEIGHT;
+    }
+    self->version++;
+    SlotList *wo = &self->wo[0], *uo = &self->uo[0];
+    for (Py_ssize_t k = 0; k < c.n_joined_w; k++) {
+        wo->v[wo->n++] = c.joined_w[k];
+    }
+    for (Py_ssize_t k = 0; k < c.n_joined_u; k++) {
+        uo->v[uo->n++] = c.joined_u[k];
+    }
+    return UPDATE_DONE;
+}
+
 static PyObject *
 store_update(ClassStore *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1924,14 +2027,10 @@ PyDoc_STRVAR(store_rescale_doc,
 "Every accumulator and averaging bias multiplied by factor (a float), as\n"
 "``MulticlassPerceptron._renormalise`` does on its dicts.");
 
-static PyObject *
-store_rescale(ClassStore *self, PyObject *arg)
+/* Every accumulator and averaging bias multiplied by f. */
+static void
+store_rescale_by(ClassStore *self, double f)
 {
-    if (!PyFloat_CheckExact(arg)) {
-        PyErr_SetString(PyExc_TypeError, "rescale() takes a float");
-        return NULL;
-    }
-    double f = PyFloat_AS_DOUBLE(arg);
     self->version++;
     for (Py_ssize_t c = 0; c < self->nc; c++) {
         SlotList *l = &self->uo[c];
@@ -1941,6 +2040,16 @@ store_rescale(ClassStore *self, PyObject *arg)
         }
         self->UB[c] = self->UB[c] * f;
     }
+}
+
+static PyObject *
+store_rescale(ClassStore *self, PyObject *arg)
+{
+    if (!PyFloat_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "rescale() takes a float");
+        return NULL;
+    }
+    store_rescale_by(self, PyFloat_AS_DOUBLE(arg));
     Py_RETURN_NONE;
 }
 
@@ -2264,6 +2373,7 @@ store_dealloc(ClassStore *self)
     PyMem_Free(self->ls);
     PyMem_Free(self->lk);
     PyMem_Free(self->vals);
+    PyMem_Free(self->rbuf);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2389,7 +2499,6 @@ typedef struct {
 
 static PyObject *str_positive, *str_negative, *str_settled, *str_codes;
 static PyObject *str_predict_one_py, *str_learn_one_py, *str_predict_learn_one_py;
-static PyObject *binary_row; /* the label of the binary store's one class: 0 */
 
 static void
 memo_clear(Memo *memo)
@@ -2459,9 +2568,8 @@ typedef struct {
     long long avg_ref;
 } CoreState;
 
-/* The forgetting average's rescaling of the accumulators, every RENORMALISE_HALF_LIVES
- * half-lives (learners/_base.py; _dense.c has the same constant). */
-#define RENORMALISE_HALF_LIVES 256.0
+/* The forgetting average's accumulators are rescaled every RENORMALISE_HALF_LIVES half-lives
+ * (_rules.h). */
 
 /* An exact int of at most 2**53 in magnitude, or an exact float, as a double; 0: neither. */
 static int
@@ -2762,11 +2870,34 @@ binary_state(BinaryCore *self, CoreState *st, double *b, double *ub)
     return core_state(&self->h, st) && st->store->nc >= 1 && binary_biases(self, st, b, ub);
 }
 
+/* The learner's rule (_rules.h) from its fields, st, b and ub read by binary_state. *lr_ok
+ * 0: lr or the bias mode not one the rule takes (a mistake is then Python's). */
+static void
+binary_rule_of(BinaryCore *self, const CoreState *st, double b, double ub, BinaryRule *r,
+               int *lr_ok)
+{
+    Num lr = {NAN, 0, 0};
+    r->bias_mode = core_bias_mode(&self->h);
+    *lr_ok = num_value(self->h.lr, &lr) && r->bias_mode >= 0;
+    r->lr = lr.v;
+    r->lr_int = lr.is_int;
+    r->averaged = st->averaged;
+    r->half_life = st->forgetting ? st->half_life : 0.0;
+    r->beta = st->forgetting ? st->beta : 0.0;
+    r->b = b;
+    r->ub = ub;
+    r->max_norm = st->max_norm;
+    r->n_seen = st->n_seen;
+    r->n_mistakes = 0; /* the learner's counter is core_counters' */
+    r->avg_ref = st->forgetting ? st->avg_ref : 0;
+}
+
 /*
- * Perceptron._learn(x, sign) on the store: the score before learning into *score. With
- * known_dot, x's items are in the memo with their slots found and this dot folded; without,
- * the memo's fold is used when it is x's, else x is folded. 1: learned; 0: not handled
- * (nothing changed); -1: error. The memo is empty afterwards.
+ * Perceptron._learn(x, sign) on the store, by the rule (_rules.h): the score before learning
+ * into *score. With known_dot, x's items are in the memo with their slots found and this dot
+ * folded; without, the memo's fold is used when it is x's, else x is folded. 1: learned; 0:
+ * not handled (nothing changed: Python decides, and refuses what the rule refuses); -1:
+ * error. The memo is empty afterwards.
  */
 static int
 binary_learn(BinaryCore *self, CoreState *st, double b0, double ub0, PyObject *x, int sign,
@@ -2786,81 +2917,53 @@ binary_learn(BinaryCore *self, CoreState *st, double b0, double ub0, PyObject *x
         dot = hit ? h->memo.dot : store->dot[0];
     }
     Items *it = &h->memo.items;
-    int result = 0;
-    PyObject *new_b = NULL, *new_ub = NULL, *seen = NULL, *norm = NULL, *mistakes = NULL;
-    double r = items_norm(it);
-    if (!(r < INFINITY)) { /* r >= 0, or NaN: Python raises */
-        goto done;
+    int result = 0, lr_ok;
+    PyObject *new_b = NULL, *new_ub = NULL, *new_ref = NULL;
+    PyObject *seen = NULL, *norm = NULL, *mistakes = NULL;
+    BinaryRule r;
+    BinaryStep s;
+    binary_rule_of(self, st, b0, ub0, &r, &lr_ok);
+    if (!binary_rule_learn(&r, sign, dot + b0, items_sq(it), &s) ||
+        (s.mistake && (!lr_ok || !(fabs(s.cstep) <= RULE_EXACT_INT || !s.cstep_int)))) {
+        goto done; /* refused, or a step Python computes exactly and a double cannot */
     }
-    double max_norm = r > st->max_norm ? r : st->max_norm;
-    double s = dot + b0;
-    long long t = st->n_seen + 1;
-    int averaging;
-    Num c;
-    if (!core_step(st, t, &averaging, &c)) {
-        goto done;
-    }
-    *score = s;
-    int mistake = (double)sign * s <= 0;
-    result = core_counters(h, t, max_norm, mistake, &seen, &norm, &mistakes);
+    *score = dot + b0;
+    result = core_counters(h, s.t, s.max_norm, s.mistake, &seen, &norm, &mistakes);
     if (result <= 0) {
         goto done;
     }
-    result = 0;
-    if (mistake) {
-        Num lr, step, db;
-        Num y = {(double)sign, sign, 1};
-        if (!num_value(h->lr, &lr) || !num_mul(lr, y, &step)) {
-            goto done;
-        }
-        switch (core_bias_mode(h)) {
-        case 0:
-            db = step;
-            break;
-        case 1:
-            db.v = ((double)sign * max_norm) * max_norm;
-            db.iv = 0;
-            db.is_int = 0;
-            break;
-        case 2:
-            db.v = 0.0;
-            db.iv = 0;
-            db.is_int = 0;
-            break;
-        default:
-            goto done;
-        }
-        double b = b0 + db.v;
-        double ub = ub0;
-        if (averaging) {
-            Num cdb;
-            if (!num_mul(c, db, &cdb)) {
-                goto done;
-            }
-            ub = ub0 + cdb.v;
-        }
-        if (!(-INFINITY < b && b < INFINITY && -INFINITY < ub && ub < INFINITY)) {
-            goto done;
-        }
-        new_b = PyFloat_FromDouble(b);
-        new_ub = averaging ? PyFloat_FromDouble(ub) : NULL;
-        if (new_b == NULL || (averaging && new_ub == NULL)) {
-            result = -1;
-            goto done;
-        }
-        Num zero = {0.0, 0, 1};
-        int status =
-            store_update_items(store, it, binary_row, Py_None, step, zero, averaging, c);
+    binary_rule_commit(&r, &s);
+    double factor = binary_rule_renormalise(&r, s.t);
+    int new_biases = s.mistake || factor != 0.0;
+    if (new_biases) {
+        new_b = PyFloat_FromDouble(r.b);
+        new_ub = st->averaged ? PyFloat_FromDouble(r.ub) : NULL;
+    }
+    new_ref = factor != 0.0 ? PyLong_FromLongLong(r.avg_ref) : NULL;
+    if ((new_biases && (new_b == NULL || (st->averaged && new_ub == NULL))) ||
+        (factor != 0.0 && new_ref == NULL)) {
+        result = -1;
+        goto done;
+    }
+    if (s.mistake) {
+        int status = store_binary_update(store, it, &s);
         if (status != UPDATE_DONE) {
             result = status == UPDATE_ERROR ? -1 : 0;
             goto done;
         }
+    }
+    if (factor != 0.0) {
+        store_rescale_by(store, factor);
+        Py_XSETREF(h->avg_ref, new_ref);
+        new_ref = NULL;
+    }
+    if (new_b != NULL) {
         Py_XSETREF(self->b, new_b);
         new_b = NULL;
-        if (averaging) {
-            Py_XSETREF(self->ub, new_ub);
-            new_ub = NULL;
-        }
+    }
+    if (new_ub != NULL) {
+        Py_XSETREF(self->ub, new_ub);
+        new_ub = NULL;
     }
     core_store_counters(h, seen, norm, mistakes);
     seen = norm = mistakes = NULL;
@@ -2868,6 +2971,7 @@ binary_learn(BinaryCore *self, CoreState *st, double b0, double ub0, PyObject *x
 done:
     Py_XDECREF(new_b);
     Py_XDECREF(new_ub);
+    Py_XDECREF(new_ref);
     Py_XDECREF(seen);
     Py_XDECREF(norm);
     Py_XDECREF(mistakes);
@@ -3511,9 +3615,6 @@ speedups_exec(PyObject *module)
         if (*strings[i] == NULL && (*strings[i] = PyUnicode_InternFromString(names[i])) == NULL) {
             return -1;
         }
-    }
-    if (binary_row == NULL && (binary_row = PyLong_FromLong(0)) == NULL) {
-        return -1;
     }
     if (PyModule_AddObjectRef(module, "ClassStore", (PyObject *)&ClassStoreType) < 0) {
         return -1;

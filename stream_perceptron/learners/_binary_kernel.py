@@ -1,28 +1,22 @@
-"""Glue of the binary perceptron's C kernel: the model's dicts to arrays, the kernel, back.
+"""Glue of the binary perceptron's C kernel: a block's cells from the model, the kernel, back.
 
 :func:`learn_dense` predicts-then-learns every row of a dense float64 matrix and leaves the
 model exactly as the ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, to the
 last bit: the same predictions, mistakes, weights (same keys, same insertion order), bias,
-averaging accumulators, counters and ``max_norm``. The model's dicts stay authoritative: each
-call copies the weights of ``features`` into arrays, runs the C kernel (``_dense.c``) over the
-whole matrix, and writes the arrays back. Call it through
+averaging accumulators, counters and ``max_norm``; :func:`learn_sparse` the same over sparse
+rows. The model (a :class:`BinaryKernelModel`) gives the cells of the block's features as
+arrays and its rule's fields, and takes them back learned. Call them through
 :meth:`Perceptron.learn_dense <stream_perceptron.learners.Perceptron.learn_dense>`.
 
-The kernel does the floating-point operations of ``Perceptron._learn`` / ``Perceptron._score``
-(the reference) in the same order:
-
-* ``dot`` starts at ``+0.0`` and adds ``w*v`` for features present in ``_w`` only, left to
-  right in feature order; absent ones are skipped, not added as ``0.0*v``;
-* a weight absent from ``_w`` is ``+0.0`` in the arrays, which is what ``w.get(k, 0.0)`` gives
-  the update; likewise ``u.get(k, 0.0)``.
+The rule is ``_rules.h``'s ``binary_rule_row``, which the dict API (``_speedups.c``) runs too: the
+floating-point operations of ``Perceptron._learn`` / ``Perceptron._score`` (the reference) in
+the same order. A dense row is the row whose slots are the block's features in order.
 
 A labelled row whose update would make R, the bias, a weight or an averaging accumulator
 non-finite (what ``Perceptron._learn`` refuses with :class:`~stream_perceptron.errors.
 ValueTooLargeError`) stops the kernel: :func:`learn_dense` then raises that error, with the
-row's index as ``row``, and writes nothing back: the model is as it was before the call (the
-caller learns the block row by row, which refuses that row alone). Such rows are rare
-(hostile input), so the common case pays one comparison per row and one addition per
-updated weight.
+row's index as ``row``, and gives nothing back: the model is as it was before the call (the
+caller learns the block row by row, which refuses that row alone).
 
 A sign of ``0`` marks an unlabelled row: it is predicted as ``predict_one`` would (the averaged
 score when ``averaged``) and not learned from (``n_seen`` and ``max_norm`` unchanged), so a
@@ -33,7 +27,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stream_perceptron import native
 from stream_perceptron.errors import ValueTooLargeError
@@ -41,11 +35,11 @@ from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._linear import BIAS_MODES
 
-if TYPE_CHECKING:
-    from stream_perceptron.learners._perceptron_model import PerceptronModel
-
 __all__ = [
     "BIAS_CODES",
+    "BinaryKernelModel",
+    "rescale_outside",
+    "write_back",
     "supported",
     "learn_dense",
     "checked_block",
@@ -53,6 +47,8 @@ __all__ = [
     "predictions",
     "refusal",
     "learn_sparse",
+    "run_kernel",
+    "sparse_block",
 ]
 
 BIAS_CODES = {mode: i for i, mode in enumerate(BIAS_MODES)}  # learned 0, r2 1, none 2
@@ -79,62 +75,86 @@ def supported(model: Any) -> bool:
     )
 
 
+class BinaryKernelModel(Protocol):
+    """What the binary perceptron's kernel needs of a model: its rule (hyperparameters and
+    scalars, the C ``BinaryRule``'s fields), the cells of a block's features, and both given
+    back learned. The model keeps its fields to itself."""
+
+    def block_rule(self) -> tuple[Any, ...]: ...
+
+    def block_cells(self, names: list[Any]) -> tuple[array, array, bytearray]: ...
+
+    def commit_block(
+        self, names: list[Any], cells: tuple[array, array, bytes], joined: tuple[array, array],
+        factors: list[float], rule: tuple[Any, ...],
+    ) -> None: ...  # fmt: skip
+
+
 def learn_dense(
-    model: PerceptronModel, features: Sequence[Any], X: np.ndarray, signs: np.ndarray
+    model: BinaryKernelModel, features: Sequence[Any], X: np.ndarray, signs: np.ndarray
 ) -> np.ndarray:
     """:meth:`Perceptron.learn_dense`'s work, for a model whose ``dense_capable`` is true."""
-    c = native.dense
-    if c is None:
-        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
     features, X, signs = checked_block(features, X, signs, keep_f32=True)
     f32 = not isinstance(X, memoryview) and X.dtype == np.float32
     n = X.shape[0]
     preds = bytearray(n)  # int8 predictions, written by the kernel
-    if n == 0:
-        return predictions(preds, X)
-
-    wd, ud = model._w, model._u
-    w = array("d", [wd.get(k, 0.0) for k in features])
-    present = bytes([k in wd for k in features])
-    u = array("d", [ud.get(k, 0.0) for k in features])
-    half_life = model.average_half_life
-    factors = array("d", bytes(8 * n) if half_life is not None else b"")
-    (b, ub, n_seen, n_mistakes, max_norm, w_updated, u_updated, finite, refused, avg_ref,
-     n_factors) = c.kernel(
-        X, signs, w, present, u, float(model.lr), BIAS_CODES[model._bias_mode],
-        bool(model.averaged), float(model._b), float(model._ub), int(model._n_seen),
-        int(model._n_mistakes), float(model._max_norm), preds, n, X.shape[1],
-        0.0 if half_life is None else float(half_life), float(model._beta),
-        int(model._avg_ref), factors, f32,
-    )  # fmt: skip
-    if not finite:  # checked by the kernel, on the way: the model is left as it was
-        raise ValueError("X has non-finite values")
-    if refused >= 0:  # the kernel stopped at that row: nothing is written back
-        raise refusal(int(refused))
-    if w_updated:  # every feature of a dense row is in _w after its first mistake
-        for k, v in zip(features, w.tolist()):
-            wd[k] = v  # existing keys keep their place, new ones follow in features order
-    if u_updated:
-        for k, v in zip(features, u.tolist()):
-            ud[k] = v
-    if n_factors:
-        rescale_outside(ud, features, u, bool(u_updated), factors[:n_factors].tolist())
-    _store_counts(model, b, ub, n_seen, n_mistakes, max_norm, avg_ref if n_factors else None)
+    if n:
+        forgetting = model.block_rule()[4] > 0  # the rule's half-life
+        run_kernel("kernel_binary", model, features, X, None, None, signs, preds, X.shape[1],
+                   f32, forgetting)  # fmt: skip
     return predictions(preds, X)
 
 
-def _store_counts(
-    model: PerceptronModel, b: float, ub: float, n_seen: int, n_mistakes: int,
-    max_norm: float, avg_ref: int | None,
+def run_kernel(
+    kernel: str, model: BinaryKernelModel, names: list[Any], X: Any, indptr: Any, slots: Any,
+    signs: Any, preds: bytearray, d: int, f32: bool = False, forgetting: bool = False,
 ) -> None:  # fmt: skip
-    """A kernel's biases and counters into the model (``avg_ref`` None: unchanged)."""
-    if avg_ref is not None:
-        model._avg_ref = int(avg_ref)
-    model._b = float(b)
-    model._ub = float(ub)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    model._max_norm = float(max_norm)
+    """The C kernel ``kernel`` (``kernel_binary``, ``kernel_pa_binary``) over a block (dense:
+    ``indptr`` None; sparse: ``X`` the CSR values), the model's cells and rule given to it
+    and, learned, back to the model; the model unchanged when the kernel stops at a row
+    (ValueError, or :func:`refusal`). ``forgetting``: room for the renormalisations'
+    factors."""
+    c = native.dense
+    if c is None:
+        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
+    m, n = len(names), len(preds)
+    w, u, present = model.block_cells(names)
+    had = bytes(present)
+    joined_w, joined_u = array("q", bytes(8 * m)), array("q", bytes(8 * m))
+    factors = array("d", bytes(8 * n) if forgetting else b"")
+    rule, n_w, n_u, n_factors, stopped, why = getattr(c, kernel)(
+        X, indptr, slots, signs, w, u, present, joined_w, joined_u, preds, factors, n, d, m,
+        f32, model.block_rule(),
+    )  # fmt: skip
+    if stopped >= 0:  # the model is left as it was
+        if why == 2:
+            raise ValueError("X has non-finite values")
+        raise refusal(int(stopped))
+    joined = (joined_w[:n_w], joined_u[:n_u])
+    model.commit_block(names, (w, u, had), joined, factors[:n_factors].tolist(), rule)
+
+
+def sparse_block(
+    kernel: str, model: BinaryKernelModel, features: Sequence[Any], rows: SparseRows,
+    signs: Any, forgetting: bool = False,
+) -> Any:  # fmt: skip
+    """:func:`run_kernel` over a sparse block (``rows``' slots index ``features``): the int8
+    predictions as a ``memoryview``."""
+    names = list(features)
+    n = len(rows)
+    preds = bytearray(n)
+    if n == 0:
+        return memoryview(preds).cast("b")
+    if len(memoryview(signs)) != n:
+        raise ValueError(f"signs has shape ({len(memoryview(signs))},), expected ({n},)")
+    try:
+        run_kernel(kernel, model, names, rows.values, rows.indptr, rows.slots, signs, preds, 0,
+                   forgetting=forgetting)  # fmt: skip
+    except ValueError as error:
+        if str(error) == "X has non-finite values":
+            raise ValueError("rows have non-finite values") from None
+        raise
+    return memoryview(preds).cast("b")
 
 
 def checked_block(
@@ -234,58 +254,23 @@ def refusal(row: int) -> ValueTooLargeError:
 
 
 def learn_sparse(
-    model: PerceptronModel, features: Sequence[Any], rows: SparseRows, signs: Any
+    model: BinaryKernelModel, features: Sequence[Any], rows: SparseRows, signs: Any
 ) -> Any:
     """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
     left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, new
     keys entering the model's dicts in the order that loop adds them."""
-    c = native.dense
-    if c is None:
-        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-    names = list(features)
-    n, m = len(rows), len(names)
-    preds = bytearray(n)
-    if n == 0:
-        return memoryview(preds).cast("b")
-    if len(memoryview(signs)) != n:
-        raise ValueError(f"signs has shape ({len(memoryview(signs))},), expected ({n},)")
-    wd, ud = model._w, model._u
-    w = array("d", [wd.get(k, 0.0) for k in names])
-    had_w = bytes([k in wd for k in names])
-    u = array("d", [ud.get(k, 0.0) for k in names])
-    had_u = bytes([k in ud for k in names])
-    present, u_present = bytearray(had_w), bytearray(had_u)
-    w_new, u_new = array("i", bytes(4 * m)), array("i", bytes(4 * m))
-    half_life = model.average_half_life
-    factors = array("d", bytes(8 * n) if half_life is not None else b"")
-    (b, ub, n_seen, n_mistakes, max_norm, n_w_new, n_u_new, finite, refused, avg_ref,
-     n_factors) = c.kernel_sparse(
-        rows.indptr, rows.slots, rows.values, signs, w, present, u, u_present, w_new, u_new,
-        float(model.lr), BIAS_CODES[model._bias_mode], bool(model.averaged), float(model._b),
-        float(model._ub), int(model._n_seen), int(model._n_mistakes), float(model._max_norm),
-        preds, n, m, 0.0 if half_life is None else float(half_life), float(model._beta),
-        int(model._avg_ref), factors,
-    )  # fmt: skip
-    if not finite:
-        raise ValueError("rows have non-finite values")
-    if refused >= 0:
-        raise refusal(int(refused))
-    _write_back(wd, names, w, had_w, w_new[:n_w_new])
-    _write_back(ud, names, u, had_u, u_new[:n_u_new])
-    if n_factors:
-        rescale_outside(ud, names, u, True, factors[:n_factors].tolist())
-    _store_counts(model, b, ub, n_seen, n_mistakes, max_norm, avg_ref if n_factors else None)
-    return memoryview(preds).cast("b")
+    forgetting = model.block_rule()[4] > 0
+    return sparse_block("kernel_binary", model, features, rows, signs, forgetting)
 
 
-def _write_back(
-    d: dict[Any, float], names: list[Any], values: array, had: bytes, new: array
+def write_back(
+    d: dict[Any, float], names: list[Any], values: array, had: bytes, bit: int, new: array
 ) -> None:
-    """The kernel's values into the model dict ``d``: the keys it had keep their place, the
-    new ones (``new``: slots in the order they joined) follow in that order."""
+    """The kernel's values into the model dict ``d``: the keys it had (``had[j] & bit``) keep
+    their place, the new ones (``new``: slots in the order they joined) follow in that order."""
     values_list = values.tolist()
     for j, k in enumerate(names):
-        if had[j]:
+        if had[j] & bit:
             d[k] = values_list[j]
     for j in new.tolist():
         d[names[j]] = values_list[j]

@@ -1,53 +1,51 @@
-"""Glue of the passive-aggressive learners' C kernels (``kernel_pa``, ``kernel_pa_multiclass``
-in ``_dense.c``).
+"""Glue of the passive-aggressive learners' C kernels (``kernel_pa_binary``,
+``kernel_pa_multiclass`` in ``_dense.c``).
 
 :func:`learn_dense` predicts-then-learns every row of a dense float64 matrix and leaves the
 model exactly as the ``predict_learn_one`` loop over ``dict(zip(features, row))`` would, to the
 last bit: the same predictions, updates, weights (same keys, same insertion order), bias,
-counters and ``max_norm``. The model's dict stays authoritative: each call copies the weights
-of ``features`` into an array, runs the kernel over the whole matrix and writes the array back.
-Call it through :meth:`PassiveAggressive.learn_dense
-<stream_perceptron.learners.PassiveAggressive.learn_dense>`.
+counters and ``max_norm``; :func:`learn_sparse` the same over sparse rows. The binary
+learner's rule is ``_rules.h``'s ``pa_rule_row`` (``PassiveAggressive._learn``, the reference,
+in the same order), run over the cells its model gives and takes back
+(:class:`~stream_perceptron.learners._pa_blocks.PaBlockModel`), as the binary perceptron's
+(:mod:`~stream_perceptron.learners._binary_kernel`). A labelled row ``_learn`` would refuse
+(``sq``, the bias or a weight not finite) stops the kernel: :func:`learn_dense` raises
+:class:`~stream_perceptron.errors.ValueTooLargeError` (``row``: its index) and gives nothing
+back. A sign of ``0`` marks an unlabelled row, only predicted.
 
-The kernel does the floating-point operations of ``PassiveAggressive._learn`` (the reference)
-in the same order: ``sq`` and ``dot`` left folds from ``+0.0`` in feature order, ``dot`` over
-the features ``_w`` has; the step of :func:`~stream_perceptron.learners.passive_aggressive.
-step_size`; ``w.get(k, 0.0) + step * v`` for every feature of an updated row. A labelled row
-``_learn`` would refuse (``sq``, the bias or a weight not finite) stops the kernel:
-:func:`learn_dense` raises :class:`~stream_perceptron.errors.ValueTooLargeError` (``row``: its
-index) and writes nothing back. A sign of ``0`` marks an unlabelled row, only predicted.
-
-:func:`learn_sparse` and :func:`learn_sparse_multiclass` do the same for a block of sparse rows
-(:class:`~stream_perceptron.formats.sparse_rows.SparseRows`; ``kernel_pa_sparse``,
-``kernel_pa_multiclass_sparse``): a row's folds over its own items, in its order, and the new
-keys of each weight dict written in the order the row loop adds them.
+:func:`learn_dense_multiclass` and :func:`learn_sparse_multiclass` do the same for the
+multi-class learner (``kernel_pa_multiclass``, ``kernel_pa_multiclass_sparse``): a sparse
+row's folds over its own items, in its order, and the new keys of each weight dict written in
+the order the row loop adds them.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from stream_perceptron import native
 from stream_perceptron.lazy_numpy import np
-from stream_perceptron.learners._binary_kernel import checked_block, predictions, refusal
+from stream_perceptron.learners._binary_kernel import (
+    BinaryKernelModel,
+    checked_block,
+    predictions,
+    refusal,
+    run_kernel,
+    sparse_block,
+)
 from stream_perceptron.learners._multiclass_kernel import (
     checked_multiclass_block,
     class_arrays,
     class_codes,
     sparse_module,
     write_classes,
-    write_sparse,
     write_sparse_classes,
 )
+from stream_perceptron.learners._pa_blocks import VARIANT_CODES
 
 if TYPE_CHECKING:
     from stream_perceptron.formats.sparse_rows import SparseRows
-    from stream_perceptron.learners.passive_aggressive import (
-        MulticlassPassiveAggressive,
-        PassiveAggressive,
-    )
+    from stream_perceptron.learners.passive_aggressive import MulticlassPassiveAggressive
 
 __all__ = [
     "VARIANT_CODES",
@@ -57,40 +55,17 @@ __all__ = [
     "learn_sparse_multiclass",
 ]
 
-VARIANT_CODES = {"pa": 0, "pa1": 1, "pa2": 2}
 
 
 def learn_dense(
-    model: PassiveAggressive, features: Sequence[Any], X: Any, signs: Any
+    model: BinaryKernelModel, features: Sequence[Any], X: Any, signs: Any
 ) -> np.ndarray:
     """:meth:`PassiveAggressive.learn_dense`'s work (the C extension built)."""
-    c = native.dense
-    if c is None:
-        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
     features, X, signs = checked_block(features, X, signs)
     n = X.shape[0]
     preds = bytearray(n)  # int8 predictions, written by the kernel
-    wd = model._w
-    w = array("d", [wd.get(k, 0.0) for k in features])
-    present = bytes([k in wd for k in features])
-    if n == 0:
-        return predictions(preds, X)
-    b, n_seen, n_mistakes, max_norm, w_updated, finite, refused = c.kernel_pa(
-        X, signs, w, present, VARIANT_CODES[model.variant], float(model.C),
-        model._bias_mode == "learned", float(model._b), int(model._n_seen),
-        int(model._n_mistakes), float(model._max_norm), preds, n, X.shape[1],
-    )  # fmt: skip
-    if not finite:  # checked by the kernel, on the way: the model is left as it was
-        raise ValueError("X has non-finite values")
-    if refused >= 0:
-        raise refusal(int(refused))
-    if w_updated:  # every feature of a dense row is in _w after its first update
-        for k, v in zip(features, w.tolist()):
-            wd[k] = v
-    model._b = float(b)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    model._max_norm = float(max_norm)
+    if n:
+        run_kernel("kernel_pa_binary", model, features, X, None, None, signs, preds, X.shape[1])
     return predictions(preds, X)
 
 
@@ -145,42 +120,13 @@ def _sparse_signs(signs: Any, n: int) -> Any:
     return view
 
 
-def learn_sparse(model: PassiveAggressive, features: Sequence[Any], rows: SparseRows,
+def learn_sparse(model: BinaryKernelModel, features: Sequence[Any], rows: SparseRows,
                  signs: Any) -> Any:  # fmt: skip
     """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
     left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, new
     keys entering ``_w`` in the order that loop adds them. Returns the int8 predictions as a
     ``memoryview``."""
-    c = native.dense
-    if c is None:
-        raise RuntimeError(f"the C kernel is unavailable: {native.dense_error}")
-    names = list(features)
-    n, m = len(rows), len(names)
-    preds = bytearray(n)  # int8 predictions, written by the kernel
-    if n == 0:
-        return memoryview(preds).cast("b")
-    signs = _sparse_signs(signs, n)
-    wd = model._w
-    w = array("d", [wd.get(k, 0.0) for k in names])
-    had = bytes([k in wd for k in names])
-    w_new = array("i", bytes(4 * m))
-    b, n_seen, n_mistakes, max_norm, n_w_new, finite, refused = c.kernel_pa_sparse(
-        rows.indptr, rows.slots, rows.values, signs, w, bytearray(had), w_new,
-        VARIANT_CODES[model.variant], float(model.C), model._bias_mode == "learned",
-        float(model._b), int(model._n_seen), int(model._n_mistakes), float(model._max_norm),
-        preds, n, m,
-    )  # fmt: skip
-    if not finite:  # checked by the kernel, on the way: the model is left as it was
-        raise ValueError("rows have non-finite values")
-    if refused >= 0:
-        raise refusal(int(refused))
-    if n_mistakes != model._n_mistakes:  # an update: the weights moved
-        write_sparse(wd, names, w, had, w_new[:n_w_new])
-    model._b = float(b)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    model._max_norm = float(max_norm)
-    return memoryview(preds).cast("b")
+    return sparse_block("kernel_pa_binary", model, features, rows, _sparse_signs(signs, len(rows)))
 
 
 def learn_sparse_multiclass(

@@ -4,6 +4,7 @@ rule, the reference, is :class:`~stream_perceptron.learners.Perceptron`'s."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.state import count, keyed, number
 
 __all__ = ["ROW", "PerceptronModel"]
+
+_EXACT_INT = 2**53  # an int lr up to it is exact in C (the kernel's lr_int)
 
 #: The label of the store's one class (its weights are ``_w``, its accumulators ``_u``; the
 #: biases stay attributes of the learner).
@@ -112,6 +115,44 @@ class PerceptronModel(NativeModelStore, LinearHyperparameters, BinaryBlocks, Bin
         # absent from version 1
         self._avg_ref = count(state.get("avg_ref", 0), "avg_ref", self._n_seen, "n_seen")
         self._init.set_state(state["rng"])
+
+    # -- blocks: what the kernel needs (_binary_kernel.BinaryKernelModel) --------------------
+    def block_rule(self) -> tuple[Any, ...]:
+        """The C ``BinaryRule``'s fields: ``(lr, lr_int, bias_mode, averaged, half_life, beta,
+        b, ub, max_norm, n_seen, n_mistakes, avg_ref)``, ``half_life`` 0.0 for none."""
+        lr, half_life = self.lr, self.average_half_life
+        lr_int = isinstance(lr, int) and abs(lr) <= _EXACT_INT
+        return (
+            float(lr), lr_int, _binary.BIAS_CODES[self._bias_mode], bool(self.averaged),
+            0.0 if half_life is None else float(half_life), float(self._beta),
+            float(self._b), float(self._ub), float(self._max_norm), int(self._n_seen),
+            int(self._n_mistakes), int(self._avg_ref),
+        )  # fmt: skip
+
+    def block_cells(self, names: list[Any]) -> tuple[array, array, bytearray]:
+        """The weights and accumulators of ``names`` (0.0 for a key the dict lacks) and their
+        presence bits (1: in the weights, 2: in the accumulators)."""
+        wd, ud = self._w, self._u
+        w = array("d", [wd.get(k, 0.0) for k in names])
+        u = array("d", [ud.get(k, 0.0) for k in names])
+        present = bytearray([(k in wd) | (k in ud) << 1 for k in names])
+        return w, u, present
+
+    def commit_block(
+        self, names: list[Any], cells: tuple[array, array, bytes], joined: tuple[array, array],
+        factors: list[float], rule: tuple[Any, ...],
+    ) -> None:  # fmt: skip
+        """A kernel's learned cells (``had``: the presence bits before it; ``joined``: the
+        slots that joined the weights, the accumulators, in order), its renormalisations'
+        ``factors`` (every other accumulator rescaled by them) and its rule's fields."""
+        w, u, had = cells
+        wd, ud = self._w, self._u
+        _binary.write_back(wd, names, w, had, 1, joined[0])
+        _binary.write_back(ud, names, u, had, 2, joined[1])
+        if factors:
+            _binary.rescale_outside(ud, names, u, True, factors)
+        (_, _, _, _, _, _, self._b, self._ub, self._max_norm, self._n_seen,
+         self._n_mistakes, self._avg_ref) = rule  # fmt: skip
 
     # -- dense blocks --------------------------------------------------------------------------
     def learn_dense(self, features: Sequence[Any], X: Any, signs: Any, /) -> np.ndarray:

@@ -21,6 +21,7 @@ from stream_perceptron.learners._maths import (
     sq_norm_of,
     too_large,
 )
+from stream_perceptron.learners._pa_blocks import PaBlockModel
 from stream_perceptron.learners._state import class_entries, pairs, registered, to_json_key
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
@@ -101,7 +102,7 @@ def _sq_norm(x: dict) -> float:
 
 
 @registered
-class PassiveAggressive(BinaryBlocks, BinaryLinearModel):
+class PassiveAggressive(PaBlockModel, BinaryBlocks, BinaryLinearModel):
     """Binary passive-aggressive classifier: the smallest change of ``w`` that gives the example
     a margin of 1 (Crammer et al. 2006), with River's ``PAClassifier`` arithmetic.
 
