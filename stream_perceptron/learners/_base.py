@@ -280,7 +280,11 @@ class StreamClassifier(base.MiniBatchClassifier):
             )
         name = state.get("learner")
         klass = LEARNERS.get(name) if isinstance(name, str) else None
-        if klass is None or (cls is not StreamClassifier and klass is not cls):
+        if (
+            klass is None
+            or not issubclass(klass, StreamClassifier)
+            or (cls is not StreamClassifier and klass is not cls)
+        ):
             raise StateError(f"the state holds a {name!r}, not a {cls.__name__}")
         try:
             params = state.get("params")

@@ -22,7 +22,7 @@ dicts get their new keys in the order the ``predict_learn_one`` loop adds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stream_perceptron import native
 from stream_perceptron.lazy_numpy import bool_types, np
@@ -36,11 +36,33 @@ from stream_perceptron.learners._maths import check_class_kind
 
 if TYPE_CHECKING:
     from stream_perceptron.formats.sparse_rows import SparseRows
-    from stream_perceptron.learners._multiclass_model import MulticlassModel
 
 __all__ = ["supported", "learn_dense", "learn_sparse", "class_codes", "check_kinds",
            "write_classes", "checked_multiclass_block", "sparse_module", "class_arrays",
            "write_sparse", "write_sparse_classes"]
+
+
+class MulticlassKernelModel(Protocol):
+    """What this glue reads and sets of a multi-class perceptron (its fields: the multi-class
+    rule is not yet behind methods, as the binary learners' block_rule/block_cells/
+    commit_block are; see issue 43)."""
+
+    lr: Any
+    averaged: bool
+    average_half_life: float | None
+    _w: dict[Any, dict[Any, float]]
+    _u: dict[Any, dict[Any, float]]
+    _b: dict[Any, float]
+    _ub: dict[Any, float]
+    _bias_mode: str
+    _beta: float
+    _avg_ref: int
+    _max_norm: float
+    _n_seen: int
+    _n_mistakes: int
+    _memo: Any
+
+    def _add_class(self, c: Any) -> None: ...
 
 
 def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, None]) -> None:
@@ -129,7 +151,7 @@ def _zero_or_one(y: Any) -> bool:
 
 
 def _write_rescaled(
-    model: MulticlassModel,
+    model: MulticlassKernelModel,
     classes: list[Any],
     features: list[Any],
     U: np.ndarray,
@@ -145,7 +167,7 @@ def _write_rescaled(
 
 
 def learn_dense(
-    model: MulticlassModel, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
+    model: MulticlassKernelModel, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
 ) -> list[Any]:
     """:meth:`MulticlassPerceptron.learn_dense`'s work, for a model whose ``dense_capable`` is
     true."""
@@ -256,7 +278,7 @@ def write_sparse_classes(
 
 
 def learn_sparse(
-    model: MulticlassModel, features: Sequence[Any], rows: SparseRows, labels: Sequence[Any]
+    model: MulticlassKernelModel, features: Sequence[Any], rows: SparseRows, labels: Sequence[Any]
 ) -> list[Any]:
     """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
     left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, each

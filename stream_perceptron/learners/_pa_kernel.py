@@ -22,7 +22,7 @@ the order the row loop adds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._binary_kernel import (
@@ -45,7 +45,6 @@ from stream_perceptron.learners._pa_blocks import VARIANT_CODES
 
 if TYPE_CHECKING:
     from stream_perceptron.formats.sparse_rows import SparseRows
-    from stream_perceptron.learners.passive_aggressive import MulticlassPassiveAggressive
 
 __all__ = [
     "VARIANT_CODES",
@@ -55,6 +54,20 @@ __all__ = [
     "learn_sparse_multiclass",
 ]
 
+
+
+class MulticlassPaKernelModel(Protocol):
+    """What this glue reads and sets of a multi-class passive-aggressive learner (its fields:
+    that rule is not yet behind methods, as the binary learners' are; see issue 43)."""
+
+    C: float
+    variant: str
+    _w: dict[Any, dict[Any, float]]
+    _b: dict[Any, float]
+    _bias_mode: str
+    _max_norm: float
+    _n_seen: int
+    _n_mistakes: int
 
 
 def learn_dense(
@@ -70,7 +83,7 @@ def learn_dense(
 
 
 def learn_dense_multiclass(
-    model: MulticlassPassiveAggressive, features: Sequence[Any], X: Any, labels: Sequence[Any]
+    model: MulticlassPaKernelModel, features: Sequence[Any], X: Any, labels: Sequence[Any]
 ) -> list[Any]:
     """:meth:`MulticlassPassiveAggressive.learn_dense`'s work (the C extension built)."""
     c, features, X = checked_multiclass_block(features, X, labels)
@@ -130,7 +143,7 @@ def learn_sparse(model: BinaryKernelModel, features: Sequence[Any], rows: Sparse
 
 
 def learn_sparse_multiclass(
-    model: MulticlassPassiveAggressive, features: Sequence[Any], rows: SparseRows,
+    model: MulticlassPaKernelModel, features: Sequence[Any], rows: SparseRows,
     labels: Sequence[Any],
 ) -> list[Any]:  # fmt: skip
     """:func:`learn_dense_multiclass` of a sparse block (``rows``' slots index ``features``):

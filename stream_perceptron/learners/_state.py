@@ -3,14 +3,11 @@ learner classes a state names (``learner``), which :meth:`StreamClassifier.from_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from stream_perceptron.errors import StateError
 from stream_perceptron.lazy_numpy import loaded, np
 from stream_perceptron.state import json_key, short
-
-if TYPE_CHECKING:
-    from stream_perceptron.learners._base import StreamClassifier
 
 __all__ = ["LEARNERS", "READABLE_SCHEMA_VERSIONS", "SCHEMA_VERSION", "class_entries", "pairs",
            "registered", "to_json_key"]
@@ -21,11 +18,12 @@ __all__ = ["LEARNERS", "READABLE_SCHEMA_VERSIONS", "SCHEMA_VERSION", "class_entr
 SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
-#: The learner classes a saved state may name, by class name (``@registered``).
-LEARNERS: dict[str, type[StreamClassifier]] = {}
+#: The learner classes a saved state may name, by class name (``@registered``; the learners'
+#: base, which reads it, checks that the class is one of its own).
+LEARNERS: dict[str, type] = {}
 
 
-_Learner = TypeVar("_Learner", bound="type[StreamClassifier]")
+_Learner = TypeVar("_Learner", bound=type)
 
 
 def registered(cls: _Learner) -> _Learner:
