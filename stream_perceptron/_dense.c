@@ -1,7 +1,8 @@
-/* The dense fast path in C: the CSV and JSON-lines block scanners and the exact sequential
- * kernels of the binary and multi-class perceptrons.
+/* The dense fast path in C: the block scanners and the exact sequential kernels of the
+ * learners' blocks (the binary learners' rules are _rules.h's, which the dict API's
+ * _speedups.c runs too).
  *
- * The Python glue is stream_perceptron/native/ (binary.py, multiclass.py, scan.py). Each kernel
+ * The Python glue is stream_perceptron/native/ (scan.py) and learners/_*_kernel.py. Each kernel
  * does the floating-point operations of the learner's own per-record Python code (the
  * reference: Perceptron._learn/_score, MulticlassPerceptron._learn/_note_norm/_scores), in the
  * same order, every sum a plain left fold from 0.0 in feature order; the CSV scanner gives
@@ -1016,175 +1017,6 @@ done:
 #else
 #define KERNEL_CLONES
 #endif
-/* -- the multi-class passive-aggressive kernel -------------------------------------------------
- *
- * The binary learner's rule is _rules.h's pa_rule_row (its blocks: with the binary
- * perceptron's, below).
- */
-
-/* The multi-class kernels' step (step_size): _rules.h's. */
-#define pa_step pa_rule_step
-
-typedef struct {
-    double max_norm;
-    long long n_seen, n_mistakes;
-    Py_ssize_t n_active;
-    Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
-} MultiPaState;
-
-/* The multi-class passive-aggressive kernel: MulticlassPassiveAggressive._learn / predict_one
- * row by row (the reference), to the last bit. W holds a row of weights per class (0.0 where
- * the class's dict has none: a left fold from +0.0 gives the same sum whether such a term is
- * skipped or added), classes [0, n_active) exist, a labelled row of class n_active adds it.
- * Scores s_c = dot_c + b_c in class order; the prediction is the first best class; learning
- * (y, sq finite) takes the rival, the first best class other than y, loss = 1 - (s_y - s_r)
- * (s_y 0.0 for a new class), and when loss > 0 moves w_y by tau x and w_r by -tau x (tau by
- * the variant, with 2 sq), the biases by +-tau when learned. A row whose sq, a bias or a
- * weight would not be finite stops the kernel (refused: its index; the caller drops W, b). */
-static void kernel_pa_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d,
-                                 const int64_t *labels, double *W, double *b,
-                                 unsigned char *updated, double *scores, int variant, double C,
-                                 int learned_bias, int64_t *preds, MultiPaState *st)
-{
-    double max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    Py_ssize_t n_active = st->n_active;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const double *x = X + i * d;
-        int64_t best = -1;
-        double best_score = 0.0;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            const double *wc = W + c * d;
-            double dot = 0.0;
-            for (Py_ssize_t j = 0; j < d; j++)
-                dot += wc[j] * x[j];
-            double s = dot + b[c];
-            scores[c] = s;
-            if (best < 0 || s > best_score) {
-                best = c;
-                best_score = s;
-            }
-        }
-        preds[i] = best;
-        int64_t y = labels[i];
-        if (y < 0)
-            continue; /* unlabelled: predicted only */
-        double sq = 0.0;
-        for (Py_ssize_t j = 0; j < d; j++)
-            sq += x[j] * x[j];
-        if (!(sq < INFINITY)) { /* sq_norm_of: too large (R), or not a number */
-            st->refused = i;
-            return;
-        }
-        double r = sqrt(sq);
-        int64_t rival = -1;
-        double rival_score = 0.0;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            if (c != y && (rival < 0 || scores[c] > rival_score)) {
-                rival = c;
-                rival_score = scores[c];
-            }
-        }
-        if (rival >= 0) {
-            double loss = 1.0 - ((y < n_active ? scores[y] : 0.0) - rival_score);
-            if (loss > 0) { /* NaN: no update */
-                double tau = pa_step(variant, C, loss, 2.0 * sq);
-                double by = y < n_active ? b[y] : 0.0, br = b[rival];
-                if (learned_bias) {
-                    by = by + tau;
-                    br = br - tau;
-                }
-                double check = (by - by) + (br - br); /* 0.0 when finite, NaN otherwise */
-                double *wy = W + y * d, *wr = W + rival * d;
-                double minus = -tau;
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double v = wy[j] + tau * x[j];
-                    wy[j] = v;
-                    check += v - v;
-                }
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double v = wr[j] + minus * x[j];
-                    wr[j] = v;
-                    check += v - v;
-                }
-                if (check != 0.0) {
-                    st->refused = i;
-                    return;
-                }
-                b[y] = by;
-                b[rival] = br;
-                updated[y] = 1;
-                updated[rival] = 1;
-                n_mistakes += 1;
-            }
-        }
-        if (r > max_norm)
-            max_norm = r;
-        n_seen += 1;
-        if (y >= n_active)
-            n_active = y + 1; /* a class seen for the first time */
-    }
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->n_active = n_active;
-}
-
-PyDoc_STRVAR(kernel_pa_multiclass_doc,
-"kernel_pa_multiclass(X, labels, W, b, updated, scores, n_active, variant, C, learned_bias,\n"
-"                     max_norm, n_seen, n_mistakes, preds, n, d, n_classes)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes, refused)\n\n"
-"MulticlassPassiveAggressive's learning, row by row (learners/_pa_kernel.py): X float64\n"
-"(n, d), labels int64 (n; the class index, -1 unlabelled), W float64 (n_classes, d) and b\n"
-"(n_classes) updated in place, updated uint8 (n_classes) set for each class moved, scores a\n"
-"float64 scratch (n_classes), preds int64 (n; -1: no class yet).");
-
-static PyObject *py_kernel_pa_multiclass(PyObject *self, PyObject *args)
-{
-    PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_scores, *o_preds;
-    Py_ssize_t n_active, n, d, n_classes;
-    int variant, learned_bias;
-    double C, max_norm;
-    long long n_seen, n_mistakes;
-    if (!PyArg_ParseTuple(args, "OOOOOOnidpdLLOnnn", &o_X, &o_labels, &o_W, &o_b, &o_updated,
-                          &o_scores, &n_active, &variant, &C, &learned_bias, &max_norm,
-                          &n_seen, &n_mistakes, &o_preds, &n, &d, &n_classes))
-        return NULL;
-    if (n < 0 || d < 0 || n_active < 0 || n_classes < n_active || variant < 0 || variant > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad n, d, n_active, n_classes or variant");
-        return NULL;
-    }
-    const BufferSpec specs[7] = {
-        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
-        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
-        {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
-        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
-        {o_updated, 1, n_classes, "updated"},
-        {o_scores, 1, n_classes * (Py_ssize_t)sizeof(double), "scores"},
-        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
-    };
-    Py_buffer v[7];
-    if (get_buffers(specs, v, 7) < 0)
-        return NULL;
-    const int64_t *lab = v[1].buf;
-    for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
-        if (lab[i] >= n_classes || lab[i] > next || lab[i] < -1) {
-            release_buffers(v, 7);
-            PyErr_SetString(PyExc_ValueError, "labels: -1, a known class, or the next new one");
-            return NULL;
-        }
-        if (lab[i] == next)
-            next++;
-    }
-    MultiPaState st = {max_norm, n_seen, n_mistakes, n_active, -1};
-    Py_BEGIN_ALLOW_THREADS
-    kernel_pa_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[5].buf, variant,
-                         C, learned_bias, v[6].buf, &st);
-    Py_END_ALLOW_THREADS
-    release_buffers(v, 7);
-    return Py_BuildValue("ndLLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
-                         st.refused);
-}
 
 /* -- the multi-class kernel -------------------------------------------------------------------
  *
@@ -2534,8 +2366,8 @@ static PyObject *py_remap_slots(PyObject *self, PyObject *args)
 
 /* -- the other learners over sparse rows ------------------------------------------------------
  *
- * The passive-aggressive and multi-class kernels' rules over CSR rows, as kernel_sparse does
- * the binary perceptron's: a row's folds (dot, udot, sq) run over its items only, in the
+ * The multi-class kernels' rules over CSR rows, as _rules.h's rules do the binary learners':
+ * a row's folds (dot, udot, sq) run over its items only, in the
  * row's order; an update adds a * v to each of the row's entries of a weight array (w.get(k,
  * 0.0) + a * v, the reference's add_scaled); an entry the model's dict did not have yet joins
  * it then, its slot appended to that dict's list of new slots (the order new keys enter the
@@ -2792,6 +2624,149 @@ static PyObject *py_kernel_pa_binary(PyObject *self, PyObject *args)
                          end.row, end.why);
 }
 
+/* -- the multi-class passive-aggressive blocks ------------------------------------------------
+ *
+ * The rule is _rules.h's pa_multi_rule_row (MulticlassPassiveAggressive._learn, the
+ * reference); here only where a block's rows and cells are: W (n_classes, m) a row of weights
+ * a class (0.0 where its dict has none), present (n_classes, m) whether it has them (bit 1),
+ * joined (n_classes, m) the slots that joined each class's dict, in order, n_joined how many.
+ */
+static inline __attribute__((always_inline)) void
+pa_multi_block_of(int kind, const void *X, const int64_t *indptr, const int32_t *slots,
+                  Py_ssize_t n, Py_ssize_t d, const int64_t *labels, PaMultiRule *r,
+                  RuleCells *cls, double *b, double *scores, int64_t *preds, BlockEnd *end)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RuleRow row = {d, NULL, NULL, NULL, NULL, NULL};
+        if (kind == BLOCK_SPARSE) {
+            const Py_ssize_t k0 = (Py_ssize_t)indptr[i];
+            row.n = (Py_ssize_t)indptr[i + 1] - k0;
+            row.slots32 = slots + k0;
+            row.values = (const double *)X + k0;
+        }
+        else
+            row.values = (const double *)X + i * d;
+        int got = pa_multi_rule_row(r, cls, b, scores, &row, labels[i], kind == BLOCK_SPARSE,
+                                    &preds[i]);
+        if (got != ROW_DONE) {
+            end->row = i;
+            end->why = got;
+            return;
+        }
+    }
+}
+
+static void pa_multi_block_dense(const void *X, const int64_t *indptr, const int32_t *slots,
+                                 Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
+                                 PaMultiRule *r, RuleCells *cls, double *b, double *scores,
+                                 int64_t *preds, BlockEnd *end)
+{
+    pa_multi_block_of(BLOCK_DENSE, X, indptr, slots, n, d, labels, r, cls, b, scores, preds,
+                      end);
+}
+
+static void pa_multi_block_sparse(const void *X, const int64_t *indptr, const int32_t *slots,
+                                  Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
+                                  PaMultiRule *r, RuleCells *cls, double *b, double *scores,
+                                  int64_t *preds, BlockEnd *end)
+{
+    pa_multi_block_of(BLOCK_SPARSE, X, indptr, slots, n, d, labels, r, cls, b, scores, preds,
+                      end);
+}
+
+PyDoc_STRVAR(kernel_pa_multiclass_doc,
+"kernel_pa_multiclass(X, indptr, slots, labels, W, b, scores, present, joined, n_joined,\n"
+"                     preds, n, m, n_classes, rule)\n"
+"    -> (rule, stopped, why)\n\n"
+"MulticlassPassiveAggressive over a block (learners/_pa_kernel.py): dense, X float64 (n, m),\n"
+"indptr and slots None; or sparse, X the float64 values of n CSR rows (indptr int64 n + 1,\n"
+"slots int32 in [0, m)). labels int64 (n; the class index, -1 unlabelled, classes in order),\n"
+"W float64 (n_classes, m), b (n_classes), present uint8 (n_classes, m) written in place,\n"
+"joined int64 (n_classes, m) and n_joined int64 (n_classes): the slots that joined each\n"
+"class's dict, in order; scores a float64 scratch (n_classes); preds int64 (n; -1: no class\n"
+"yet). rule: (variant, C, learned_bias, max_norm, n_seen, n_mistakes, n_active), given back\n"
+"learned; stopped, why as kernel_binary's.");
+
+static PyObject *py_kernel_pa_multiclass(PyObject *self, PyObject *args)
+{
+    PyObject *o_X, *o_indptr, *o_slots, *o_labels, *o_W, *o_b, *o_scores, *o_present, *o_joined;
+    PyObject *o_njoined, *o_preds;
+    Py_ssize_t n, m, n_classes;
+    PaMultiRule r;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnn(idpdLLn)", &o_X, &o_indptr, &o_slots, &o_labels,
+                          &o_W, &o_b, &o_scores, &o_present, &o_joined, &o_njoined, &o_preds,
+                          &n, &m, &n_classes, &r.variant, &r.C, &r.learned_bias, &r.max_norm,
+                          &r.n_seen, &r.n_mistakes, &r.n_active))
+        return NULL;
+    if (n < 0 || m < 0 || r.n_active < 0 || n_classes < r.n_active || r.variant < 0 ||
+        r.variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad n, m, n_classes or rule");
+        return NULL;
+    }
+    int sparse = o_indptr != Py_None;
+    Py_buffer iv;
+    Py_ssize_t nnz = n * m;
+    if (sparse && (nnz = get_indptr(o_indptr, &iv, n)) < 0)
+        return NULL;
+    const Py_ssize_t cm = n_classes * m;
+    const BufferSpec specs[10] = {
+        {o_X, 0, nnz * (Py_ssize_t)sizeof(double), "X"},
+        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
+        {o_W, 1, cm * (Py_ssize_t)sizeof(double), "W"},
+        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
+        {o_scores, 1, n_classes * (Py_ssize_t)sizeof(double), "scores"},
+        {o_present, 1, cm, "present"},
+        {o_joined, 1, cm * (Py_ssize_t)sizeof(Py_ssize_t), "joined"},
+        {o_njoined, 1, n_classes * (Py_ssize_t)sizeof(int64_t), "n_joined"},
+        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+        {sparse ? o_slots : o_labels, 0, sparse ? nnz * (Py_ssize_t)sizeof(int32_t) : 0,
+         "slots"},
+    };
+    Py_buffer v[10];
+    if (get_buffers(specs, v, 10) < 0) {
+        if (sparse)
+            PyBuffer_Release(&iv);
+        return NULL;
+    }
+    RuleCells *cls = PyMem_New(RuleCells, n_classes ? n_classes : 1);
+    if (cls == NULL || (sparse && !slots_in_range(v[9].buf, nnz, m)) ||
+        !labels_in_order(v[1].buf, n, r.n_active, n_classes)) {
+        if (cls == NULL)
+            PyErr_NoMemory();
+        PyMem_Free(cls);
+        release_buffers(v, 10);
+        if (sparse)
+            PyBuffer_Release(&iv);
+        return NULL;
+    }
+    int64_t *n_joined = v[7].buf;
+    for (Py_ssize_t c = 0; c < n_classes; c++) {
+        double *w = (double *)v[2].buf + c * m;
+        Py_ssize_t *joined = (Py_ssize_t *)v[6].buf + c * m;
+        RuleCells cell = {w, w, (unsigned char *)v[5].buf + c * m, 1, joined, joined, 0, 0, 0};
+        cls[c] = cell;
+    }
+    BlockEnd end = {-1, ROW_DONE, 0};
+    const int64_t *indptr = sparse ? iv.buf : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (sparse)
+        pa_multi_block_sparse(v[0].buf, indptr, v[9].buf, n, 0, v[1].buf, &r, cls, v[3].buf,
+                              v[4].buf, v[8].buf, &end);
+    else
+        pa_multi_block_dense(v[0].buf, NULL, NULL, n, m, v[1].buf, &r, cls, v[3].buf, v[4].buf,
+                             v[8].buf, &end);
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t c = 0; c < n_classes; c++)
+        n_joined[c] = cls[c].n_joined_w;
+    PyMem_Free(cls);
+    release_buffers(v, 10);
+    if (sparse)
+        PyBuffer_Release(&iv);
+    return Py_BuildValue("(ididLLn)ni", r.variant, r.C, r.learned_bias, r.max_norm, r.n_seen,
+                         r.n_mistakes, r.n_active, end.row, end.why);
+}
+
+
 /* A row's sum of squares, sq += v * v from +0.0 in its order; *finite 0 when a value is not
    finite (an infinite sq with finite values is the caller's: too large). */
 static inline double sparse_sq(const double *values, Py_ssize_t k0, Py_ssize_t k1, int *finite)
@@ -2839,163 +2814,6 @@ typedef struct {
     int64_t *n_new;
 } SparseDicts;
 
-/* kernel_pa_multiclass's rule over CSR rows: W (n_classes, m), each class's dot over the
-   row's items (0.0 where its dict has none, as the dense kernel); an update moves the row's
-   entries of w_y and w_rival. Returns 0 when a value is not finite (nothing to keep). */
-static int kernel_pa_multiclass_sparse(const int64_t *indptr, const int32_t *slots,
-                                       const double *values, Py_ssize_t n, Py_ssize_t m,
-                                       const int64_t *labels, double *W, double *b,
-                                       unsigned char *updated, double *scores,
-                                       SparseDicts *dicts, int variant, double C,
-                                       int learned_bias, int64_t *preds, MultiPaState *st)
-{
-    double max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    Py_ssize_t n_active = st->n_active;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
-        int finite = 1;
-        double sq = sparse_sq(values, k0, k1, &finite);
-        if (!finite)
-            return 0;
-        int64_t best = -1;
-        double best_score = 0.0;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            const double *wc = W + c * m;
-            double dot = 0.0;
-            for (Py_ssize_t k = k0; k < k1; k++)
-                dot += wc[slots[k]] * values[k];
-            double s = dot + b[c];
-            scores[c] = s;
-            if (best < 0 || s > best_score) {
-                best = c;
-                best_score = s;
-            }
-        }
-        preds[i] = best;
-        int64_t y = labels[i];
-        if (y < 0)
-            continue; /* unlabelled: predicted only */
-        if (!(sq < INFINITY)) { /* sq_norm_of: too large (R) */
-            st->refused = i;
-            return 1;
-        }
-        double r = sqrt(sq);
-        int64_t rival = -1;
-        double rival_score = 0.0;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            if (c != y && (rival < 0 || scores[c] > rival_score)) {
-                rival = c;
-                rival_score = scores[c];
-            }
-        }
-        if (rival >= 0) {
-            double loss = 1.0 - ((y < n_active ? scores[y] : 0.0) - rival_score);
-            if (loss > 0) { /* NaN: no update */
-                double tau = pa_step(variant, C, loss, 2.0 * sq);
-                double by = y < n_active ? b[y] : 0.0, br = b[rival];
-                if (learned_bias) {
-                    by = by + tau;
-                    br = br - tau;
-                }
-                double check = (by - by) + (br - br); /* 0.0 when finite, NaN otherwise */
-                check += sparse_axpy(W + y * m, dicts->present + y * m, dicts->w_new + y * m,
-                                     dicts->n_new + y, slots, values, k0, k1, tau);
-                check += sparse_axpy(W + rival * m, dicts->present + rival * m,
-                                     dicts->w_new + rival * m, dicts->n_new + rival, slots,
-                                     values, k0, k1, -tau);
-                if (check != 0.0) {
-                    st->refused = i;
-                    return 1;
-                }
-                b[y] = by;
-                b[rival] = br;
-                updated[y] = 1;
-                updated[rival] = 1;
-                n_mistakes += 1;
-            }
-        }
-        if (r > max_norm)
-            max_norm = r;
-        n_seen += 1;
-        if (y >= n_active)
-            n_active = y + 1; /* a class seen for the first time */
-    }
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->n_active = n_active;
-    return 1;
-}
-
-PyDoc_STRVAR(kernel_pa_multiclass_sparse_doc,
-"kernel_pa_multiclass_sparse(indptr, slots, values, labels, W, b, updated, scores, present,\n"
-"                            w_new, n_new, n_active, variant, C, learned_bias, max_norm,\n"
-"                            n_seen, n_mistakes, preds, n, m, n_classes)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes, refused, finite)\n\n"
-"kernel_pa_multiclass over n CSR rows of a block's m features: W float64 (n_classes, m) and\n"
-"b, updated as there; present uint8 (n_classes, m) whether each class's dict has each\n"
-"feature, updated in place; w_new int32 (n_classes, m) per class the slots that joined its\n"
-"dict, in order, n_new int64 (n_classes) how many.");
-
-static PyObject *py_kernel_pa_multiclass_sparse(PyObject *self, PyObject *args)
-{
-    PyObject *o_indptr, *o_slots, *o_values, *o_labels, *o_W, *o_b, *o_updated, *o_scores;
-    PyObject *o_present, *o_wnew, *o_nnew, *o_preds;
-    Py_ssize_t n_active, n, m, n_classes;
-    int variant, learned_bias;
-    double C, max_norm;
-    long long n_seen, n_mistakes;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnidpdLLOnnn", &o_indptr, &o_slots, &o_values,
-                          &o_labels, &o_W, &o_b, &o_updated, &o_scores, &o_present, &o_wnew,
-                          &o_nnew, &n_active, &variant, &C, &learned_bias, &max_norm, &n_seen,
-                          &n_mistakes, &o_preds, &n, &m, &n_classes))
-        return NULL;
-    if (n < 0 || m < 0 || n_active < 0 || n_classes < n_active || variant < 0 || variant > 2) {
-        PyErr_SetString(PyExc_ValueError, "bad n, m, n_active, n_classes or variant");
-        return NULL;
-    }
-    Py_buffer iv;
-    Py_ssize_t nnz = get_indptr(o_indptr, &iv, n);
-    if (nnz < 0)
-        return NULL;
-    const Py_ssize_t cm = n_classes * m;
-    const BufferSpec specs[11] = {
-        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
-        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
-        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
-        {o_W, 1, cm * (Py_ssize_t)sizeof(double), "W"},
-        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
-        {o_updated, 1, n_classes, "updated"},
-        {o_scores, 1, n_classes * (Py_ssize_t)sizeof(double), "scores"},
-        {o_present, 1, cm, "present"},
-        {o_wnew, 1, cm * (Py_ssize_t)sizeof(int32_t), "w_new"},
-        {o_nnew, 1, n_classes * (Py_ssize_t)sizeof(int64_t), "n_new"},
-        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
-    };
-    Py_buffer v[11];
-    if (get_buffers(specs, v, 11) < 0) {
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    if (!slots_in_range(v[0].buf, nnz, m) || !labels_in_order(v[2].buf, n, n_active, n_classes)) {
-        release_buffers(v, 11);
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    MultiPaState st = {max_norm, n_seen, n_mistakes, n_active, -1};
-    SparseDicts dicts = {v[7].buf, NULL, v[8].buf, NULL, v[9].buf};
-    int finite;
-    Py_BEGIN_ALLOW_THREADS
-    finite = kernel_pa_multiclass_sparse(iv.buf, v[0].buf, v[1].buf, n, m, v[2].buf, v[3].buf,
-                                         v[4].buf, v[5].buf, v[6].buf, &dicts, variant, C,
-                                         learned_bias, v[10].buf, &st);
-    Py_END_ALLOW_THREADS
-    release_buffers(v, 11);
-    PyBuffer_Release(&iv);
-    return Py_BuildValue("ndLLnO", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
-                         st.refused, finite ? Py_True : Py_False);
-}
 
 /* kernel_multiclass_of's rule (MulticlassPerceptron._learn / predict_one) over CSR rows: W
    and U (n_classes, m), each class's dot (and udot) over the row's items, 0.0 where its dict
@@ -3229,8 +3047,6 @@ static PyMethodDef methods[] = {
     {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
     {"scan_sparse_csv", py_scan_sparse_csv, METH_VARARGS, scan_sparse_csv_doc},
     {"remap_slots", py_remap_slots, METH_VARARGS, remap_slots_doc},
-    {"kernel_pa_multiclass_sparse", py_kernel_pa_multiclass_sparse, METH_VARARGS,
-     kernel_pa_multiclass_sparse_doc},
     {"kernel_multiclass_sparse", py_kernel_multiclass_sparse, METH_VARARGS,
      kernel_multiclass_sparse_doc},
     {NULL, NULL, 0, NULL},

@@ -376,4 +376,101 @@ RULE_INLINE int pa_rule_row(PaRule *r, RuleCells *c, const RuleRow *row, int y, 
     return ROW_DONE;
 }
 
+/* -- the multi-class passive-aggressive learner -------------------------------------------- */
+
+/* MulticlassPassiveAggressive's hyperparameters and scalars; classes [0, n_active) exist. */
+typedef struct {
+    int variant;
+    double C;
+    int learned_bias;
+    double max_norm;
+    long long n_seen, n_mistakes;
+    Py_ssize_t n_active;
+} PaMultiRule;
+
+/* A block's row of class y (-1: unlabelled; n_active: a class seen for the first time), over
+ * each class c's cells cls[c] (a weight the class's dict lacks is 0.0: adding 0.0 * v changes
+ * no left fold from +0.0) and biases b: scores s_c = dot_c + b_c in class order, *pred the
+ * first best class (-1: none yet); then MulticlassPassiveAggressive._learn: the rival, the
+ * first best class other than y; loss = 1 - (s_y - s_r) (s_y 0.0 for a new class); when
+ * loss > 0 (NaN: not) w_y += tau x and w_r += -tau x (tau by the variant, with 2 sq), the
+ * biases by +-tau when learned (unchecked: the caller drops the cells of a refused row).
+ * check_finite: a row with a value not finite is ROW_NONFINITE (else a labelled one is
+ * refused: its sq is not finite). */
+RULE_INLINE int pa_multi_rule_row(PaMultiRule *r, RuleCells *cls, double *b, double *scores,
+                                  const RuleRow *row, int64_t y, int check_finite,
+                                  int64_t *pred)
+{
+    const Py_ssize_t n = row->n;
+    double sq = 0.0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double v = rule_value(row, k);
+        sq += v * v;
+    }
+    if (check_finite && !(sq < INFINITY)) {
+        double nonfinite = 0.0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            double v = rule_value(row, k);
+            nonfinite += v - v;
+        }
+        if (nonfinite != 0.0)
+            return ROW_NONFINITE;
+    }
+    int64_t best = -1;
+    double best_score = 0.0;
+    for (Py_ssize_t c = 0; c < r->n_active; c++) {
+        const double *w = cls[c].w;
+        double dot = 0.0;
+        for (Py_ssize_t k = 0; k < n; k++)
+            dot += w[rule_slot(row, k)] * rule_value(row, k);
+        double sc = dot + b[c];
+        scores[c] = sc;
+        if (best < 0 || sc > best_score) {
+            best = c;
+            best_score = sc;
+        }
+    }
+    *pred = best;
+    if (y < 0)
+        return ROW_DONE;
+    if (!(sq < INFINITY)) /* sq_norm_of: too large (R) */
+        return ROW_REFUSED;
+    double rn = sqrt(sq);
+    int64_t rival = -1;
+    double rival_score = 0.0;
+    for (Py_ssize_t c = 0; c < r->n_active; c++) {
+        if (c != y && (rival < 0 || scores[c] > rival_score)) {
+            rival = c;
+            rival_score = scores[c];
+        }
+    }
+    if (rival >= 0) {
+        double loss = 1.0 - ((y < r->n_active ? scores[y] : 0.0) - rival_score);
+        if (loss > 0) {
+            double tau = pa_rule_step(r->variant, r->C, loss, 2.0 * sq);
+            double by = y < r->n_active ? b[y] : 0.0, br = b[rival];
+            if (r->learned_bias) {
+                by = by + tau;
+                br = br - tau;
+            }
+            BinaryStep sy = {0}, sr = {0};
+            sy.step = tau;
+            sr.step = -tau;
+            int ok = rule_update(&cls[y], row, &sy, 0, NULL);
+            ok = rule_update(&cls[rival], row, &sr, 0, NULL) && ok;
+            if (!ok || (by - by) + (br - br) != 0.0)
+                return ROW_REFUSED;
+            b[y] = by;
+            b[rival] = br;
+            r->n_mistakes += 1;
+        }
+    }
+    if (rn > r->max_norm)
+        r->max_norm = rn;
+    r->n_seen += 1;
+    if (y >= r->n_active)
+        r->n_active = y + 1;
+    return ROW_DONE;
+}
+
 #endif

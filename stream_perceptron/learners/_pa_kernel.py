@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from stream_perceptron import native
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._binary_kernel import (
     BinaryKernelModel,
@@ -38,7 +39,6 @@ from stream_perceptron.learners._multiclass_kernel import (
     class_arrays,
     class_codes,
     sparse_module,
-    write_classes,
     write_sparse_classes,
 )
 from stream_perceptron.learners._pa_blocks import VARIANT_CODES
@@ -86,27 +86,45 @@ def learn_dense_multiclass(
     model: MulticlassPaKernelModel, features: Sequence[Any], X: Any, labels: Sequence[Any]
 ) -> list[Any]:
     """:meth:`MulticlassPassiveAggressive.learn_dense`'s work (the C extension built)."""
-    c, features, X = checked_multiclass_block(features, X, labels)
-    n, d = X.shape
+    _, features, X = checked_multiclass_block(features, X, labels)
+    return _learn_multiclass(model, features, X, None, None, labels)
+
+
+def _learn_multiclass(
+    model: MulticlassPaKernelModel, names: list[Any], X: Any, indptr: Any, slots: Any,
+    labels: Sequence[Any],
+) -> list[Any]:  # fmt: skip
+    """``kernel_pa_multiclass`` over a block (dense: ``indptr`` None; sparse: ``X`` the CSR
+    values), the model's classes as arrays of ``names``' cells, each class's new keys then
+    entering its dict in the order the ``predict_learn_one`` loop adds them."""
+    c = native.dense
+    assert c is not None  # checked by the callers
+    n, m = len(labels), len(names)
     known = len(model._w)
     classes, codes = class_codes(list(model._w), labels)
-    W = np.zeros((len(classes), d))
-    bias = np.zeros(len(classes))
-    for i, cl in enumerate(model._w):
-        wc = model._w[cl]
-        W[i] = [wc.get(k, 0.0) for k in features]
-        bias[i] = model._b[cl]
-    updated = np.zeros(len(classes), dtype=np.uint8)
+    k = len(classes)
+    W, present = class_arrays(list(model._w.values()), names, k)
+    had = present.copy()
+    bias = np.zeros(k)
+    bias[:known] = [model._b[cl] for cl in model._w]
+    joined, n_joined = np.empty((k, m), dtype=np.int64), np.zeros(k, dtype=np.int64)
     preds = np.empty(n, dtype=np.int64)
-    n_active, max_norm, n_seen, n_mistakes, refused = c.kernel_pa_multiclass(
-        X, codes, W, bias, updated, np.empty(len(classes)), known,
+    rule = (
         VARIANT_CODES[model.variant], float(model.C), model._bias_mode == "learned",
-        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), preds, n, d,
-        len(classes),
+        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), known,
     )  # fmt: skip
-    if refused >= 0:  # the kernel stopped at that row: nothing is written back
-        raise refusal(int(refused))
-    write_classes(model, classes[known:n_active], classes, features, W, bias, updated)
+    rule, stopped, why = c.kernel_pa_multiclass(
+        X, indptr, slots, codes, W, bias, np.empty(k), present, joined, n_joined, preds, n, m,
+        k, rule,
+    )  # fmt: skip
+    if stopped >= 0:  # the kernel stopped at that row: nothing is written back
+        if why == 2:
+            raise ValueError("rows have non-finite values")
+        raise refusal(int(stopped))
+    _, _, _, max_norm, n_seen, n_mistakes, n_active = rule
+    every = np.ones(k, dtype=np.uint8)  # unmoved classes keep their values
+    write_sparse_classes(model, classes[known:n_active], classes[:n_active], names, W, bias,
+                         every[:n_active], had, joined, n_joined)  # fmt: skip
     model._max_norm = float(max_norm)
     model._n_seen = int(n_seen)
     model._n_mistakes = int(n_mistakes)
@@ -149,36 +167,7 @@ def learn_sparse_multiclass(
     """:func:`learn_dense_multiclass` of a sparse block (``rows``' slots index ``features``):
     each class's new keys entering its dict in the order the ``predict_learn_one`` loop adds
     them."""
-    c = sparse_module(rows, labels)
-    names = list(features)
-    n, m = len(rows), len(names)
-    if n == 0:
+    sparse_module(rows, labels)
+    if len(rows) == 0:
         return []
-    known = len(model._w)
-    classes, codes = class_codes(list(model._w), labels)
-    k = len(classes)
-    W, present = class_arrays(list(model._w.values()), names, k)
-    had = present.copy()
-    bias = np.zeros(k)
-    bias[:known] = [model._b[cl] for cl in model._w]
-    updated = np.zeros(k, dtype=np.uint8)
-    w_new = np.empty((k, m), dtype=np.int32)
-    n_new = np.zeros(k, dtype=np.int64)
-    preds = np.empty(n, dtype=np.int64)
-    n_active, max_norm, n_seen, n_mistakes, refused, finite = c.kernel_pa_multiclass_sparse(
-        rows.indptr, rows.slots, rows.values, codes, W, bias, updated, np.empty(k), present,
-        w_new, n_new, known, VARIANT_CODES[model.variant], float(model.C),
-        model._bias_mode == "learned", float(model._max_norm), int(model._n_seen),
-        int(model._n_mistakes), preds, n, m, k,
-    )  # fmt: skip
-    if not finite:
-        raise ValueError("rows have non-finite values")
-    if refused >= 0:  # the kernel stopped at that row: nothing is written back
-        raise refusal(int(refused))
-    write_sparse_classes(model, classes[known:n_active], classes, names, W, bias, updated, had,
-                         w_new, n_new)  # fmt: skip
-    model._max_norm = float(max_norm)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    named = [None, *classes]
-    return list(map(named.__getitem__, (preds + 1).tolist()))
+    return _learn_multiclass(model, list(features), rows.values, rows.indptr, rows.slots, labels)
