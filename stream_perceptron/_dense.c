@@ -2,7 +2,7 @@
  * learners' blocks (the binary learners' rules are _rules.h's, which the dict API's
  * _speedups.c runs too).
  *
- * The Python glue is stream_perceptron/native/ (scan.py) and learners/_*_kernel.py. Each kernel
+ * The Python glue is stream_perceptron/formats/scan.py and learners/_*_kernel.py. Each kernel
  * does the floating-point operations of the learner's own per-record Python code (the
  * reference: Perceptron._learn/_score, MulticlassPerceptron._learn/_note_norm/_scores), in the
  * same order, every sum a plain left fold from 0.0 in feature order; the CSV scanner gives
@@ -3054,7 +3054,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_dense",
-    "The dense fast path in C: block scanners and exact perceptron kernels (see native/).",
+    "The dense fast path in C: block scanners and exact perceptron kernels (see learners/_*_kernel.py).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
