@@ -248,8 +248,17 @@ def test_dense_capable():
         def margin(self, x, y):
             return super().margin(x, y)
 
+    class Logged(Other):  # below a class that may take the kernel, the example's entry point
+        def learn_one(self, x, y, **kwargs):
+            return super().learn_one(x, y, **kwargs)
+
     assert not Custom().dense_capable
     assert Other().dense_capable
+    # the answers are kept per class (learners/_base.py): asked again, in any order, each
+    # class still gets its own
+    for _ in range(2):
+        assert not Logged().dense_capable and Other().dense_capable
+        assert not Custom().dense_capable and Perceptron().dense_capable
 
 
 def test_the_dense_learner_protocol():
