@@ -32,8 +32,13 @@ def registered(cls: _Learner) -> _Learner:
     return cls
 
 
+_JSON_KEY_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def to_json_key(k: Any) -> Any:
     """A feature name or label as a JSON scalar (numpy scalars become Python ones)."""
+    if type(k) in _JSON_KEY_TYPES:  # the usual key, at once (this runs for every key saved)
+        return k
     if loaded() and isinstance(k, np.generic):
         k = k.item()
     if k is None or isinstance(k, (str, int, float, bool)):
