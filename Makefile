@@ -37,7 +37,8 @@ run: $(BIN)/.installed
 # stopped at the end), Prometheus, Pushgateway and Chromium, and the
 # learner and C-tier tests on a newer Python too (tests/test_newer_python.py: 3.13, else 3.12,
 # from pyenv). The tests run on TEST_WORKERS processes (pytest-xdist): most of a broker test's
-# time is waiting on the broker, so 4 share this 2-core machine's CPU well.
+# time is waiting on the broker, so 4 share this 2-core machine's CPU well. Bytecode may be
+# cached, as in `make check` (see there).
 TEST_WORKERS ?= 4
 test: $(BIN)/.installed
 	$(BIN)/python scripts/check_extensions.py
@@ -45,7 +46,7 @@ test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	KAFKA_FETCH_ONLY=1 kafka/kafka-up.sh
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 # The quick loop of a contributor: lint, types and every test that needs no broker, browser,
 # Prometheus server or newer Python (the markers of tests/needs.py), on CHECK_WORKERS processes.
