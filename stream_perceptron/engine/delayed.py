@@ -130,7 +130,7 @@ class DelayedLabels:
                 event = pending.take_event(key, now)
                 learned = self._learn(record, learner, event.features(), y, line=False)
                 if learned is not _REFUSED:
-                    self._joined(event.prediction, y, now - event.arrival)
+                    self._joined(event.served, y, now - event.arrival)
                 return
             if pending.outcome_waiting(key) or pending.joined_recently(key):
                 counts.duplicate_outcome += 1

@@ -27,6 +27,7 @@ from connectors import (
 from stream_perceptron.checkpoint import CheckpointCoordinator, RunState
 from stream_perceptron.engine.blocks import BlockPath, RecordRun, Run, runs_of
 from stream_perceptron.engine.delayed import DelayedLabels
+from stream_perceptron.engine.delayed_blocks import JoinBlockPath
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.engine.window import RecentWindow
@@ -86,7 +87,8 @@ class Engine:
     join
         ``--join-key``: events kept until their outcomes come (the parser must be a
         :class:`~stream_perceptron.formats.base.KeyedParser` with its key; see
-        :mod:`stream_perceptron.engine.delayed`). Records then go one by one, never by blocks.
+        :mod:`stream_perceptron.engine.delayed`). Runs of keyed JSON lines go the join's block
+        path (:mod:`stream_perceptron.engine.delayed_blocks`) when ``dense`` allows.
 
     Examples
     --------
@@ -138,7 +140,6 @@ class Engine:
             if not isinstance(parser, KeyedParser) or key is None:
                 raise ValueError("a join needs a parser with a join key (csv or jsonl)")
             self.delayed = DelayedLabels(join, self.stats, self.outcomes, key)
-            dense = False  # the block path knows no join (left for later)
         self.coordinator.attach(
             RunState(learner, self.stats, self.outputs, self.lock, join)
         )
@@ -150,11 +151,12 @@ class Engine:
         # confluent-kafka's produce, which checks for signals); only a blocking read is
         # interrupted so
         self._polls_stop = False
-        self._blocks = (
-            BlockPath.of(learner, parser, self.outcomes, self.coordinator.resume_from)
-            if dense
-            else None
-        )
+        self._blocks: BlockPath | JoinBlockPath | None = None
+        resume_from = self.coordinator.resume_from
+        if dense and self.delayed is not None:
+            self._blocks = JoinBlockPath.of(learner, parser, self.delayed, resume_from)
+        elif dense:
+            self._blocks = BlockPath.of(learner, parser, self.outcomes, resume_from)
 
     @property
     def next_offsets(self) -> dict[PositionKey, int]:

@@ -24,10 +24,24 @@ from typing import Any, NamedTuple
 from stream_perceptron.errors import StateError
 from stream_perceptron.state import count, json_key, number, short
 
-__all__ = ["Expired", "PendingJoin", "PendingEvent", "PendingOutcome"]
+__all__ = ["Expired", "Later", "PendingJoin", "PendingEvent", "PendingOutcome"]
 
 #: An event's origin: ``(source, partition)``, shared by the events of one source.
 Origin = tuple[str, int | None]
+
+
+class Later:
+    """The prediction of a block's kernel row ``row``, read from the list ``block`` once the
+    kernel has made it (the join's block path keeps events before the model predicts them)."""
+
+    __slots__ = ("block", "row")
+
+    def __init__(self, block: list[Any], row: int) -> None:
+        self.block = block
+        self.row = row
+
+    def __repr__(self) -> str:
+        return f"Later({self.row})"
 
 
 class PendingEvent(NamedTuple):
@@ -40,6 +54,12 @@ class PendingEvent(NamedTuple):
     names: tuple[str, ...]
     values: bytes
     prediction: Any
+
+    @property
+    def served(self) -> Any:
+        """The prediction served for the event (a block's :class:`Later` read)."""
+        p = self.prediction
+        return p.block[p.row] if type(p) is Later else p
 
     def features(self) -> dict[str, float]:
         """The event's features, the same floats in the same order as parsed."""
@@ -124,15 +144,22 @@ class PendingJoin:
     def add_event(self, key: str, x: dict[Any, float], prediction: Any, origin: Origin,
                   offset: int, now: int) -> None:  # fmt: skip
         """Keep an event (its key not waiting yet) until its outcome comes."""
-        names = tuple(x)
+        self.keep_event(key, tuple(x), array("d", x.values()).tobytes(), prediction, origin,
+                        offset, now)  # fmt: skip
+
+    def keep_event(self, key: str, names: tuple[str, ...], values: bytes, prediction: Any,
+                   origin: Origin, offset: int, now: int) -> PendingEvent:  # fmt: skip
+        """:meth:`add_event` of features given packed: their names and their float64 values
+        as bytes (the block path's form); returns the entry kept."""
         shape = self._shapes.get(names)
         if shape is None:
             shape = self._shapes[names] = [names, 0]
         shape[1] += 1
-        values = array("d", x.values()).tobytes()
         origin = self._origins.setdefault(origin, origin)
-        self._events[key] = PendingEvent(now, origin, offset, shape[0], values, prediction)
+        event = self._events[key] = PendingEvent(now, origin, offset, shape[0], values,
+                                                 prediction)  # fmt: skip
         self._joined.pop(key, None)  # a key used again: a later outcome is this event's
+        return event
 
     def take_event(self, key: str, now: int) -> PendingEvent:
         """The event of ``key``, which its outcome, come at ``now``, takes."""
@@ -184,6 +211,17 @@ class PendingJoin:
             gone.sort(key=lambda e: e.entry.arrival)
         return gone
 
+    def next_due(self, entries: bool = True, joined: bool = True) -> int | float:
+        """The first clock at which :meth:`expire` would drop something (``inf``: never, as
+        things stand; an entry added at ``now`` is due at ``now + label_wait + 1``): of the
+        events and outcomes waiting (``entries``), of the keys joined (``joined``)."""
+        first = [next(iter(self._joined.values()))] if joined and self._joined else []
+        if entries and self._events:
+            first.append(next(iter(self._events.values())).arrival)
+        if entries and self._outcomes:
+            first.append(next(iter(self._outcomes.values())).arrival)
+        return min(first) + self.label_wait + 1 if first else float("inf")
+
     def overflow(self) -> list[Expired]:
         """Drop the oldest while more than ``max_pending`` wait."""
         gone: list[Expired] = []
@@ -223,7 +261,7 @@ class PendingJoin:
             "shapes": [list(names) for names in shapes],
             "events": [
                 [k, e.arrival, *e.origin, e.offset, shapes[e.names],
-                 array("d", e.values).tolist(), e.prediction]
+                 array("d", e.values).tolist(), e.served]
                 for k, e in self._events.items()
             ],  # fmt: skip
             "outcomes": [

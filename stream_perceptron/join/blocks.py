@@ -1,0 +1,162 @@
+"""A block of keyed records joined at once: what the record-by-record step does to the pending
+store, done for a whole block before the model sees any of it, with the model's work left as
+a list of rows for one kernel call (the engine's :mod:`~stream_perceptron.engine.delayed_blocks`).
+
+What happens to the store does not depend on the model: an event is kept, an outcome takes its
+event, an entry expires, whatever the model predicts or refuses. So the store is brought to
+where the record path leaves it first (the same calls, in the same order, at the same clock),
+and the rows the model is to predict or learn come out in order: an event's row (predicted; a
+kept event's served prediction is the row's, filled in once the model has made it), an
+outcome's row carrying its event's features (learned), a record with both (learned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stream_perceptron.join.counts import JoinCounts
+from stream_perceptron.join.pending import Expired, Later, Origin, PendingEvent, PendingJoin
+
+__all__ = ["OWN", "BlockPlan", "plan_block"]
+
+_INF = float("inf")
+
+#: A joined pair's served prediction that is its own row's (the event came after its outcome).
+OWN = Later([], -1)
+
+
+@dataclass
+class BlockPlan:
+    """The rows for the model and what follows from them, in the order of the records.
+
+    Kernel row ``k`` was made by the block's record ``rows[k]``, with that record's features
+    and label, except: ``pending[k]``, the pending event whose features an outcome's row
+    carries (an outcome learned: no prediction line, its event's was written when it came),
+    and ``labels[k]``, the label of the outcome an event's row takes (it waited for the
+    event). A row without a label is predicted only: an event kept or a duplicate (counted by
+    the join) or a record without a key (counted unlabelled). ``predictions`` is the list the
+    kept events' :class:`~stream_perceptron.join.pending.Later` read: the caller fills it
+    with each kernel row's prediction. ``served``: the joined pairs as ``(kernel row, served
+    prediction, delay)``, the served prediction a value, a ``Later`` or :data:`OWN` (the
+    row's own: an event its outcome waited for);
+    ``drops``: ``(k, gone)``, what a bound dropped before kernel row ``k``; ``waiting``:
+    outcomes kept or refused as duplicates (no row), ``waiting_rows``: events kept or
+    duplicate (a row each), all counted by the join.
+    """
+
+    predictions: list[Any]
+    rows: list[int] = field(default_factory=list)
+    pending: dict[int, PendingEvent] = field(default_factory=dict)
+    labels: dict[int, Any] = field(default_factory=dict)
+    served: list[tuple[int, Any, int]] = field(default_factory=list)
+    drops: list[tuple[int, list[Expired]]] = field(default_factory=list)
+    waiting: int = 0
+    waiting_rows: int = 0
+
+
+def plan_block(
+    join: PendingJoin, counts: JoinCounts, clock: int, keys: Sequence[str | None],
+    has_x: Sequence[bool], labels: Sequence[Any], features: Callable[[int], tuple[Any, bytes]],
+    raw: Callable[[int], bytes], origin: Origin, offsets: Sequence[int],
+) -> BlockPlan:  # fmt: skip
+    """Join a block's parsed records (record ``i``: ``keys[i]``, whether it has features,
+    ``labels[i]``) as :meth:`DelayedLabels.handle` would one by one, the ``i``-th at clock
+    ``clock + i``; ``features(i)`` the record's ``(names, packed values)``, ``raw(i)`` its
+    bytes. No record may be a label without a key or features (the caller checks)."""
+    plan = BlockPlan([])
+    block = plan.predictions
+    rows, pending_of, labels_of = plan.rows, plan.pending, plan.labels
+    served, drops = plan.served, plan.drops
+    events, outcomes, joined = join._events, join._outcomes, join._joined
+    shapes = join._shapes
+    origin = join._origins.setdefault(origin, origin)
+    wait, most = join.label_wait, join.max_pending
+    due_entries = join.next_due(joined=False)  # the first clock an event or outcome expires
+    due_joined = join.next_due(entries=False)  # ... a joined key is forgotten
+    due = min(due_entries, due_joined)
+    n_events = n_outcomes = duplicate_events = duplicate_outcomes = waiting = waiting_rows = 0
+    for i, (key, x, y) in enumerate(zip(keys, has_x, labels)):
+        now = clock + i
+        if now >= due:
+            oldest = now - wait
+            if now >= due_entries:
+                gone = join.expire(now)
+                if gone:
+                    drops.append((len(rows), gone))
+                due_entries = join.next_due(joined=False)
+            due_joined = _INF
+            while joined:
+                first = next(iter(joined.values()))
+                if first >= oldest:
+                    due_joined = first + wait + 1
+                    break
+                joined.popitem(last=False)
+            due = due_entries if due_entries < due_joined else due_joined
+        if key is None or (y is not None and x):
+            rows.append(i)
+            continue
+        if y is None:  # an event
+            n_events += 1
+            if key in outcomes:
+                outcome = outcomes.pop(key)
+                joined[key] = now
+                joined.move_to_end(key)
+                served.append((len(rows), OWN, 0))
+                labels_of[len(rows)] = outcome.label
+                rows.append(i)
+                if due_joined > now + wait:
+                    due_joined = now + wait + 1
+                    due = min(due, due_joined)
+                continue
+            waiting_rows += 1
+            if key in events:
+                duplicate_events += 1
+                rows.append(i)
+                continue
+            names, values = features(i)
+            shape = shapes.get(names)
+            if shape is None:
+                shape = shapes[names] = [names, 0]
+            shape[1] += 1
+            events[key] = PendingEvent(now, origin, offsets[i], shape[0], values,
+                                       Later(block, len(rows)))  # fmt: skip
+            joined.pop(key, None)
+            rows.append(i)
+            if due_entries > now + wait:
+                due_entries = now + wait + 1
+                due = min(due, due_entries)
+        else:  # an outcome
+            n_outcomes += 1
+            event = events.pop(key, None)
+            if event is not None:
+                join._release(event)
+                joined[key] = now
+                joined.move_to_end(key)
+                served.append((len(rows), event.prediction, now - event.arrival))
+                pending_of[len(rows)] = event
+                rows.append(i)
+                if due_joined > now + wait:
+                    due_joined = now + wait + 1
+                    due = min(due, due_joined)
+                continue
+            waiting += 1
+            if key in outcomes or key in joined:
+                duplicate_outcomes += 1
+                continue
+            join.add_outcome(key, y, raw(i), origin, offsets[i], now)
+            if due_entries > now + wait:
+                due_entries = now + wait + 1
+                due = min(due, due_entries)
+        if len(events) + len(outcomes) > most or len(joined) > most:
+            gone = join.overflow()
+            if gone:
+                drops.append((len(rows), gone))
+    plan.waiting = waiting
+    plan.waiting_rows = waiting_rows
+    counts.events += n_events
+    counts.outcomes += n_outcomes
+    counts.duplicate_event += duplicate_events
+    counts.duplicate_outcome += duplicate_outcomes
+    return plan
