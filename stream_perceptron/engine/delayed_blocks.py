@@ -24,7 +24,10 @@ drift detector; learners without sparse rows; CSV.
 
 from __future__ import annotations
 
+import operator
 from array import array
+from collections.abc import Callable
+from itertools import compress, repeat
 from typing import Any
 
 from connectors import PositionKey
@@ -37,7 +40,6 @@ from stream_perceptron.formats import scan
 from stream_perceptron.formats.jsonl import JsonLinesParser
 from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.join.blocks import OWN, BlockPlan, plan_block
-from stream_perceptron.join.pending import Later
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import StreamClassifier
 
@@ -109,24 +111,14 @@ class JoinBlockPath:
         except (ValueError, RecordError):  # UnicodeDecodeError and JSONDecodeError are ones
             return False
         keys, stripped, kept = self._keys(names, rows, n)
-        indptr = stripped.indptr.tolist()
-        has_x = [a != b for a, b in zip(indptr, indptr[1:])]
+        starts = np.frombuffer(stripped.indptr, np.int64)
+        lengths = np.diff(starts)
+        has_x = (lengths > 0).tolist()
         if None in keys and any(
             k is None and y is not None and not x for k, y, x in zip(keys, labels, has_x)
         ):
             return False  # a label without features or key: a bad record, the record path's
-        slot_bytes = memoryview(stripped.slots).cast("B")
-        value_bytes = memoryview(stripped.values).cast("B")
-        shapes: dict[bytes, tuple[str, ...]] = {}
-
-        def features(i: int) -> tuple[tuple[str, ...], bytes]:
-            lo, hi = indptr[i], indptr[i + 1]
-            slots = slot_bytes[4 * lo : 4 * hi].tobytes()
-            shape = shapes.get(slots)
-            if shape is None:
-                shape = shapes[slots] = tuple(kept[s] for s in array("i", slots))
-            return shape, value_bytes[8 * lo : 8 * hi].tobytes()
-
+        features = _features(stripped, kept, starts, lengths)
         where = run.origin()
         lines: list[bytes] | None = None
 
@@ -155,14 +147,14 @@ class JoinBlockPath:
             self._one_by_one(run, plan, keys, stripped, kept, labels)
             return True
         shown = result.rows()
-        predictions = plan.predictions
         if shown.codes is not None:
             made = [case[0] for case in shown.cases]
-            predictions.extend(map(made.__getitem__, shown.codes))
+            predictions = list(map(made.__getitem__, shown.codes))
         else:
-            predictions.extend(shown.shown)
+            predictions = list(shown.shown)
+        _by_record(plan, predictions, n)
         row_labels = self._row_labels(plan, labels)
-        self._served(plan, row_labels)
+        self._served(plan, predictions, row_labels)
         unlabelled = len(plan.rows) - len(result.mistakes) - plan.waiting_rows
         waiting = plan.waiting + plan.waiting_rows
         assert stats.join is not None
@@ -170,7 +162,7 @@ class JoinBlockPath:
         stats.records_this_run += waiting
 
         def prediction_block() -> PredictionBlock:
-            return _predictions(where, plan, row_labels)
+            return _predictions(where, plan, predictions, row_labels)
 
         self.outcomes.learned_block(
             run.key, result.mistakes, unlabelled, result.window_rows, prediction_block
@@ -183,21 +175,23 @@ class JoinBlockPath:
                                                                           list[str]]:  # fmt: skip
         """Each row's key (``None``: none), the rows without the key's feature, and the names
         left (the slots renumbered to them)."""
-        prefix, size = self._prefix, len(self._prefix)
-        is_key = [name.startswith(prefix) for name in names]
-        if not any(is_key):
+        prefix = self._prefix
+        is_key = list(map(str.startswith, names, repeat(prefix)))
+        if True not in is_key:
             return [None] * n, rows, names
-        key_of = [name[size:] or None for name in names]  # read only where is_key
+        key_of: list[Any] = list(map(operator.getitem, names, repeat(slice(len(prefix), None))))
         key_of.append(None)  # slot -1: no key
-        kept = [name for name, k in zip(names, is_key) if not k]
+        key_mask = np.asarray(is_key, bool)
+        kept = list(compress(names, (~key_mask).tolist()))
         slots = np.frombuffer(rows.slots, np.int32)
         indptr = np.frombuffer(rows.indptr, np.int64)
-        key_mask = np.asarray(is_key, bool)
         mask = key_mask[slots]
         at = np.flatnonzero(mask)
         row_key = np.full(n, -1, np.int64)
         row_key[np.searchsorted(indptr, at, side="right") - 1] = slots[at]
         keys = list(map(key_of.__getitem__, row_key.tolist()))
+        if "" in keys:  # an empty key is none
+            keys = [key or None for key in keys]
         keep = ~mask
         renumber = (np.cumsum(~key_mask) - 1).astype(np.int32)
         before = np.zeros(len(keep) + 1, np.int64)
@@ -227,16 +221,15 @@ class JoinBlockPath:
             row_labels[k] = label
         return row_labels
 
-    def _served(self, plan: BlockPlan, row_labels: list[Any]) -> None:
+    def _served(self, plan: BlockPlan, predictions: list[Any], row_labels: list[Any]) -> None:
         """Count each joined pair against its served prediction (a refused row: not joined)."""
         counts = self.delayed.counts
-        predictions = plan.predictions
-        for k, source, delay in plan.served:
+        for k, event, delay in plan.served:
             made = predictions[k]
             if made is _REFUSED:
                 continue
-            if source is not OWN:
-                made = source.block[source.row] if type(source) is Later else source
+            if event is not OWN:
+                made = event.served
             counts.joined += 1
             counts.served_mistakes += made != row_labels[k]
             counts.observe_delay(delay)
@@ -253,7 +246,7 @@ class JoinBlockPath:
         row_labels = self._row_labels(plan, labels)
         drops = iter(plan.drops)
         drop = next(drops, None)
-        predictions = plan.predictions
+        predictions: list[Any] = []
         for k, (i, y) in enumerate(zip(plan.rows, row_labels)):
             while drop is not None and drop[0] == k:
                 delayed._dropped(drop[1])
@@ -277,7 +270,42 @@ class JoinBlockPath:
             drop = next(drops, None)
         for _ in range(plan.waiting):
             outcomes.stats.count_waiting()
-        self._served(plan, row_labels)
+        _by_record(plan, predictions, len(records))
+        self._served(plan, predictions, row_labels)
+
+
+def _features(
+    rows: SparseRows, names: list[str], starts: Any, lengths: Any
+) -> Callable[[int], tuple[tuple[str, ...], bytes]]:
+    """``features(i)``: row ``i``'s feature names (a tuple shared by the rows of one shape)
+    and its values packed (float64 bytes)."""
+    indptr = starts.tolist()
+    value_bytes = memoryview(rows.values).cast("B")
+    slots = np.frombuffer(rows.slots, np.int32)
+    some = np.flatnonzero(lengths)
+    if len(some) and lengths[some].min() == lengths[some].max():  # maybe one shape
+        width = int(lengths[some[0]])
+        grid = slots[starts[some][:, None] + np.arange(width)]
+        if (grid == grid[0]).all():
+            shape = tuple(map(names.__getitem__, grid[0].tolist()))
+
+            def one_shape(i: int) -> tuple[tuple[str, ...], bytes]:
+                lo, hi = indptr[i], indptr[i + 1]
+                return (shape if hi > lo else ()), value_bytes[8 * lo : 8 * hi].tobytes()
+
+            return one_shape
+    slot_bytes = memoryview(rows.slots).cast("B")
+    shapes: dict[bytes, tuple[str, ...]] = {}
+
+    def any_shape(i: int) -> tuple[tuple[str, ...], bytes]:
+        lo, hi = indptr[i], indptr[i + 1]
+        key = slot_bytes[4 * lo : 4 * hi].tobytes()
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = tuple(names[s] for s in array("i", key))
+        return shape, value_bytes[8 * lo : 8 * hi].tobytes()
+
+    return any_shape
 
 
 def _block_bytes(run: Run) -> bytes | None:
@@ -349,11 +377,23 @@ def _int64(a: Any) -> memoryview:
     return view.cast("B").cast("q")
 
 
-def _predictions(where: BlockOrigin, plan: BlockPlan, labels: list[Any]) -> PredictionBlock:
+def _by_record(plan: BlockPlan, predictions: list[Any], n: int) -> None:
+    """Give the block's kept events their predictions: each record's row's, by record."""
+    by_record = np.empty(n, dtype=object)
+    if predictions:
+        made = np.empty(len(predictions), dtype=object)
+        made[:] = predictions  # each object as it is (a list would be read as a sequence)
+        by_record[np.asarray(plan.rows, np.intp)] = made
+    plan.predictions.block = by_record
+
+
+def _predictions(
+    where: BlockOrigin, plan: BlockPlan, predictions: list[Any], labels: list[Any]
+) -> PredictionBlock:
     """The prediction lines of a planned block: one per row but an outcome's."""
     chosen = [k for k in range(len(plan.rows)) if k not in plan.pending]
     rows = list(map(plan.rows.__getitem__, chosen))
-    shown = list(map(plan.predictions.__getitem__, chosen))
+    shown = list(map(predictions.__getitem__, chosen))
     labels = list(map(labels.__getitem__, chosen))
     wrong = [y is not None and p != y for p, y in zip(shown, labels)]
     offsets, keys = where.offsets, where.keys

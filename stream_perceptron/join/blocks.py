@@ -12,6 +12,7 @@ outcome's row carrying its event's features (learned), a record with both (learn
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ __all__ = ["OWN", "BlockPlan", "plan_block"]
 _INF = float("inf")
 
 #: A joined pair's served prediction that is its own row's (the event came after its outcome).
-OWN = Later([], -1)
+OWN = Later(-1)
 
 
 @dataclass
@@ -36,17 +37,17 @@ class BlockPlan:
     carries (an outcome learned: no prediction line, its event's was written when it came),
     and ``labels[k]``, the label of the outcome an event's row takes (it waited for the
     event). A row without a label is predicted only: an event kept or a duplicate (counted by
-    the join) or a record without a key (counted unlabelled). ``predictions`` is the list the
-    kept events' :class:`~stream_perceptron.join.pending.Later` read: the caller fills it
-    with each kernel row's prediction. ``served``: the joined pairs as ``(kernel row, served
-    prediction, delay)``, the served prediction a value, a ``Later`` or :data:`OWN` (the
-    row's own: an event its outcome waited for);
+    the join) or a record without a key (counted unlabelled). ``predictions``: the
+    :class:`~stream_perceptron.join.pending.Later` the kept events hold; the caller sets its
+    ``block`` to the predictions by record once the model has made them. ``served``: the
+    joined pairs as ``(kernel row, event, delay)``, the event whose ``served`` prediction
+    counts, or :data:`OWN` (the row's own: an event its outcome waited for);
     ``drops``: ``(k, gone)``, what a bound dropped before kernel row ``k``; ``waiting``:
     outcomes kept or refused as duplicates (no row), ``waiting_rows``: events kept or
     duplicate (a row each), all counted by the join.
     """
 
-    predictions: list[Any]
+    predictions: Later
     rows: list[int] = field(default_factory=list)
     pending: dict[int, PendingEvent] = field(default_factory=dict)
     labels: dict[int, Any] = field(default_factory=dict)
@@ -65,35 +66,27 @@ def plan_block(
     ``labels[i]``) as :meth:`DelayedLabels.handle` would one by one, the ``i``-th at clock
     ``clock + i``; ``features(i)`` the record's ``(names, packed values)``, ``raw(i)`` its
     bytes. No record may be a label without a key or features (the caller checks)."""
-    plan = BlockPlan([])
-    block = plan.predictions
+    later = Later(clock)
+    plan = BlockPlan(later)
     rows, pending_of, labels_of = plan.rows, plan.pending, plan.labels
     served, drops = plan.served, plan.drops
     events, outcomes, joined = join._events, join._outcomes, join._joined
     shapes = join._shapes
     origin = join._origins.setdefault(origin, origin)
     wait, most = join.label_wait, join.max_pending
-    due_entries = join.next_due(joined=False)  # the first clock an event or outcome expires
-    due_joined = join.next_due(entries=False)  # ... a joined key is forgotten
-    due = min(due_entries, due_joined)
+    # The first clock an event or outcome expires. The keys joined long ago are forgotten
+    # only where it shows: before a look-up of an outcome's key among them, and at the end (a
+    # bound by count drops the oldest first, so it drops the same either way).
+    due = join.next_due(joined=False)
+    new = tuple.__new__
     n_events = n_outcomes = duplicate_events = duplicate_outcomes = waiting = waiting_rows = 0
     for i, (key, x, y) in enumerate(zip(keys, has_x, labels)):
         now = clock + i
         if now >= due:
-            oldest = now - wait
-            if now >= due_entries:
-                gone = join.expire(now)
-                if gone:
-                    drops.append((len(rows), gone))
-                due_entries = join.next_due(joined=False)
-            due_joined = _INF
-            while joined:
-                first = next(iter(joined.values()))
-                if first >= oldest:
-                    due_joined = first + wait + 1
-                    break
-                joined.popitem(last=False)
-            due = due_entries if due_entries < due_joined else due_joined
+            gone = join.expire(now)
+            if gone:
+                drops.append((len(rows), gone))
+            due = join.next_due(joined=False)
         if key is None or (y is not None and x):
             rows.append(i)
             continue
@@ -101,58 +94,56 @@ def plan_block(
             n_events += 1
             if key in outcomes:
                 outcome = outcomes.pop(key)
+                if key in joined:
+                    del joined[key]
                 joined[key] = now
-                joined.move_to_end(key)
                 served.append((len(rows), OWN, 0))
                 labels_of[len(rows)] = outcome.label
                 rows.append(i)
-                if due_joined > now + wait:
-                    due_joined = now + wait + 1
-                    due = min(due, due_joined)
                 continue
             waiting_rows += 1
+            rows.append(i)
             if key in events:
                 duplicate_events += 1
-                rows.append(i)
                 continue
             names, values = features(i)
             shape = shapes.get(names)
             if shape is None:
                 shape = shapes[names] = [names, 0]
             shape[1] += 1
-            events[key] = PendingEvent(now, origin, offsets[i], shape[0], values,
-                                       Later(block, len(rows)))  # fmt: skip
-            joined.pop(key, None)
-            rows.append(i)
-            if due_entries > now + wait:
-                due_entries = now + wait + 1
-                due = min(due, due_entries)
+            events[key] = new(PendingEvent, (now, origin, offsets[i], shape[0], values, later))
+            if key in joined:
+                del joined[key]
+            if due > now + wait:
+                due = now + wait + 1
         else:  # an outcome
             n_outcomes += 1
             event = events.pop(key, None)
             if event is not None:
-                join._release(event)
+                shape = shapes[event.names]
+                shape[1] -= 1
+                if not shape[1]:
+                    del shapes[event.names]
+                if key in joined:
+                    del joined[key]
                 joined[key] = now
-                joined.move_to_end(key)
-                served.append((len(rows), event.prediction, now - event.arrival))
+                served.append((len(rows), event, now - event.arrival))
                 pending_of[len(rows)] = event
                 rows.append(i)
-                if due_joined > now + wait:
-                    due_joined = now + wait + 1
-                    due = min(due, due_joined)
                 continue
             waiting += 1
+            _forget(joined, now - wait)
             if key in outcomes or key in joined:
                 duplicate_outcomes += 1
                 continue
             join.add_outcome(key, y, raw(i), origin, offsets[i], now)
-            if due_entries > now + wait:
-                due_entries = now + wait + 1
-                due = min(due, due_entries)
+            if due > now + wait:
+                due = now + wait + 1
         if len(events) + len(outcomes) > most or len(joined) > most:
             gone = join.overflow()
             if gone:
                 drops.append((len(rows), gone))
+    _forget(joined, clock + len(keys) - 1 - wait)
     plan.waiting = waiting
     plan.waiting_rows = waiting_rows
     counts.events += n_events
@@ -160,3 +151,11 @@ def plan_block(
     counts.duplicate_event += duplicate_events
     counts.duplicate_outcome += duplicate_outcomes
     return plan
+
+
+def _forget(joined: OrderedDict[str, int], oldest: int) -> None:
+    """Forget the keys joined before ``oldest`` (oldest first)."""
+    while joined:
+        if next(iter(joined.values())) >= oldest:
+            return
+        joined.popitem(last=False)

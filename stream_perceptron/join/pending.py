@@ -31,17 +31,19 @@ Origin = tuple[str, int | None]
 
 
 class Later:
-    """The prediction of a block's kernel row ``row``, read from the list ``block`` once the
-    kernel has made it (the join's block path keeps events before the model predicts them)."""
+    """The predictions of a block whose events were kept before the model predicted them
+    (the join's block path): once made, ``block[i]`` is the prediction served for the block's
+    record ``i``, the one that came at clock ``clock + i``; every event of the block shares
+    this object."""
 
-    __slots__ = ("block", "row")
+    __slots__ = ("block", "clock")
 
-    def __init__(self, block: list[Any], row: int) -> None:
-        self.block = block
-        self.row = row
+    def __init__(self, clock: int) -> None:
+        self.block: Any = None
+        self.clock = clock
 
     def __repr__(self) -> str:
-        return f"Later({self.row})"
+        return f"Later({self.clock})"
 
 
 class PendingEvent(NamedTuple):
@@ -59,7 +61,7 @@ class PendingEvent(NamedTuple):
     def served(self) -> Any:
         """The prediction served for the event (a block's :class:`Later` read)."""
         p = self.prediction
-        return p.block[p.row] if type(p) is Later else p
+        return p.block[self.arrival - p.clock] if type(p) is Later else p
 
     def features(self) -> dict[str, float]:
         """The event's features, the same floats in the same order as parsed."""

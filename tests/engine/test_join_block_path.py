@@ -317,9 +317,9 @@ def test_the_comparison_sees_a_served_prediction_of_the_wrong_row(
 ) -> None:
     original = delayed_blocks.JoinBlockPath._served
 
-    def shifted(self: Any, plan: Any, row_labels: Any) -> None:
+    def shifted(self: Any, plan: Any, predictions: Any, row_labels: Any) -> None:
         plan.served = [(k, OWN, delay) for k, _, delay in plan.served]  # the outcome's row's
-        original(self, plan, row_labels)
+        original(self, plan, predictions, row_labels)
 
     monkeypatch.setattr(delayed_blocks.JoinBlockPath, "_served", shifted)
     found = [seed for seed in range(60) if differences(seed)[0]]
