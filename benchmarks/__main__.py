@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks.common import Context, Measure, Result, Sizes
 from benchmarks.report import format_line, machine_info, markdown, update_results
+from benchmarks.rows_delayed import row_delayed
 from benchmarks.rows_drift import row_drift
 from benchmarks.rows_kafka import ENV as KAFKA_ENV
 from benchmarks.rows_kafka import row_kafka
@@ -60,6 +61,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
          row_shared_quality),
     15: ("record shapes on stdin (sparse, nested, categorical JSON, libsvm) vs Vowpal Wabbit",
          row_shapes),
+    16: ("labels that come later (--join-key): the join on the block path vs labels inline "
+         "and River; a million events waiting", row_delayed),
 }
 
 

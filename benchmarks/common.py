@@ -49,6 +49,8 @@ class Sizes:
     shared_quality: int = 30_000  # row 14: records per run (produced over about 8 s)
     shared_seeds: int = 10  # row 14: seeds per setting
     shapes: int = 200_000  # row 15: records per record shape (issue 43)
+    delayed: int = 200_000  # row 16: events (each with an outcome: two records) (issue 44)
+    pending: int = 1_000_000  # row 16c: events waiting at once
 
     def scaled_down(self, factor: int) -> Sizes:
         """Every size divided by ``factor`` (batch and block sizes stay as they are; the

@@ -163,6 +163,11 @@ class DelayedLabels:
     def _dropped(self, gone: list[Expired]) -> None:
         """Count (and dead-letter) what a bound dropped."""
         counts = self.counts
+        if not self.outcomes.writes_dead_letters:  # counted only
+            events = sum(isinstance(entry, PendingEvent) for _, entry in gone)
+            counts.expired += events
+            counts.unmatched_outcome += len(gone) - events
+            return
         wait, most = self.pending.label_wait, self.pending.max_pending
         why = f"within --label-wait {wait} records and --max-pending {most}"
         for key, entry in gone:

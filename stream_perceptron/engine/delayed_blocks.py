@@ -38,8 +38,10 @@ from stream_perceptron.engine.outputs import BlockOrigin, PredictionBlock
 from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats import scan
 from stream_perceptron.formats.jsonl import JsonLinesParser
+from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.join.blocks import OWN, BlockPlan, plan_block
+from stream_perceptron.join.pending import Later
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import StreamClassifier
 
@@ -97,8 +99,10 @@ class JoinBlockPath:
         if data is None:
             return False
         n = run.count
-        if b"\\" in data or self._marker in data or data.count(b"{") != n:
+        if b"\\" in data or self._marker in data:
             return False
+        if b'"x"' in data and data.count(b"{") != n:  # the nested form: its features' names
+            return False  # may read as the key's
         scanned = scan.parse_sparse_jsonl_block(data, n, self.parser.label)
         if scanned is None:
             return False
@@ -137,9 +141,10 @@ class JoinBlockPath:
             self._one_by_one(run, plan, keys, stripped, kept, labels)
             return True
         X, names_k = _kernel_rows(plan, stripped, kept)
-        cells_k = list(map(cells.__getitem__, plan.rows))
+        cells_k: Any = list(map(cells.__getitem__, plan.rows))
         for k, label in plan.labels.items():
             cells_k[k] = self._cell(label)
+        cells_k = _few(cells_k)
         result = self.learner.learn_block(
             (names_k, X, cells_k), self.parser.label_cache, atomic=True
         )
@@ -224,15 +229,21 @@ class JoinBlockPath:
     def _served(self, plan: BlockPlan, predictions: list[Any], row_labels: list[Any]) -> None:
         """Count each joined pair against its served prediction (a refused row: not joined)."""
         counts = self.delayed.counts
+        delays = []
+        mistakes = 0
         for k, event, delay in plan.served:
             made = predictions[k]
             if made is _REFUSED:
                 continue
             if event is not OWN:
-                made = event.served
-            counts.joined += 1
-            counts.served_mistakes += made != row_labels[k]
-            counts.observe_delay(delay)
+                made = event.prediction
+                if type(made) is Later:
+                    made = made.block[event.arrival - made.clock]
+            mistakes += made != row_labels[k]
+            delays.append(delay)
+        counts.joined += len(delays)
+        counts.served_mistakes += mistakes
+        counts.observe_delays(delays)
 
     def _one_by_one(
         self, run: Run, plan: BlockPlan, keys: list[Any], rows: SparseRows, names: list[str],
@@ -306,6 +317,17 @@ def _features(
         return shape, value_bytes[8 * lo : 8 * hi].tobytes()
 
     return any_shape
+
+
+def _few(cells: list[bytes]) -> Any:
+    """The cells as :class:`~stream_perceptron.formats.label_cells.LabelCells` when they are
+    few distinct ones (the label encoding then encodes each once), else as they are."""
+    ids = native.dense.empty(4 * len(cells)) if native.dense is not None else None
+    joined = b"\n".join(cells)
+    if ids is None or joined.count(b"\n") != len(cells) - 1:
+        return cells
+    distinct = native.dense.intern_lines(joined, ids, 64)  # type: ignore[union-attr]
+    return cells if distinct is None else LabelCells(distinct, memoryview(ids).cast("i"))
 
 
 def _block_bytes(run: Run) -> bytes | None:

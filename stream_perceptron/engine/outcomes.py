@@ -74,6 +74,11 @@ class Outcomes:
         """Whether predictions are written (the block path then needs its rows as records)."""
         return self._write_prediction is not None
 
+    @property
+    def writes_dead_letters(self) -> bool:
+        """Whether dead letters are kept (the join then makes its dropped records' bytes)."""
+        return self._write_dead_letter is not None
+
     def predicted(self, record: Record, prediction: Any, waiting: bool = False) -> None:
         """An unlabelled record was predicted (``waiting``: an event whose outcome the join
         waits for, counted by it)."""

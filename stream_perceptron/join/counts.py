@@ -4,6 +4,7 @@ with them, the served predictions' mistakes and the label delay histogram."""
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import repeat
 from typing import Any
 
 from stream_perceptron.errors import StateError
@@ -73,6 +74,13 @@ class JoinCounts:
         """One pair's label delay, in records."""
         self.delay_buckets[bisect_left(DELAY_BUCKETS, records)] += 1
         self.delay_sum += records
+
+    def observe_delays(self, delays: list[int]) -> None:
+        """:meth:`observe_delay` of each."""
+        buckets = self.delay_buckets
+        for i in map(bisect_left, repeat(DELAY_BUCKETS), delays):
+            buckets[i] += 1
+        self.delay_sum += sum(delays)
 
     @property
     def served_accuracy(self) -> float | None:
