@@ -66,7 +66,10 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         help="join each event (a record with FIELD and features, no label: predicted at once, "
         "its features kept) to its outcome (FIELD and a label, no features: the model learns "
         "the event's features with it); an outcome that comes first waits for its event. "
-        "FIELD is not a feature; its value is a string or an integer",
+        "FIELD is not a feature; its value is a string or an integer. JSON lines are joined "
+        "a block at a time (the block path, the same results as record by record) unless a "
+        "block holds a backslash, a nested object, a numeric key or a bad record, or with "
+        "--on-error fail, --on-drift or --drift-detector reference; CSV goes record by record",
     )
     join.add_argument(
         "--max-pending",

@@ -40,7 +40,7 @@ from stream_perceptron.formats import scan
 from stream_perceptron.formats.jsonl import JsonLinesParser
 from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.formats.sparse_rows import SparseRows
-from stream_perceptron.join.blocks import OWN, BlockPlan, plan_block
+from stream_perceptron.join.blocks import OWN, BlockPlan, plan_block, plan_clean
 from stream_perceptron.join.pending import Later
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import StreamClassifier
@@ -99,10 +99,13 @@ class JoinBlockPath:
         if data is None:
             return False
         n = run.count
-        if b"\\" in data or self._marker in data:
+        # an escape; a field named as the key's string features are; the nested form (its
+        # features' names may read as the key's); each looked for by one byte first (a search
+        # for a longer string in a block of JSON takes 5-10 times as long)
+        if b"\\" in data or (b"=" in data and self._marker in data):
             return False
-        if b'"x"' in data and data.count(b"{") != n:  # the nested form: its features' names
-            return False  # may read as the key's
+        if data.count(b"{") != n:
+            return False
         scanned = scan.parse_sparse_jsonl_block(data, n, self.parser.label)
         if scanned is None:
             return False
@@ -122,7 +125,7 @@ class JoinBlockPath:
             k is None and y is not None and not x for k, y, x in zip(keys, labels, has_x)
         ):
             return False  # a label without features or key: a bad record, the record path's
-        features = _features(stripped, kept, starts, lengths)
+        features, many = _features(stripped, kept, starts, lengths)
         where = run.origin()
         lines: list[bytes] | None = None
 
@@ -133,10 +136,12 @@ class JoinBlockPath:
             return lines[i]
 
         delayed = self.delayed
-        plan = plan_block(
-            delayed.pending, delayed.counts, stats.records, keys, has_x, labels, features, raw,
-            (where.source, where.partition), where.offsets,
-        )  # fmt: skip
+        origin = (where.source, where.partition)
+        plan = plan_clean(delayed.pending, delayed.counts, stats.records, keys, has_x, labels,
+                          many, origin, where.offsets)  # fmt: skip
+        if plan is None:
+            plan = plan_block(delayed.pending, delayed.counts, stats.records, keys, has_x,
+                              labels, features, raw, origin, where.offsets)  # fmt: skip
         if not plan.rows:  # outcomes kept waiting only: nothing for the model
             self._one_by_one(run, plan, keys, stripped, kept, labels)
             return True
@@ -285,26 +290,41 @@ class JoinBlockPath:
         self._served(plan, predictions, row_labels)
 
 
-def _features(
-    rows: SparseRows, names: list[str], starts: Any, lengths: Any
-) -> Callable[[int], tuple[tuple[str, ...], bytes]]:
+def _features(rows: SparseRows, names: list[str], starts: Any, lengths: Any) -> tuple[
+    Callable[[int], tuple[tuple[str, ...], bytes]],
+    Callable[[list[int]], tuple[tuple[str, ...] | None, list[bytes]]],
+]:  # fmt: skip
     """``features(i)``: row ``i``'s feature names (a tuple shared by the rows of one shape)
-    and its values packed (float64 bytes)."""
+    and its values packed (float64 bytes); ``many(rows)``: the rows' one shape (``None``:
+    they have several) and their values packed."""
     indptr = starts.tolist()
     value_bytes = memoryview(rows.values).cast("B")
     slots = np.frombuffer(rows.slots, np.int32)
     some = np.flatnonzero(lengths)
+    shape: tuple[str, ...] | None = None
     if len(some) and lengths[some].min() == lengths[some].max():  # maybe one shape
         width = int(lengths[some[0]])
         grid = slots[starts[some][:, None] + np.arange(width)]
         if (grid == grid[0]).all():
             shape = tuple(map(names.__getitem__, grid[0].tolist()))
 
-            def one_shape(i: int) -> tuple[tuple[str, ...], bytes]:
-                lo, hi = indptr[i], indptr[i + 1]
-                return (shape if hi > lo else ()), value_bytes[8 * lo : 8 * hi].tobytes()
+    def many(picked: list[int]) -> tuple[tuple[str, ...] | None, list[bytes]]:
+        if not picked:
+            return (), []
+        if shape is None or not lengths[picked].all():
+            return None, []
+        begin = (starts[picked] * 8).tolist()
+        end = (starts[picked] * 8 + 8 * len(shape)).tolist()
+        return shape, list(map(bytes, map(value_bytes.__getitem__, map(slice, begin, end))))
 
-            return one_shape
+    if shape is not None:
+        one = shape
+
+        def one_shape(i: int) -> tuple[tuple[str, ...], bytes]:
+            lo, hi = indptr[i], indptr[i + 1]
+            return (one if hi > lo else ()), value_bytes[8 * lo : 8 * hi].tobytes()
+
+        return one_shape, many
     slot_bytes = memoryview(rows.slots).cast("B")
     shapes: dict[bytes, tuple[str, ...]] = {}
 
@@ -316,7 +336,7 @@ def _features(
             shape = shapes[key] = tuple(names[s] for s in array("i", key))
         return shape, value_bytes[8 * lo : 8 * hi].tobytes()
 
-    return any_shape
+    return any_shape, many
 
 
 def _few(cells: list[bytes]) -> Any:

@@ -96,8 +96,10 @@ def make_config(seed: int) -> JoinConfig:
 
 
 def make_lines(config: JoinConfig) -> list[bytes]:
-    """A random keyed stream (see the module's text)."""
+    """A random keyed stream (see the module's text); a third of the seeds an orderly one."""
     rng = random.Random(config.seed * 7919 + 1)
+    if rng.random() < 1 / 3:
+        return _orderly_lines(config, rng)
     multiclass = config.model == "multiclass"
     choices: list[list[Any]] = [[0, 1], [-1, 1], [False, True]]
     labels = ["a", "b", "c"] if multiclass else rng.choice(choices)
@@ -145,6 +147,35 @@ def make_lines(config: JoinConfig) -> list[bytes]:
             continue
         lines.append(json.dumps(obj).encode())
     return lines
+
+
+def _orderly_lines(config: JoinConfig, rng: random.Random) -> list[bytes]:
+    """Events of new keys, each outcome some records later, as a live stream mostly is (the
+    blocks the join takes at once, ``plan_clean``), with now and then what breaks that: an
+    outcome before its event or of no event, a key again, another shape, a record with both,
+    an event without features, one never labelled."""
+    labels: list[Any] = ["a", "b", "c"] if config.model == "multiclass" else [0, 1]
+    names = [f"f{j}" for j in range(rng.choice([1, 3, 6]))]
+    late = rng.choice([0, 2, 10, 50])
+    odd = rng.choice([0.0, 0.0, 0.02, 0.1])
+    timed: list[tuple[float, int, bytes]] = []
+    for i in range(config.n // 2):
+        key = f"e{i}" if rng.random() >= odd else f"e{rng.randrange(i + 1)}"
+        x: dict[str, Any] = {name: round(rng.gauss(0, 2), 3) for name in names}
+        roll = rng.random()
+        if roll < odd:
+            x = {"g": 1.5}
+        elif roll < 2 * odd:
+            x = {}
+        event = json.dumps({"id": key, **x}).encode()
+        if rng.random() < odd:
+            event = json.dumps({"id": key, **x, "y": rng.choice(labels)}).encode()
+        timed.append((i, 0, event))
+        if rng.random() >= odd:
+            at = i + rng.uniform(-1 if rng.random() < odd else 0, late)
+            timed.append((at, 1, json.dumps({"id": key, "y": rng.choice(labels)}).encode()))
+    timed.sort()
+    return [line for _, _, line in timed]
 
 
 class _MessageSource:
@@ -277,9 +308,22 @@ def _check(seeds: range) -> int:
     return blocks
 
 
-def test_the_join_block_path_equals_the_record_path_on_random_keyed_streams() -> None:
+def test_the_join_block_path_equals_the_record_path_on_random_keyed_streams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clean = 0
+    original = delayed_blocks.plan_clean
+
+    def counted(*args: Any) -> Any:
+        nonlocal clean
+        plan = original(*args)
+        clean += plan is not None
+        return plan
+
+    monkeypatch.setattr(delayed_blocks, "plan_clean", counted)
     blocks = _check(range(SEEDS))
     assert blocks > SEEDS  # the block path took runs (several a stream, on the whole)
+    assert clean > SEEDS // 3  # ... and many at once (an orderly block)
 
 
 def test_a_resumed_run_and_refused_blocks_are_among_the_streams() -> None:
@@ -323,4 +367,21 @@ def test_the_comparison_sees_a_served_prediction_of_the_wrong_row(
 
     monkeypatch.setattr(delayed_blocks.JoinBlockPath, "_served", shifted)
     found = [seed for seed in range(60) if differences(seed)[0]]
+    assert len(found) >= 3, found
+
+
+def test_the_comparison_sees_an_orderly_block_taken_past_an_expiry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = delayed_blocks.plan_clean
+
+    def careless(join: PendingJoin, *args: Any) -> Any:
+        join.next_due = lambda **_: float("inf")  # type: ignore[method-assign]
+        try:  # no event is due in the block, as far as plan_clean can see
+            return original(join, *args)
+        finally:
+            del join.next_due
+
+    monkeypatch.setattr(delayed_blocks, "plan_clean", careless)
+    found = [seed for seed in range(120) if differences(seed)[0]]
     assert len(found) >= 3, found
