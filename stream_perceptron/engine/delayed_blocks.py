@@ -28,6 +28,7 @@ import operator
 from array import array
 from collections.abc import Callable
 from itertools import compress, repeat
+from operator import attrgetter
 from typing import Any
 
 from connectors import PositionKey
@@ -40,7 +41,7 @@ from stream_perceptron.formats import scan
 from stream_perceptron.formats.jsonl import JsonLinesParser
 from stream_perceptron.formats.label_cells import LabelCells
 from stream_perceptron.formats.sparse_rows import SparseRows
-from stream_perceptron.join.blocks import OWN, BlockPlan, plan_block, plan_clean
+from stream_perceptron.join.blocks import OWN, BlockPlan, plan_block
 from stream_perceptron.join.pending import Later
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners import StreamClassifier
@@ -48,6 +49,10 @@ from stream_perceptron.learners import StreamClassifier
 __all__ = ["JoinBlockPath"]
 
 _REFUSED = object()
+
+#: Runs of fewer records go the record path's way (two topics merged by timestamp come as
+#: runs of one topic at a time, often of a record or two).
+MIN_RUN = 4
 
 
 class JoinBlockPath:
@@ -95,6 +100,8 @@ class JoinBlockPath:
         stats = self.outcomes.stats
         if stats.drift_reference is not None or run.start < self.resume_from.get(run.key, 0):
             return False
+        if run.count < MIN_RUN:  # a few records: a block's fixed cost is more than theirs
+            return False
         data = _block_bytes(run)
         if data is None:
             return False
@@ -125,7 +132,7 @@ class JoinBlockPath:
             k is None and y is not None and not x for k, y, x in zip(keys, labels, has_x)
         ):
             return False  # a label without features or key: a bad record, the record path's
-        features, many = _features(stripped, kept, starts, lengths)
+        features = _features(stripped, kept, starts, lengths)
         where = run.origin()
         lines: list[bytes] | None = None
 
@@ -137,11 +144,8 @@ class JoinBlockPath:
 
         delayed = self.delayed
         origin = (where.source, where.partition)
-        plan = plan_clean(delayed.pending, delayed.counts, stats.records, keys, has_x, labels,
-                          many, origin, where.offsets)  # fmt: skip
-        if plan is None:
-            plan = plan_block(delayed.pending, delayed.counts, stats.records, keys, has_x,
-                              labels, features, raw, origin, where.offsets)  # fmt: skip
+        plan = plan_block(delayed.pending, delayed.counts, stats.records, keys, has_x, labels,
+                          features, raw, origin, where.offsets)  # fmt: skip
         if not plan.rows:  # outcomes kept waiting only: nothing for the model
             self._one_by_one(run, plan, keys, stripped, kept, labels)
             return True
@@ -290,41 +294,26 @@ class JoinBlockPath:
         self._served(plan, predictions, row_labels)
 
 
-def _features(rows: SparseRows, names: list[str], starts: Any, lengths: Any) -> tuple[
-    Callable[[int], tuple[tuple[str, ...], bytes]],
-    Callable[[list[int]], tuple[tuple[str, ...] | None, list[bytes]]],
-]:  # fmt: skip
+def _features(
+    rows: SparseRows, names: list[str], starts: Any, lengths: Any
+) -> Callable[[int], tuple[tuple[str, ...], bytes]]:
     """``features(i)``: row ``i``'s feature names (a tuple shared by the rows of one shape)
-    and its values packed (float64 bytes); ``many(rows)``: the rows' one shape (``None``:
-    they have several) and their values packed."""
+    and its values packed (float64 bytes)."""
     indptr = starts.tolist()
     value_bytes = memoryview(rows.values).cast("B")
     slots = np.frombuffer(rows.slots, np.int32)
     some = np.flatnonzero(lengths)
-    shape: tuple[str, ...] | None = None
     if len(some) and lengths[some].min() == lengths[some].max():  # maybe one shape
         width = int(lengths[some[0]])
         grid = slots[starts[some][:, None] + np.arange(width)]
         if (grid == grid[0]).all():
             shape = tuple(map(names.__getitem__, grid[0].tolist()))
 
-    def many(picked: list[int]) -> tuple[tuple[str, ...] | None, list[bytes]]:
-        if not picked:
-            return (), []
-        if shape is None or not lengths[picked].all():
-            return None, []
-        begin = (starts[picked] * 8).tolist()
-        end = (starts[picked] * 8 + 8 * len(shape)).tolist()
-        return shape, list(map(bytes, map(value_bytes.__getitem__, map(slice, begin, end))))
+            def one_shape(i: int) -> tuple[tuple[str, ...], bytes]:
+                lo, hi = indptr[i], indptr[i + 1]
+                return (shape if hi > lo else ()), value_bytes[8 * lo : 8 * hi].tobytes()
 
-    if shape is not None:
-        one = shape
-
-        def one_shape(i: int) -> tuple[tuple[str, ...], bytes]:
-            lo, hi = indptr[i], indptr[i + 1]
-            return (one if hi > lo else ()), value_bytes[8 * lo : 8 * hi].tobytes()
-
-        return one_shape, many
+            return one_shape
     slot_bytes = memoryview(rows.slots).cast("B")
     shapes: dict[bytes, tuple[str, ...]] = {}
 
@@ -336,7 +325,7 @@ def _features(rows: SparseRows, names: list[str], starts: Any, lengths: Any) -> 
             shape = shapes[key] = tuple(names[s] for s in array("i", key))
         return shape, value_bytes[8 * lo : 8 * hi].tobytes()
 
-    return any_shape, many
+    return any_shape
 
 
 def _few(cells: list[bytes]) -> Any:
@@ -387,23 +376,21 @@ def _kernel_rows(plan: BlockPlan, rows: SparseRows, names: list[str]) -> tuple[S
     if plan.pending:
         index: dict[str, int] = {name: j for j, name in enumerate(names)}
         names = list(names)
-        shape_slots: dict[tuple[str, ...], bytes] = {}
-        more_slots, more_values, lengths = [], [], []
-        for event in plan.pending.values():
-            shape = event.names
-            packed = shape_slots.get(shape)
-            if packed is None:
-                for name in shape:
-                    if name not in index:
-                        index[name] = len(names)
-                        names.append(name)
-                packed = shape_slots[shape] = array("i", map(index.__getitem__, shape)).tobytes()
-            more_slots.append(packed)
-            more_values.append(event.values)
-            lengths.append(len(shape))
-        slots = np.concatenate((slots, np.frombuffer(b"".join(more_slots), np.int32)))
-        values = np.concatenate((values, np.frombuffer(b"".join(more_values), np.float64)))
-        indptr = np.concatenate((indptr, indptr[-1] + np.cumsum(lengths, dtype=np.int64)))
+        waited = list(plan.pending.values())
+        shapes = list(map(attrgetter("names"), waited))
+        packed: dict[int, bytes] = {}  # id of a shape (the tuple its events share) -> slots
+        for shape in {id(shape): shape for shape in shapes}.values():
+            for name in shape:
+                if name not in index:
+                    index[name] = len(names)
+                    names.append(name)
+            packed[id(shape)] = array("i", map(index.__getitem__, shape)).tobytes()
+        more_slots = b"".join(map(packed.__getitem__, map(id, shapes)))
+        more_values = b"".join(map(attrgetter("values"), waited))
+        lengths = np.fromiter(map(len, shapes), np.int64, len(shapes))
+        slots = np.concatenate((slots, np.frombuffer(more_slots, np.int32)))
+        values = np.concatenate((values, np.frombuffer(more_values, np.float64)))
+        indptr = np.concatenate((indptr, indptr[-1] + np.cumsum(lengths)))
         order[list(plan.pending)] = np.arange(n, n + len(plan.pending))
     starts = indptr[order]
     sizes = indptr[order + 1] - starts

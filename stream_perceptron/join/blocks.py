@@ -12,18 +12,15 @@ outcome's row carrying its event's features (learned), a record with both (learn
 
 from __future__ import annotations
 
-import operator
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter
 from typing import Any
 
 from stream_perceptron.join.counts import JoinCounts
 from stream_perceptron.join.pending import Expired, Later, Origin, PendingEvent, PendingJoin
 
-__all__ = ["OWN", "BlockPlan", "plan_block", "plan_clean"]
+__all__ = ["OWN", "BlockPlan", "plan_block"]
 
 _INF = float("inf")
 
@@ -166,106 +163,3 @@ def _forget(joined: OrderedDict[str, int], oldest: int) -> None:
     for _ in range(old):
         joined.popitem(last=False)
 
-
-def plan_clean(
-    join: PendingJoin, counts: JoinCounts, clock: int, keys: list[str | None],
-    has_x: list[bool], labels: list[Any],
-    features: Callable[[list[int]], tuple[tuple[str, ...] | None, list[bytes]]],
-    origin: Origin, offsets: Sequence[int],
-) -> BlockPlan | None:  # fmt: skip
-    """:func:`plan_block` at once, without a step a record, for a block where nothing can
-    happen but events kept and outcomes taking them: no outcome waiting, no bound reached
-    within the block, each event's key new (not waiting, not joined, once in the block), each
-    outcome's key once and its event waiting before it, the events of one shape (``features``:
-    the rows' shape, ``None`` when they have several, and their packed values), and that shape
-    kept all along (the order of the shapes is the checkpoint's). ``None`` when the block is
-    not so, before anything is changed."""
-    from stream_perceptron.lazy_numpy import np
-
-    n = len(keys)
-    events, joined, shapes = join._events, join._joined, join._shapes
-    wait, most = join.label_wait, join.max_pending
-    if join._outcomes or n - 1 > wait:  # (an event kept in the block is due after it)
-        return None
-    keyed = np.fromiter(map(operator.is_not, keys, repeat(None)), bool, n)
-    unlabelled = np.fromiter(map(operator.is_, labels, repeat(None)), bool, n)
-    event_rows = np.flatnonzero(keyed & unlabelled)
-    outcome_rows = np.flatnonzero(keyed & ~unlabelled & ~np.asarray(has_x, bool))
-    event_keys: list[Any] = list(map(keys.__getitem__, event_rows.tolist()))
-    outcome_keys: list[Any] = list(map(keys.__getitem__, outcome_rows.tolist()))
-    new_keys, taken_keys = set(event_keys), set(outcome_keys)
-    if len(new_keys) < len(event_keys) or len(taken_keys) < len(outcome_keys):
-        return None
-    # (each looked up in the store: isdisjoint would walk the store)
-    if (any(map(events.__contains__, new_keys)) or any(map(joined.__contains__, new_keys))
-            or any(map(joined.__contains__, taken_keys))):  # fmt: skip
-        return None
-    if len(events) + len(event_keys) > most or len(joined) + len(outcome_keys) > most:
-        return None
-    in_block = dict(zip(event_keys, event_rows.tolist()))
-    event_at = np.fromiter(map(in_block.get, outcome_keys, repeat(n)), np.int64, len(outcome_keys))
-    if (event_at[event_at < n] > outcome_rows[event_at < n]).any():
-        return None  # an outcome before its event
-    earlier = list(map(events.get, compress(outcome_keys, (event_at == n).tolist())))
-    if None in earlier:
-        return None  # an outcome of no event
-    times = list(map(clock.__add__, outcome_rows.tolist()))
-    if join.next_due(joined=False) <= clock + n - 1:  # each event due in the block is taken
-        taken_at = dict(zip(outcome_keys, times))  # before it is due
-        last = clock + n - 1 - wait
-        for key, event in events.items():
-            if event.arrival >= last:
-                break
-            if taken_at.get(key, last + wait + 1) > event.arrival + wait:
-                return None
-    shape, values = features(event_rows.tolist())
-    if shape is None:
-        return None
-    if event_keys:  # the shape's count may not reach 0 (it would be made again, last)
-        held = shapes.get(shape)
-        step = np.zeros(n, np.int64)
-        step[event_rows] = 1
-        same = event_at < n
-        one = shape if held is None else held[0]  # the tuple the waiting events share
-        same[~same] = np.fromiter(map(operator.is_, map(attrgetter("names"), earlier),
-                                      repeat(one)), bool, len(earlier))  # fmt: skip
-        step[outcome_rows[same]] = -1
-        running = np.cumsum(step) + (0 if held is None else held[1])
-        if (running[outcome_rows[same]] == 0).any():
-            return None
-    # the block is clean: the store as the record path leaves it
-    later = Later(clock)
-    entry = shapes.get(shape) if event_keys else None
-    if entry is None and event_keys:
-        entry = shapes[shape] = [shape, 0]
-    origin = join._origins.setdefault(origin, origin)
-    if event_keys:
-        assert entry is not None
-        entry[1] += len(event_keys)
-        rows = event_rows.tolist()
-        made = zip(map(clock.__add__, rows), repeat(origin), map(offsets.__getitem__, rows),
-                   repeat(entry[0]), values, repeat(later))  # fmt: skip
-        events.update(zip(event_keys, map(tuple.__new__, repeat(PendingEvent), made)))
-    taken = list(map(events.pop, outcome_keys))
-    names_of = list(map(attrgetter("names"), taken))
-    kept = None if entry is None else entry[0]
-    shared = sum(map(operator.is_, names_of, repeat(kept)))
-    if entry is not None:
-        entry[1] -= shared
-    if shared < len(taken):  # events of other shapes (their count may reach 0)
-        for names, count in Counter(n for n in names_of if n is not kept).items():
-            held = shapes[names]
-            held[1] -= count
-            if not held[1]:
-                del shapes[names]
-    joined.update(zip(outcome_keys, times))
-    _forget(joined, clock + n - 1 - wait)
-    plan = BlockPlan(later)
-    plan.rows = list(range(n))
-    plan.pending = dict(zip(outcome_rows.tolist(), taken))
-    delays = map(operator.sub, times, map(attrgetter("arrival"), taken))
-    plan.served = list(zip(outcome_rows.tolist(), taken, delays))
-    plan.waiting_rows = len(event_keys)
-    counts.events += len(event_keys)
-    counts.outcomes += len(outcome_keys)
-    return plan
