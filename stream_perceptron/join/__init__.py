@@ -1,7 +1,9 @@
 """``--join-key``: events joined to the outcomes that come after them (labels that come later).
 
 :mod:`~stream_perceptron.join.pending` holds what waits, :mod:`~stream_perceptron.join.counts`
-what the join counted; the engine's step is :mod:`stream_perceptron.engine.delayed`.
+what the join counted, :mod:`~stream_perceptron.join.blocks` plans a block of records at once;
+the engine's step is :mod:`stream_perceptron.engine.delayed` (a record) and
+:mod:`stream_perceptron.engine.delayed_blocks` (a block).
 """
 
 from __future__ import annotations
