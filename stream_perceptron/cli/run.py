@@ -165,8 +165,9 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
         # a reset on drift lands after the example that revealed it, which a block learned
-        # whole would pass
-        dense=args.on_drift == "none",
+        # whole would pass; a join on Kafka stays on the record path until the block join's
+        # kill -9 resume test holds there (it failed 7 of 13 runs, not yet explained)
+        dense=args.on_drift == "none" and not (kafka and args.join_key is not None),
         join=join,
     )
     if stats.drift is not None and args.on_drift != "none":

@@ -69,7 +69,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         "FIELD is not a feature; its value is a string or an integer. JSON lines are joined "
         "a block at a time (the block path, the same results as record by record) unless a "
         "block holds a backslash, a nested object, a numeric key or a bad record, or with "
-        "--on-error fail, --on-drift or --drift-detector reference; CSV goes record by record",
+        "--on-error fail, --on-drift or --drift-detector reference; CSV, and a join on "
+        "Kafka, go record by record",
     )
     join.add_argument(
         "--max-pending",
