@@ -32,6 +32,7 @@ from benchmarks.rows_quality import row_quality
 from benchmarks.rows_shapes import row_shapes
 from benchmarks.rows_shared_model import row_shared_model
 from benchmarks.rows_shared_quality import row_shared_quality
+from benchmarks.rows_shared_timeline import row_shared_timeline
 from benchmarks.rows_stdin import row_metrics, row_stdin, row_stdin_multiclass
 
 ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
@@ -63,6 +64,8 @@ ROWS: dict[int, tuple[str, Callable[[Context], list[Result]]]] = {
          row_shapes),
     16: ("labels that come later (--join-key): the join on the block path vs labels inline "
          "and River; a million events waiting", row_delayed),
+    17: ("shared-model timeline: where a worker's time goes, 1 and 2 workers (mix every 10k)",
+         row_shared_timeline),
 }
 
 

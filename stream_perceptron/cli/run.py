@@ -181,6 +181,9 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         from stream_perceptron.metrics.shared_model import SharedModelCollector
 
         exporter.registry.register(SharedModelCollector(shared, engine.lock))
+    if shared is not None:
+        timeline = shared.timeline
+        batch_hooks.append(lambda seconds: timeline.add("learn", seconds))
     if exporter is not None:
         batch_hooks.append(exporter.observe_batch)
 
@@ -222,6 +225,8 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         }
         if failure is not None:
             summary["error"] = str(failure)
+        if shared is not None:  # where a shared-model worker's time went
+            summary["timeline"] = shared.timeline.summary()
         if args.summary_json:
             write_json(args.summary_json, summary)
         if not args.quiet:

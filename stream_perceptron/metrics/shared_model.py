@@ -16,7 +16,8 @@ __all__ = ["SharedModelCollector"]
 
 class SharedModelCollector(Collector):
     """``stream_perceptron_model_version``, mixes, divergence, partitions and restores of one
-    worker.
+    worker, and where its time goes (``stream_perceptron_shared_phase_seconds_total`` by
+    ``phase``, beside its wall and CPU seconds).
 
     Parameters
     ----------
@@ -30,9 +31,10 @@ class SharedModelCollector(Collector):
     >>> import threading
     >>> from types import SimpleNamespace
     >>> from prometheus_client import CollectorRegistry
+    >>> from stream_perceptron.sharing.timeline import Timeline
     >>> c = SimpleNamespace(version=4, mixes=3, last_mix_at=None, divergence=0.5, owned={1, 2},
     ...                     restores=2, restore_seconds=0.25, commits=9, commit_seconds=0.5,
-    ...                     mix_seconds=0.1,
+    ...                     mix_seconds=0.1, timeline=Timeline(),
     ...                     view=SimpleNamespace(rejected={"not_json": 1}))
     >>> registry = CollectorRegistry()
     >>> registry.register(SharedModelCollector(c, threading.Lock()))
@@ -43,6 +45,10 @@ class SharedModelCollector(Collector):
     >>> registry.get_sample_value("stream_perceptron_model_records_rejected_total",
     ...                           {"reason": "not_json"})
     1.0
+    >>> c.timeline.add("learn", 2.5)
+    >>> registry.get_sample_value("stream_perceptron_shared_phase_seconds_total",
+    ...                           {"phase": "learn"})
+    2.5
 
     """
 
@@ -57,6 +63,7 @@ class SharedModelCollector(Collector):
             owned, restores, restore_s = len(c.owned), c.restores, c.restore_seconds
             commits, rejected = c.commits, dict(c.view.rejected)
             commit_s, mix_s = c.commit_seconds, c.mix_seconds
+        timeline = c.timeline.summary()  # under its own lock
         yield GaugeMetricFamily(
             f"{PREFIX}_model_version",
             "Version of the mixture this worker's model is based on.",
@@ -114,3 +121,36 @@ class SharedModelCollector(Collector):
         for reason, count in sorted(rejected.items()):
             refused.add_metric([reason], float(count))
         yield refused
+        yield from _timeline(timeline)
+
+
+def _timeline(timeline: dict[str, Any]) -> Iterator[Metric]:
+    """Where the worker's time goes (see :mod:`stream_perceptron.sharing.timeline`)."""
+    seconds = CounterMetricFamily(
+        f"{PREFIX}_shared_phase_seconds",
+        "Seconds of this shared-model worker's wall time by phase (exclusive; 'other': "
+        "the time no phase holds, as polling the input).",
+        labels=["phase"],
+    )
+    calls = CounterMetricFamily(
+        f"{PREFIX}_shared_phase_calls",
+        "Times each phase of this shared-model worker was entered.",
+        labels=["phase"],
+    )
+    for phase, value in timeline["phases"].items():
+        seconds.add_metric([phase], value)
+        calls.add_metric([phase], float(timeline["calls"][phase]))
+    seconds.add_metric(["other"], timeline["other_seconds"])
+    yield seconds
+    yield calls
+    yield CounterMetricFamily(
+        f"{PREFIX}_shared_wall_seconds",
+        "Wall seconds since this shared-model worker started.",
+        value=timeline["wall_seconds"],
+    )
+    yield CounterMetricFamily(
+        f"{PREFIX}_shared_cpu_seconds",
+        "CPU seconds (user and system, every thread) of this worker's process since it "
+        "started.",
+        value=timeline["cpu_seconds"],
+    )

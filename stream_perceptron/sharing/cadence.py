@@ -104,6 +104,10 @@ class SharedCadence(SharedMixing):
         holding = not alone and now - self._others_at < linger
         if holding != self._holding:
             self._holding = holding
+            if holding:  # waiting for the others, its commits and reads excluded
+                self.timeline.open_span("wait")
+            elif self.timeline.span == "wait":
+                self.timeline.close_span()
             logger.info(
                 "worker %s, at the end of its partitions, %s", self.worker,
                 "stays to mix what the other workers still learn" if holding

@@ -102,6 +102,12 @@ class SharedModelCoordinator(SharedCadence):
             If the topic's model is another learner or has other hyperparameters than this
             worker's flags say, unless ``adopt_settings``.
         """
+        self.timeline.begin()
+        with self.timeline.phase("restore"):
+            self._start()
+        self.timeline.open_span("join")  # until the first assignment
+
+    def _start(self) -> None:
         self.log.ensure()
         self.output.start()
         self._read_log()
@@ -171,6 +177,12 @@ class SharedModelCoordinator(SharedCadence):
     # -- partitions ----------------------------------------------------------------------------
     def assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:
         """Restore the partitions' state from the model topic before their first record."""
+        if self.timeline.span == "join":
+            self.timeline.close_span()
+        with self.timeline.phase("restore"):
+            return self._assigned(partitions)
+
+    def _assigned(self, partitions: list[PositionKey]) -> dict[PositionKey, int]:
         started = time.monotonic()
         self._read_log()
         state = self._state
@@ -234,7 +246,7 @@ class SharedModelCoordinator(SharedCadence):
             # read before this transaction writes to the model topic: a read_committed reader
             # waits for every open transaction on it, its own one too
             leader = self._try_read_log()
-        with state.lock:
+        with state.lock, self.timeline.phase("transaction"):
             offsets = {k: self.positions[k] for k in sorted(self.owned, key=repr)
                        if k in self.positions}  # fmt: skip
             for (topic, partition), offset in offsets.items():
@@ -261,11 +273,13 @@ class SharedModelCoordinator(SharedCadence):
         # out a broker outage); saves are serialised by their own lock
         started = time.perf_counter()
         try:
-            self.output.commit(offsets, group)
+            with self.timeline.phase("transaction"), self.timeline.detail("commit"):
+                self.output.commit(offsets, group)
         except TransactionFailed as e:
             if not e.retriable:
                 raise
-            self._ride_out(e, offsets, group)
+            with self.timeline.phase("transaction"):
+                self._ride_out(e, offsets, group)
         else:
             took = time.perf_counter() - started
             if took > SLOW_COMMIT_S:

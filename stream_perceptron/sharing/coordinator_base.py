@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from connectors import PositionKey, Source
@@ -19,6 +20,7 @@ from stream_perceptron.sharing import Increment, Mixture
 from stream_perceptron.sharing.increments import Form, credited, form, history
 from stream_perceptron.sharing.records import MIXTURE_KEY
 from stream_perceptron.sharing.states import SharedModelTooLarge
+from stream_perceptron.sharing.timeline import Timeline
 from stream_perceptron.sharing.view import ModelView
 
 __all__ = ["SharedCoordinatorBase"]
@@ -107,6 +109,7 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         self.outages = 0  # transactions committed again after a broker outage
         self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
         self.max_record_bytes = MAX_MESSAGE_BYTES  # the model topic's messages, at most
+        self.timeline = Timeline()  # where this worker's time goes, by phase
 
     # -- wiring --------------------------------------------------------------------------------
     def bind(self, source: Source) -> None:
@@ -145,6 +148,12 @@ class SharedCoordinatorBase(CheckpointCoordinator):
     def _read_log(self, stable_wait_s: float | None = None) -> None:
         """Ingest what the model topic has that was not read yet; ``stable_wait_s``: how long
         to wait for others' open transactions (default: the log's own, for restores)."""
+        # a restore's reads are the restore's
+        timed = self.timeline.current() != "restore"
+        with self.timeline.phase("read") if timed else nullcontext():
+            self._read_new(stable_wait_s)
+
+    def _read_new(self, stable_wait_s: float | None) -> None:
         wait = getattr(self.log, "stable_wait_s", None)
         if stable_wait_s is None or wait is None:
             self.view.ingest(self.log.read_new())
@@ -176,17 +185,21 @@ class SharedCoordinatorBase(CheckpointCoordinator):
                    "increment holds the features learned since the last commit) or bound the "
                    "model with --hash-bits")
             )  # fmt: skip
-        raw = key.encode()
-        signer = self.view.signer
-        headers = signer.headers(raw, value) if signer is not None else None
-        self.output.send(self.topic, value, raw, headers=headers)
+        with self.timeline.phase("transaction"):
+            raw = key.encode()
+            signer = self.view.signer
+            headers = signer.headers(raw, value) if signer is not None else None
+            self.output.send(self.topic, value, raw, headers=headers)
 
     def close(self) -> None:
-        """Close the transactions (aborting anything uncommitted) and the model-topic reader."""
+        """Close the transactions (aborting anything uncommitted) and the model-topic reader;
+        log where the time went."""
+        self.timeline.end()
         logger.info(
             "worker %s: %d transactions in %.2f s, %d mixes in %.2f s, %d partition restores "
-            "in %.2f s", self.worker, self.commits, self.commit_seconds, self.mixes,
-            self.mix_seconds, self.restores, self.restore_seconds,
+            "in %.2f s; timeline: %s", self.worker, self.commits, self.commit_seconds,
+            self.mixes, self.mix_seconds, self.restores, self.restore_seconds,
+            self.timeline.describe(),
         )  # fmt: skip
         try:
             self.output.close()

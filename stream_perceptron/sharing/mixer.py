@@ -53,9 +53,10 @@ class SharedMixing(SharedCoordinatorBase):
             self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
             if self._final:  # the last commit mixes what is fresh: on its last mixture, read back
                 deadline = time.monotonic() + READ_BACK_WAIT_S
-                while not self._chain_read() and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                    self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+                with self.timeline.phase("wait"):  # its reads are reads
+                    while not self._chain_read() and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
         except ConnectorError as e:
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
             return False
@@ -63,15 +64,24 @@ class SharedMixing(SharedCoordinatorBase):
 
     def _publish(self, learner: StreamClassifier) -> None:
         """This worker's increment since its last one, into the open transaction."""
+        with self.timeline.phase("increment"):
+            self._publish_step(learner)
+
+    def _publish_step(self, learner: StreamClassifier) -> None:
         assert self._published is not None
-        now = shared_state(learner)
-        step = increment(now, self._published, [self._step(i) for i in self._pending])
+        timeline = self.timeline
+        with timeline.detail("increment_get_state"):
+            now = shared_state(learner)
+        with timeline.detail("increment_diff"):
+            step = increment(now, self._published, [self._step(i) for i in self._pending])
         if not step.t:
             return
         self._seq += 1
         meta = {k: v for k, v in now.items() if k not in _WEIGHTS}
-        record = Increment(self.worker, self._seq, self.version, step.encode(), meta)
-        self._send(record.key, record.encode())
+        with timeline.detail("increment_diff"):
+            record = Increment(self.worker, self._seq, self.version, step.encode(), meta)
+            encoded = record.encode()
+        self._send(record.key, encoded)
         self._pending.append(record)
         self._decoded[record.seq] = step
         self._published = form(now)
@@ -126,38 +136,43 @@ class SharedMixing(SharedCoordinatorBase):
         transaction included, folded in."""
         started = time.perf_counter()
         try:
-            view = self.view  # read just before the transaction began
-            if not self._chain_read():
-                return None
-            for own in self._pending:  # the one in this transaction is not in the log yet
-                view.increments.setdefault(self.worker, {})[own.seq] = own
-            current = view.mixture
-            if current is None:  # the chain starts from the fresh model: mixture 0
-                assert self._base is not None
-                current = Mixture(0, self._base, self.worker)
-                if not self.mix_due(view.fresh()):
-                    self._send(current.key, current.encode())
-                    return current
-            elif not self.mix_due(view.fresh()):
-                return None
-            try:
-                folded = view.folded(start=current.state)
-            except MixError as e:
-                logger.error("not mixing: %s", e)
-                return None
-            assert folded is not None
-            mixed, fresh, step = folded
-            included = {**current.included, **{w: s[-1].seq for w, s in fresh.items()}}
-            mixture = Mixture(current.version + 1, mixed, self.worker, included=included,
-                              step=step.encode())  # fmt: skip
-            self._send(mixture.key, mixture.encode())
-            self._last_mix_time = time.monotonic()
-            logger.info("worker %s mixed %d increments of %d workers into version %d",
-                        self.worker, sum(map(len, fresh.values())), len(fresh),
-                        mixture.version)  # fmt: skip
-            return mixture
+            with self.timeline.phase("fold"):
+                return self._fold()
         finally:
             self.mix_seconds += time.perf_counter() - started
+
+    def _fold(self) -> Mixture | None:
+        """:meth:`_next_mixture`'s work (timed as the ``fold`` phase)."""
+        view = self.view  # read just before the transaction began
+        if not self._chain_read():
+            return None
+        for own in self._pending:  # the one in this transaction is not in the log yet
+            view.increments.setdefault(self.worker, {})[own.seq] = own
+        current = view.mixture
+        if current is None:  # the chain starts from the fresh model: mixture 0
+            assert self._base is not None
+            current = Mixture(0, self._base, self.worker)
+            if not self.mix_due(view.fresh()):
+                self._send(current.key, current.encode())
+                return current
+        elif not self.mix_due(view.fresh()):
+            return None
+        try:
+            folded = view.folded(start=current.state)
+        except MixError as e:
+            logger.error("not mixing: %s", e)
+            return None
+        assert folded is not None
+        mixed, fresh, step = folded
+        included = {**current.included, **{w: s[-1].seq for w, s in fresh.items()}}
+        mixture = Mixture(current.version + 1, mixed, self.worker, included=included,
+                          step=step.encode())  # fmt: skip
+        self._send(mixture.key, mixture.encode())
+        self._last_mix_time = time.monotonic()
+        logger.info("worker %s mixed %d increments of %d workers into version %d",
+                    self.worker, sum(map(len, fresh.values())), len(fresh),
+                    mixture.version)  # fmt: skip
+        return mixture
 
     def mix(self) -> bool:
         """Read the model topic and move onto a newer mixture if there is one; True if the
@@ -172,7 +187,8 @@ class SharedMixing(SharedCoordinatorBase):
                 mixture = self.view.mixture
                 if mixture is None or mixture.version <= self.version:
                     return False
-                self._move_onto(state.learner, mixture)
+                with self.timeline.phase("move"):
+                    self._move_onto(state.learner, mixture)
             return True
         finally:
             self.mix_seconds += time.perf_counter() - started
@@ -184,8 +200,11 @@ class SharedMixing(SharedCoordinatorBase):
         held = [i for i in self._pending if i.seq <= holds]
         shift = [(1.0, form(mixture.state)), (-1.0, form(self._base))]
         shift += [(-1.0, self._step(i)) for i in held]
-        local = shared_state(learner)
+        timeline = self.timeline
+        with timeline.detail("move_get_state"):
+            local = shared_state(learner)
         unpublished = local["n_seen"] - int(round(self._published.t))
+        started = time.perf_counter()
         moved = translate(local, shift, labels_from=[mixture.state])
         published = self._published
         for coef, f in shift:  # the last increment's form moves alike
@@ -211,8 +230,10 @@ class SharedMixing(SharedCoordinatorBase):
             moved = to_state(moved, fixed)
             self._anchor, self._unpublished = fixed, since
         self._published = published
+        timeline.add_detail("move_translate", time.perf_counter() - started)
         self.divergence = divergence(local, moved)
-        adopt(learner, moved)
+        with timeline.detail("move_adopt"):
+            adopt(learner, moved)
         self._pending = [i for i in self._pending if i.seq > holds]
         self._decoded = {s: f for s, f in self._decoded.items() if s > holds}
         self._base = mixture.state
