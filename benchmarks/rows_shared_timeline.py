@@ -96,6 +96,8 @@ def format_timeline(summary: dict[str, Any]) -> str:
         f"{count(n)} records in {wall:.2f} s wall ({n / wall:,.0f} records/s), "
         f"{cpu:.2f} CPU-s ({1e6 * cpu / max(n, 1):.2f} CPU-us/record); {phases}, other "
         f"{t['other_seconds']:.2f} s ({100 * t['other_seconds'] / wall:.1f} %); "
+        f"{t['calls']['learn']} batches learned, {t['calls']['read']} reads of the model topic "
+        f"({1e3 * t['phases']['read'] / max(t['calls']['read'], 1):.2f} ms each), "
         f"{dc['commit']} commits ({per('commit')} each), {t['calls']['fold']} folds "
         f"({1e3 * t['phases']['fold'] / max(t['calls']['fold'], 1):.2f} ms each), "
         f"{dc['increment_get_state']} increments, {dc['move_adopt']} moves; per increment: "
