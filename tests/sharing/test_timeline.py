@@ -9,8 +9,9 @@ import random
 import threading
 import time
 
-from test_shared_coordinator import Cluster, _data, _Stepper
+from test_shared_coordinator import TOPIC, Cluster, _data, _Stepper
 
+from connectors import Position, Record
 from stream_perceptron.sharing.timeline import DETAILS, PHASES, Timeline
 
 
@@ -24,34 +25,46 @@ def _check_adds_up(summary: dict) -> None:
     assert summary["cpu_seconds"] >= 0
 
 
+class _Clock:
+    """A wall clock that moves only when told (the phases' arithmetic, exactly)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_phases_are_exclusive_and_add_up_to_at_most_the_wall_time() -> None:
-    t = Timeline()
+    clock = _Clock()
+    t = Timeline(clock=clock)
     with t.phase("transaction"):
-        time.sleep(0.02)
+        clock.now += 2
         with t.phase("fold"):
-            time.sleep(0.03)
+            clock.now += 3
         with t.detail("commit"):  # a detail is inclusive: the phase keeps its time
-            time.sleep(0.01)
-    started = time.perf_counter()  # the engine times its batches itself
-    time.sleep(0.001)
-    learned = time.perf_counter() - started
-    t.add("learn", learned)
+            clock.now += 1
+    t.add("learn", 0.5)  # the engine times its batches itself
+    clock.now += 0.5
     t.open_span("wait")
-    time.sleep(0.02)
+    clock.now += 2
     with t.phase("read"):  # inside the span: the span's time excludes it
-        time.sleep(0.02)
+        clock.now += 4
+    t.add("learn", 0.25)  # so does a batch learned while holding
+    clock.now += 0.25
     t.close_span()
+    clock.now += 1  # no phase: other
     t.end()
+    clock.now += 10  # after the end: nowhere
     s = t.summary()
     _check_adds_up(s)
-    assert 0.03 <= s["phases"]["transaction"] < 0.03 + 0.025  # without the fold's 0.03 s
-    assert s["phases"]["fold"] >= 0.03
-    assert s["details"]["commit"] >= 0.01 and s["detail_calls"]["commit"] == 1
-    assert s["phases"]["learn"] == learned
-    assert 0.02 <= s["phases"]["wait"] < 0.02 + 0.015  # without the read's 0.02 s
-    assert s["calls"] == {**dict.fromkeys(PHASES, 0), "transaction": 1, "fold": 1, "learn": 1,
+    assert s["wall_seconds"] == 13.75
+    assert s["phases"] == {**dict.fromkeys(PHASES, 0.0), "transaction": 3, "fold": 3,
+                           "learn": 0.75, "wait": 2, "read": 4}  # fmt: skip
+    assert s["other_seconds"] == 1.0
+    assert s["details"]["commit"] == 1 and s["detail_calls"]["commit"] == 1
+    assert s["calls"] == {**dict.fromkeys(PHASES, 0), "transaction": 1, "fold": 1, "learn": 2,
                           "wait": 1, "read": 1}  # fmt: skip
-    assert t.summary()["wall_seconds"] == s["wall_seconds"]  # ended: frozen
 
 
 def test_a_phase_in_another_thread_is_not_taken_from_this_threads_phase() -> None:
@@ -76,12 +89,19 @@ def test_every_phase_of_a_leader_and_a_worker_is_accounted() -> None:
         timeline = worker.coordinator.timeline
         worker.engine.on_batch = lambda seconds, t=timeline: t.add("learn", seconds)
     rng = random.Random(3)
-    process = _Stepper.step
 
-    def step(self, data, available, rng) -> None:  # timed like the engine's loop
-        started = time.perf_counter()
-        process(self, data, available, rng)
-        self.engine.on_batch(time.perf_counter() - started)
+    def step(self, data, available, rng) -> None:  # _Stepper.step, timed as the engine does
+        batch = []
+        for p, start in self.positions.items():
+            end = min(start + rng.randint(1, 60), available[p])
+            batch += [Record(data[p][o], Position(TOPIC, o, p)) for o in range(start, end)]
+            self.positions[p] = end
+        if batch:
+            started = time.perf_counter()
+            with self.engine.lock:
+                self.engine._process_unit(batch)
+            self.engine.on_batch(time.perf_counter() - started)  # the commit not included
+        self.coordinator.after_batch(self.engine.stats.records)
 
     while not (lead.done(data) and other.done(data)):
         for w in (lead, other):
