@@ -158,10 +158,12 @@ def test_kill_9_at_random_points_then_resume_equals_the_uninterrupted_run(
     group = _name("group")
     resumed = [*CLI, *args(ck, preds, group, "--resume", "--instance-id", "w0")]
     rng = random.Random(7)
-    killed = 0
-    for _ in range(5):
+    killed, ended = 0, []
+    for run in range(5):
         target = _checkpointed(ck) + rng.randint(500, records // 10)
-        victim = subprocess.Popen(resumed, stderr=subprocess.DEVNULL)
+        log = tmp_path / f"victim{run}.log"  # why a run ended before its kill, if one does
+        with log.open("wb") as err:
+            victim = subprocess.Popen(resumed, stderr=err)
         deadline = time.monotonic() + 60
         while victim.poll() is None and _checkpointed(ck) < target:
             assert time.monotonic() < deadline, f"{ck} never reached {target}"
@@ -170,8 +172,11 @@ def test_kill_9_at_random_points_then_resume_equals_the_uninterrupted_run(
         if victim.poll() is None:
             victim.send_signal(signal.SIGKILL)
             killed += 1
+        else:
+            ended.append((run, victim.returncode, target, _checkpointed(ck),
+                          log.read_text(errors="replace")[-3000:]))  # fmt: skip
         victim.wait(timeout=30)
-    assert killed == 5, f"{5 - killed} of 5 runs ended before their kill"
+    assert killed == 5, f"{5 - killed} of 5 runs ended before their kill: {ended}"
     finish = subprocess.run(resumed, capture_output=True, timeout=120, check=False)
     assert finish.returncode == 0, finish.stderr.decode()
 
