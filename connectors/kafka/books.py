@@ -161,6 +161,10 @@ class GroupBooks:
     ) -> tuple[Positions, Positions]:
         raise NotImplementedError
 
+    def _log_starts(self, consumer: Any, keys: list[TopicPartitionKey]) -> Positions:
+        """The first offset the broker still keeps of each of ``keys`` (its log start)."""
+        raise NotImplementedError
+
     def _stable(self, consumer: Any) -> bool:
         return True
 
@@ -208,6 +212,7 @@ class GroupBooks:
             known = [o for o in (wanted.get(key), committed.get(key)) if o is not None]
             if known:
                 starts[key] = max(known)
+        self._warn_deleted(consumer, starts)
         positions, ends = self._place(consumer, keys, starts)
         with self._lock:
             self._assigned = sorted(set(self._assigned) | set(keys))
@@ -225,6 +230,29 @@ class GroupBooks:
             [wanted.get(key) for key in keys], [committed.get(key) for key in keys],
             [ends[key] for key in keys],
         )  # fmt: skip
+
+    def _warn_deleted(self, consumer: Any, starts: Positions) -> None:
+        """Say so when a partition resumes (checkpoint or committed offset) below the first
+        offset its broker still keeps: retention (by time, judged by the records' timestamps,
+        or by size) or a deletion removed records this group never read, and the client's
+        offset reset will skip them. Nothing can keep them now; the warning tells the user to
+        look at the topic's retention. Best effort: a failed query only skips the check."""
+        if not starts:
+            return
+        try:
+            firsts = self._log_starts(consumer, sorted(starts))
+        except self._client_errors() as exc:
+            logger.debug("reading log start offsets failed: %r", exc)
+            return
+        for key in sorted(starts):
+            first = firsts.get(key)
+            if first is not None and starts[key] < first:
+                logger.warning(
+                    "%s[%d]: resuming at offset %d, but the broker keeps offsets from %d on: "
+                    "%d records were deleted (retention.ms / retention.bytes, or a deletion) "
+                    "before this group read them, and are skipped",
+                    key[0], key[1], starts[key], first, first - starts[key],
+                )  # fmt: skip
 
     def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
         """``call()``, retried on the client's retriable errors for up to

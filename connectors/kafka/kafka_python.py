@@ -195,6 +195,12 @@ class KafkaSource(GroupSource):
             [_tp(k) for k in keys], timeout_ms=REQUEST_TIMEOUT_MS))  # fmt: skip
         return positions, {(tp.topic, tp.partition): o for tp, o in ends.items()}
 
+    def _log_starts(
+        self, consumer: Any, keys: list[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, int]:
+        firsts = consumer.beginning_offsets([_tp(k) for k in keys], timeout_ms=REQUEST_TIMEOUT_MS)
+        return {(tp.topic, tp.partition): int(o) for tp, o in firsts.items()}
+
     def _stable(self, consumer: Any) -> bool:
         from kafka.structs import MemberState
 

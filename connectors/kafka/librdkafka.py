@@ -269,26 +269,21 @@ class RdKafkaSource(GroupSource):
         ck = require_confluent_kafka()
         positions, ends = dict(starts), {}
         latest = str(self._config.get("auto.offset.reset")) in ("latest", "largest", "end")
-
-        def watermarks(key: TopicPartitionKey) -> tuple[int, int]:
-            low, high = consumer.get_watermark_offsets(ck.TopicPartition(*key),
-                                                       timeout=REQUEST_TIMEOUT_S)  # fmt: skip
-            return low, high
-
         for key in keys:
-            low, high = self._retrying("reading end offsets", partial(watermarks, key))
+            low, high = self._retrying("reading end offsets", partial(_watermarks, consumer, key))
             ends[key] = high
             if key not in positions:  # auto.offset.reset applies
                 positions[key] = high if latest else low
         consumer.assign([ck.TopicPartition(t, p, positions[(t, p)]) for t, p in keys])
         return positions, ends
 
+    def _log_starts(self, consumer: Any, keys: list[TopicPartitionKey]) -> dict[Any, int]:
+        return {key: _watermarks(consumer, key)[0] for key in keys}
+
     def _assignment_of(self, consumer: Any) -> list[TopicPartitionKey]:
         return sorted((tp.topic, tp.partition) for tp in consumer.assignment())
 
-    def _read_positions(
-        self, consumer: Any, keys: list[TopicPartitionKey]
-    ) -> dict[TopicPartitionKey, int]:
+    def _read_positions(self, consumer: Any, keys: list[TopicPartitionKey]) -> dict[Any, int]:
         ck = require_confluent_kafka()
         moved = consumer.position([ck.TopicPartition(*key) for key in keys])
         return {(tp.topic, tp.partition): tp.offset for tp in moved if tp.offset >= 0}
@@ -302,6 +297,13 @@ class RdKafkaSource(GroupSource):
                 continue
             highwaters[key] = high if high >= 0 else None
         return highwaters
+
+
+def _watermarks(consumer: Any, key: TopicPartitionKey) -> tuple[int, int]:
+    """The first offset a partition keeps and its end, asked of the broker."""
+    tp = require_confluent_kafka().TopicPartition(*key)
+    low, high = consumer.get_watermark_offsets(tp, timeout=REQUEST_TIMEOUT_S)
+    return int(low), int(high)
 
 
 class RdKafkaModelLog(ModelLogBase):

@@ -30,6 +30,11 @@ from test_delayed_labels import delayed_stream, to_lines  # noqa: E402
 
 PARTITIONS = 3
 BASE_MS = 1_700_000_000_000
+#: The stamps are of November 2023, older than the broker's retention (7 days by default,
+#: judged by the largest record timestamp of a segment): without this, the broker's retention
+#: check (every 5 minutes) deleted a test's records in the middle of the test, and a resumed
+#: worker found its partitions empty and ended at once (kept soak logs, session 24).
+KEEP = {"retention.ms": "-1"}
 COUNTERS = ("records", "learned", "mistakes", "unlabelled")
 JOIN = ("events", "outcomes", "joined", "served_mistakes", "expired", "unmatched_outcome",
         "duplicate_outcome", "duplicate_event", "delay_sum")  # fmt: skip
@@ -40,8 +45,8 @@ def write_topics(
 ) -> tuple[str, str, dict[tuple[int, int], int]]:
     """``objs`` as an events topic (records with features) and a labels topic (the key and a
     label), made here; returns the topics and each event's (partition, offset) -> i."""
-    events = make_topic(bootstrap, partitions)
-    outcomes = make_topic(bootstrap, labels or partitions)
+    events = make_topic(bootstrap, partitions, KEEP)
+    outcomes = make_topic(bootstrap, labels or partitions, KEEP)
     return events, outcomes, produce_stream(bootstrap, objs, events, outcomes, labels)
 
 
@@ -231,7 +236,7 @@ def test_two_workers_in_one_group_each_join_partition_p_of_both_topics(
     want = json.loads(stdin.read_text())
     # 3 partitions for 2 workers: partition p of both topics to one worker is the range
     # assignor's doing (round robin over the 6 would split some)
-    events, outcomes = make_topic(kafka_bootstrap, 3), make_topic(kafka_bootstrap, 3)
+    events, outcomes = make_topic(kafka_bootstrap, 3, KEEP), make_topic(kafka_bootstrap, 3, KEEP)
     group, engines = _name("group"), []
     for name in ("a", "b"):
         args = kafka_args(kafka_bootstrap, events, group, "--labels-topic", outcomes, *unbounded,

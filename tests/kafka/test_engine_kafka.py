@@ -26,11 +26,12 @@ def _name(kind: str) -> str:
     return f"test-{kind}-{uuid.uuid4().hex[:10]}"
 
 
-def make_topic(bootstrap: str, partitions: int = 1) -> str:
+def make_topic(bootstrap: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
     topic = _name("topic")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                                      topic_configs=config or {})])  # fmt: skip
     finally:
         admin.close()
     return topic
