@@ -165,8 +165,10 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         on_batch=lambda seconds: _call_all(batch_hooks, seconds),
         keep_recent=args.rolling_window if metrics_on else 0,
         # a reset on drift lands after the example that revealed it, which a block learned
-        # whole would pass; a join on Kafka stays on the record path until the block join's
-        # kill -9 resume test holds there (it failed 7 of 13 runs, not yet explained)
+        # whole would pass. A join on Kafka stays on the record path: its merge by timestamp
+        # interleaves six partitions, so the block path sees runs of one or two records and
+        # measured slower (196k records: 3.3-3.6 s of CPU against 2.6 s). Its kill -9 failures
+        # were the test's records deleted by the broker's retention (session 24), not the path.
         dense=args.on_drift == "none" and not (kafka and args.join_key is not None),
         join=join,
     )
