@@ -1,6 +1,7 @@
 /* The dense fast path in C: the block scanners and the exact sequential kernels of the
  * learners' blocks (the binary learners' rules are _rules.h's, which the dict API's
- * _speedups.c runs too).
+ * _speedups.c runs too), and the loop of --join-key's block plan (join_plan; the reference:
+ * stream_perceptron/join/blocks.py).
  *
  * The Python glue is stream_perceptron/formats/scan.py and learners/_*_kernel.py. Each kernel
  * does the floating-point operations of the learner's own per-record Python code (the
@@ -1796,7 +1797,8 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
                                 Py_ssize_t size, Py_ssize_t i, Py_ssize_t row,
                                 const unsigned char *label, Py_ssize_t label_len,
                                 Py_ssize_t *ls, Py_ssize_t *le, Py_ssize_t *ys, int *nested,
-                                Py_ssize_t *members, Py_ssize_t *own)
+                                Py_ssize_t *members, Py_ssize_t *own,
+                                const unsigned char *jkey, Py_ssize_t jkey_len, int64_t *kspan)
 {
     i = skip_ws(buf, i + 1);
     *members = 0;
@@ -1830,10 +1832,21 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
             /* the nested form's features, read here; the caller checks the form */
             Py_ssize_t ms = 0, unused_s = -1, unused_e = -1, unused_y = -1, inner_own = 0;
             i = sparse_object(t, out, buf, size, i, row + 1, label, -1, &unused_s, &unused_e,
-                              &unused_y, NULL, &ms, &inner_own);
+                              &unused_y, NULL, &ms, &inner_own, NULL, -1, NULL);
             if (i < 0)
                 return i;
             *nested = 1;
+        }
+        else if (c == '"' && jkey_len >= 0 && kl == jkey_len && memcmp(k, jkey, kl) == 0) {
+            /* the join key's string: its span, not a feature (one with an escape: not plain) */
+            Py_ssize_t vs, vl, vend = sparse_string(t, i, &vs, &vl);
+            if (vend < 0)
+                return vend;
+            if (vs >= t->size)
+                return -1;
+            kspan[0] = vs;
+            kspan[1] = vl;
+            i = vend;
         }
         else if (is_label) {
             Py_ssize_t start = i;
@@ -1921,11 +1934,14 @@ static Py_ssize_t sparse_object(SparseTable *t, SparseOut *out, const unsigned c
 }
 
 /* The scan of n lines (buf ends with a newline): 0 done, 2 slow full, 3 not plain, 4 no
-   memory. indptr gets n + 1 entries. */
+   memory. indptr gets n + 1 entries. jkey_len >= 0: the member jkey whose value is a string is
+   the join key, no feature: its text's span (start, length) into kspans (2 n; -1, 0 when a
+   line has none; a key whose string has an escape, and the nested form, are not plain). */
 static int scan_sparse_jsonl(SparseTable *t, SparseOut *out, const unsigned char *buf,
                              Py_ssize_t size, Py_ssize_t n, const unsigned char *label,
                              Py_ssize_t label_len, int64_t *indptr, unsigned char *labels,
-                             Py_ssize_t *n_labels_out)
+                             Py_ssize_t *n_labels_out, const unsigned char *jkey,
+                             Py_ssize_t jkey_len, int64_t *kspans)
 {
     Py_ssize_t i = 0, row = 0, n_labels = 0;
     const int label_is_y = label_len == 1 && label[0] == 'y';
@@ -1938,8 +1954,11 @@ static int scan_sparse_jsonl(SparseTable *t, SparseOut *out, const unsigned char
             return 3;
         Py_ssize_t ls = -1, le = -1, ys = -1, members = 0, own = 0;
         int nested = 0;
+        int64_t unkeyed[2], *kspan = kspans != NULL ? kspans + 2 * row : unkeyed;
+        kspan[0] = -1;
+        kspan[1] = 0;
         Py_ssize_t end = sparse_object(t, out, buf, size, i, 2 * row + 1, label, label_len, &ls,
-                                       &le, &ys, &nested, &members, &own);
+                                       &le, &ys, &nested, &members, &own, jkey, jkey_len, kspan);
         if (end == -2)
             return 4;
         if (end == -3)
@@ -1952,6 +1971,8 @@ static int scan_sparse_jsonl(SparseTable *t, SparseOut *out, const unsigned char
             return 3;
         if (nested && members == 2 && !label_is_y)
             return 3; /* "y" read as a feature of the flat form: let the record path say */
+        if (nested && jkey_len >= 0)
+            return 3; /* joined lines: flat objects only */
         i = skip_ws(buf, end);
         if (buf[i] != '\n')
             return 3;
@@ -2132,17 +2153,51 @@ PyDoc_STRVAR(scan_sparse_doc,
 "None, ``n`` libsvm lines (scan_sparse_libsvm). indptr int64\n"
 "(n + 1), slots int32 and values float64 (len(buf) // 4 + n items at least), labels uint8\n"
 "(len(buf) + 4 * n), slow int64 (k, 4). ``names``: the local slots' feature names (None\n"
-"unless status is 0). Status 0 done, 2 slow is full, 3 a line of another form.");
+"unless status is 0). Status 0 done, 2 slow is full, 3 a line of another form.\n\n"
+"scan_sparse(buf, n, label, indptr, slots, values, labels, slow, key, spans)\n"
+"    -> (status, nnz, n_labels, n_slow, names, keys)\n\n"
+"JSON lines joined by the member ``key`` (UTF-8 bytes): a string value of it is no feature\n"
+"but the line's key, ``keys`` a str or None (none, or empty) a line; spans int64 (2 n).");
+
+/* Each line's key (str; None: none or empty) from the spans the scan gave. */
+static PyObject *join_keys(const unsigned char *buf, const int64_t *spans, Py_ssize_t n)
+{
+    PyObject *keys = PyList_New(n);
+    if (keys == NULL)
+        return NULL;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *key;
+        if (spans[2 * r] < 0 || spans[2 * r + 1] == 0) {
+            key = Py_None;
+            Py_INCREF(key);
+        }
+        else {
+            key = PyUnicode_DecodeUTF8((const char *)buf + spans[2 * r], spans[2 * r + 1], NULL);
+            if (key == NULL) {
+                Py_DECREF(keys);
+                return NULL;
+            }
+        }
+        PyList_SET_ITEM(keys, r, key);
+    }
+    return keys;
+}
 
 static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
 {
-    PyObject *o_buf, *o_indptr, *o_slots, *o_values, *o_labels, *o_slow;
+    PyObject *o_buf, *o_indptr, *o_slots, *o_values, *o_labels, *o_slow, *o_spans = NULL;
     Py_ssize_t n;
-    const char *label;
-    Py_ssize_t label_len;
-    if (!PyArg_ParseTuple(args, "Onz#OOOOO", &o_buf, &n, &label, &label_len, &o_indptr,
-                          &o_slots, &o_values, &o_labels, &o_slow))
+    const char *label, *jkey = NULL;
+    Py_ssize_t label_len, jkey_len = -1;
+    if (!PyArg_ParseTuple(args, "Onz#OOOOO|z#O", &o_buf, &n, &label, &label_len, &o_indptr,
+                          &o_slots, &o_values, &o_labels, &o_slow, &jkey, &jkey_len, &o_spans))
         return NULL;
+    if (jkey == NULL)
+        jkey_len = -1;
+    if (jkey != NULL && (o_spans == NULL || label == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "a join key needs JSON lines and spans");
+        return NULL;
+    }
     if (!tables_ready) {
         PyErr_SetString(PyExc_RuntimeError, "call set_tables first");
         return NULL;
@@ -2151,24 +2206,26 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad n");
         return NULL;
     }
-    Py_buffer v[6];
+    Py_buffer v[7];
     if (get_buffer(o_buf, &v[0], 0, 1, "buf") < 0)
         return NULL;
     Py_ssize_t size = v[0].len;
+    int keyed = jkey != NULL, n_views = keyed ? 7 : 6;
     if (((const unsigned char *)v[0].buf)[size - 1] != '\n') {
         PyBuffer_Release(&v[0]);
         PyErr_SetString(PyExc_ValueError, "buf must end with a newline");
         return NULL;
     }
     Py_ssize_t cap = size / 4 + n;
-    const BufferSpec specs[5] = {
+    const BufferSpec specs[6] = {
         {o_indptr, 1, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr"},
         {o_slots, 1, cap * (Py_ssize_t)sizeof(int32_t), "slots"},
         {o_values, 1, cap * (Py_ssize_t)sizeof(double), "values"},
         {o_labels, 1, size + 4 * n, "labels"},
         {o_slow, 1, 0, "slow"},
+        {o_spans, 1, 2 * n * (Py_ssize_t)sizeof(int64_t), "spans"},
     };
-    if (get_buffers(specs, v + 1, 5) < 0) {
+    if (get_buffers(specs, v + 1, n_views - 1) < 0) {
         PyBuffer_Release(&v[0]);
         return NULL;
     }
@@ -2182,17 +2239,24 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
         status = scan_sparse_libsvm(&t, &out, v[0].buf, size, n, v[1].buf, v[4].buf, &n_labels);
     else
         status = scan_sparse_jsonl(&t, &out, v[0].buf, size, n, (const unsigned char *)label,
-                                   label_len, v[1].buf, v[4].buf, &n_labels);
+                                   label_len, v[1].buf, v[4].buf, &n_labels,
+                                   (const unsigned char *)jkey, jkey_len,
+                                   keyed ? v[6].buf : NULL);
     Py_END_ALLOW_THREADS
-    PyObject *names = NULL;
+    PyObject *names = NULL, *keys = NULL;
     if (status == 0) {
         int undecodable = 0;
         names = sparse_names(&t, &undecodable);
+        if (names != NULL && keyed) {
+            keys = join_keys(v[0].buf, v[6].buf, n);
+            if (keys == NULL)
+                Py_CLEAR(names);
+        }
         if (names == NULL && !undecodable) {
             free(t.entries);
             free(t.slot_spans);
             free(t.arena);
-            release_buffers(v, 6);
+            release_buffers(v, n_views);
             return NULL;
         }
         if (names == NULL)
@@ -2201,14 +2265,23 @@ static PyObject *py_scan_sparse(PyObject *self, PyObject *args)
     free(t.entries);
     free(t.slot_spans);
     free(t.arena);
-    release_buffers(v, 6);
-    if (status == 4)
+    release_buffers(v, n_views);
+    if (status == 4) {
+        Py_XDECREF(names);
+        Py_XDECREF(keys);
         return PyErr_NoMemory();
+    }
     if (names == NULL) {
         names = Py_None;
         Py_INCREF(names);
     }
-    return Py_BuildValue("innnN", status, out.nnz, n_labels, out.n_slow, names);
+    if (!keyed)
+        return Py_BuildValue("innnN", status, out.nnz, n_labels, out.n_slow, names);
+    if (keys == NULL) {
+        keys = Py_None;
+        Py_INCREF(keys);
+    }
+    return Py_BuildValue("innnNN", status, out.nnz, n_labels, out.n_slow, names, keys);
 }
 
 /* -- the sparse CSV scanner -----------------------------------------------------------------
@@ -3030,6 +3103,326 @@ static PyObject *py_kernel_multiclass_sparse(PyObject *self, PyObject *args)
                          st.refused, st.avg_ref, st.n_factors, finite ? Py_True : Py_False);
 }
 
+/* -- the join's plan of a block (--join-key on the block path) ------------------------------
+ *
+ * The loop of stream_perceptron/join/blocks.py's plan_block (the reference, which the
+ * differential test holds this to), over the pending store's own dicts and entries: an event
+ * kept (a PendingEvent of the block's packed values), an outcome meeting its event, one
+ * meeting an outcome that waited, duplicates counted. What is rare goes back to Python by the
+ * callables given: the expiries and their next clock, the bound by count, an outcome kept
+ * waiting, the keys joined long ago forgotten; an event's features when the block has more
+ * than one shape.
+ */
+
+/* shapes[names][1] += by (a new [names, 0] first when by > 0; deleted at 0); *shared: the
+   names tuple the shape's events share (a new reference), when not NULL. */
+static int join_bump(PyObject *shapes, PyObject *names, int by, PyObject **shared)
+{
+    PyObject *shape = PyDict_GetItemWithError(shapes, names); /* [names, count] */
+    if (shape == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        if (by < 0) {
+            PyErr_SetObject(PyExc_KeyError, names);
+            return -1;
+        }
+        shape = Py_BuildValue("[Oi]", names, 0);
+        if (shape == NULL)
+            return -1;
+        int bad = PyDict_SetItem(shapes, names, shape);
+        Py_DECREF(shape);
+        if (bad < 0)
+            return -1;
+    }
+    if (!PyList_Check(shape) || PyList_GET_SIZE(shape) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a shape is [names, count]");
+        return -1;
+    }
+    long count = PyLong_AsLong(PyList_GET_ITEM(shape, 1));
+    if (count == -1 && PyErr_Occurred())
+        return -1;
+    count += by;
+    if (count == 0)
+        return PyDict_DelItem(shapes, names);
+    PyObject *c = PyLong_FromLong(count);
+    if (c == NULL)
+        return -1;
+    if (shared != NULL) {
+        *shared = PyList_GET_ITEM(shape, 0);
+        Py_INCREF(*shared);
+    }
+    return PyList_SetItem(shape, 1, c); /* steals c */
+}
+
+/* joined[key] = now, at the end (moved there when it was in). */
+static int join_remember(PyObject *joined, PyObject *key, PyObject *now)
+{
+    int in = PyDict_Contains(joined, key);
+    if (in < 0 || (in && PyObject_DelItem(joined, key) < 0))
+        return -1;
+    return PyObject_SetItem(joined, key, now);
+}
+
+/* Append (k, gone) to drops when gone is a non-empty list; steals gone. */
+static int join_drops(PyObject *drops, Py_ssize_t k, PyObject *gone)
+{
+    if (gone == NULL)
+        return -1;
+    int status = 0;
+    if (PyObject_IsTrue(gone)) {
+        PyObject *item = Py_BuildValue("(nO)", k, gone);
+        status = item == NULL ? -1 : PyList_Append(drops, item);
+        Py_XDECREF(item);
+    }
+    Py_DECREF(gone);
+    return status;
+}
+
+static int join_due(PyObject *next_due, double *due)
+{
+    PyObject *d = PyObject_CallNoArgs(next_due);
+    if (d == NULL)
+        return -1;
+    *due = PyFloat_AsDouble(d);
+    Py_DECREF(d);
+    return *due == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+PyDoc_STRVAR(join_plan_doc,
+"join_plan(store, keys, labels, indptr, values, shape, features, clock, origin, offsets,\n"
+"          later, event_type, own, wait, most, calls, out) -> counts\n\n"
+"plan_block's loop (stream_perceptron/join/blocks.py). store: (events, outcomes, joined,\n"
+"shapes); indptr int64 (n + 1) and values float64: the block's rows; shape: the names of\n"
+"every row with features (None: features(i) gives (names, packed values)); calls: (expire,\n"
+"next_due, overflow, keep_outcome(i, key, label, now), forget(oldest)); out: (rows, pending,\n"
+"labels, served, drops), filled. counts: (events, outcomes, duplicate events, duplicate\n"
+"outcomes, outcomes waiting or duplicate, events waiting or duplicate).");
+
+static PyObject *py_join_plan(PyObject *self, PyObject *args)
+{
+    PyObject *events, *outcomes, *joined, *shapes, *keys, *labels, *o_indptr, *o_values, *shape,
+        *features, *origin, *offsets, *later, *event_type, *own;
+    PyObject *expire, *next_due, *overflow, *keep_outcome, *forget;
+    PyObject *rows, *pending, *labels_of, *served, *drops;
+    long long clock, wait, most;
+    if (!PyArg_ParseTuple(args, "(OOOO)O!O!OOOOLOOOOOLL(OOOOO)(O!O!O!O!O!)", &events, &outcomes,
+                          &joined, &shapes, &PyList_Type, &keys, &PyList_Type, &labels,
+                          &o_indptr, &o_values, &shape, &features, &clock, &origin, &offsets,
+                          &later, &event_type, &own, &wait, &most, &expire, &next_due,
+                          &overflow, &keep_outcome, &forget, &PyList_Type, &rows,
+                          &PyDict_Type, &pending, &PyDict_Type, &labels_of, &PyList_Type,
+                          &served, &PyList_Type, &drops))
+        return NULL;
+    if (!PyDict_Check(events) || !PyDict_Check(outcomes) || !PyDict_Check(joined) ||
+        !PyDict_Check(shapes) || !PyType_Check(event_type) ||
+        !PyType_IsSubtype((PyTypeObject *)event_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "join_plan: the store is four dicts");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(labels) != n) {
+        PyErr_SetString(PyExc_ValueError, "join_plan: as many labels as keys");
+        return NULL;
+    }
+    Py_buffer iv, vv;
+    if (get_buffer(o_indptr, &iv, 0, (n + 1) * (Py_ssize_t)sizeof(int64_t), "indptr") < 0)
+        return NULL;
+    const int64_t *indptr = iv.buf;
+    if (get_buffer(o_values, &vv, 0, indptr[n] * (Py_ssize_t)sizeof(double), "values") < 0) {
+        PyBuffer_Release(&iv);
+        return NULL;
+    }
+    const char *values = vv.buf;
+    PyObject *empty = PyTuple_New(0), *zero = PyLong_FromLong(0);
+    long long n_events = 0, n_outcomes = 0, dup_events = 0, dup_outcomes = 0, waiting = 0,
+              waiting_rows = 0;
+    double due;
+    PyObject *now_o = NULL, *k_o = NULL;
+    int failed = empty == NULL || zero == NULL || join_due(next_due, &due) < 0;
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        failed = 1;
+        long long now = clock + i;
+        Py_CLEAR(now_o);
+        Py_CLEAR(k_o);
+        if ((double)now >= due) {
+            if (join_drops(drops, PyList_GET_SIZE(rows), PyObject_CallFunction(expire, "L", now))
+                    < 0 || join_due(next_due, &due) < 0)
+                break;
+        }
+        PyObject *key = PyList_GET_ITEM(keys, i), *y = PyList_GET_ITEM(labels, i);
+        int has_x = indptr[i + 1] > indptr[i];
+        Py_ssize_t k = PyList_GET_SIZE(rows);
+        now_o = PyLong_FromLongLong(now);
+        k_o = PyLong_FromSsize_t(k);
+        PyObject *i_o = PyLong_FromSsize_t(i);
+        if (now_o == NULL || k_o == NULL || i_o == NULL) {
+            Py_XDECREF(i_o);
+            break;
+        }
+        int appended = PyList_Append(rows, i_o);
+        Py_DECREF(i_o);
+        if (appended < 0)
+            break;
+        if (key == Py_None || (y != Py_None && has_x)) {
+            failed = 0;
+            continue;
+        }
+        int kept = 0;
+        if (y == Py_None) { /* an event */
+            n_events++;
+            PyObject *outcome = PyDict_GetItemWithError(outcomes, key);
+            if (outcome == NULL && PyErr_Occurred())
+                break;
+            if (outcome != NULL) { /* its outcome waited: joined, served its own prediction */
+                PyObject *label = PySequence_GetItem(outcome, 3);
+                if (label == NULL)
+                    break;
+                int bad = PyObject_DelItem(outcomes, key) < 0 ||
+                          join_remember(joined, key, now_o) < 0 ||
+                          PyDict_SetItem(labels_of, k_o, label) < 0;
+                Py_DECREF(label);
+                PyObject *pair = bad ? NULL : PyTuple_Pack(3, k_o, own, zero);
+                if (pair == NULL || PyList_Append(served, pair) < 0) {
+                    Py_XDECREF(pair);
+                    break;
+                }
+                Py_DECREF(pair);
+                failed = 0;
+                continue;
+            }
+            waiting_rows++;
+            int in = PyDict_Contains(events, key);
+            if (in < 0)
+                break;
+            if (in) {
+                dup_events++;
+                failed = 0;
+                continue;
+            }
+            PyObject *names, *packed;
+            if (shape != Py_None) {
+                names = has_x ? shape : empty;
+                Py_INCREF(names);
+                packed = PyBytes_FromStringAndSize(values + 8 * indptr[i],
+                                                   8 * (indptr[i + 1] - indptr[i]));
+            }
+            else {
+                PyObject *got = PyObject_CallFunction(features, "n", i);
+                if (got == NULL)
+                    break;
+                if (!PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2) {
+                    Py_DECREF(got);
+                    PyErr_SetString(PyExc_TypeError, "features(i) gives (names, values)");
+                    break;
+                }
+                names = PyTuple_GET_ITEM(got, 0);
+                packed = PyTuple_GET_ITEM(got, 1);
+                Py_INCREF(names);
+                Py_INCREF(packed);
+                Py_DECREF(got);
+            }
+            PyObject *shared = NULL, *offset = PySequence_GetItem(offsets, i);
+            int bad = packed == NULL || offset == NULL || join_bump(shapes, names, 1, &shared) < 0;
+            Py_DECREF(names);
+            PyObject *event = bad ? NULL : ((PyTypeObject *)event_type)->tp_alloc(
+                                               (PyTypeObject *)event_type, 6);
+            if (event == NULL) {
+                Py_XDECREF(packed);
+                Py_XDECREF(offset);
+                Py_XDECREF(shared);
+                break;
+            }
+            Py_INCREF(now_o);
+            Py_INCREF(origin);
+            Py_INCREF(later);
+            PyTuple_SET_ITEM(event, 0, now_o);
+            PyTuple_SET_ITEM(event, 1, origin);
+            PyTuple_SET_ITEM(event, 2, offset);
+            PyTuple_SET_ITEM(event, 3, shared);
+            PyTuple_SET_ITEM(event, 4, packed);
+            PyTuple_SET_ITEM(event, 5, later);
+            bad = PyObject_SetItem(events, key, event) < 0;
+            Py_DECREF(event);
+            in = bad ? -1 : PyDict_Contains(joined, key);
+            if (in < 0 || (in && PyObject_DelItem(joined, key) < 0))
+                break;
+            if (due > (double)(now + wait))
+                due = (double)(now + wait + 1);
+            kept = 1;
+        }
+        else { /* an outcome */
+            n_outcomes++;
+            PyObject *event = PyDict_GetItemWithError(events, key);
+            if (event == NULL && PyErr_Occurred())
+                break;
+            if (event != NULL) { /* its event waited: learned with its features */
+                Py_INCREF(event);
+                PyObject *arrival = PySequence_GetItem(event, 0);
+                PyObject *names = PySequence_GetItem(event, 3);
+                long long at = arrival == NULL ? -1 : PyLong_AsLongLong(arrival);
+                PyObject *delay = at == -1 && PyErr_Occurred() ? NULL
+                                                               : PyLong_FromLongLong(now - at);
+                PyObject *pair = delay == NULL ? NULL : PyTuple_Pack(3, k_o, event, delay);
+                int bad = pair == NULL || names == NULL || PyObject_DelItem(events, key) < 0 ||
+                          join_bump(shapes, names, -1, NULL) < 0 ||
+                          join_remember(joined, key, now_o) < 0 ||
+                          PyList_Append(served, pair) < 0 ||
+                          PyDict_SetItem(pending, k_o, event) < 0;
+                Py_XDECREF(arrival);
+                Py_XDECREF(names);
+                Py_XDECREF(delay);
+                Py_XDECREF(pair);
+                Py_DECREF(event);
+                if (bad)
+                    break;
+                failed = 0;
+                continue;
+            }
+            /* no row: the outcome waits (or is a duplicate) */
+            if (PySequence_DelItem(rows, k) < 0)
+                break;
+            waiting++;
+            PyObject *done = PyObject_CallFunction(forget, "L", now - wait);
+            if (done == NULL)
+                break;
+            Py_DECREF(done);
+            int in = PyDict_Contains(outcomes, key);
+            if (in == 0)
+                in = PyDict_Contains(joined, key);
+            if (in < 0)
+                break;
+            if (in) {
+                dup_outcomes++;
+                failed = 0;
+                continue;
+            }
+            done = PyObject_CallFunction(keep_outcome, "nOOL", i, key, y, now);
+            if (done == NULL)
+                break;
+            Py_DECREF(done);
+            if (due > (double)(now + wait))
+                due = (double)(now + wait + 1);
+            kept = 1;
+        }
+        if (kept && (PyDict_GET_SIZE(events) + PyDict_GET_SIZE(outcomes) > most ||
+                     PyDict_GET_SIZE(joined) > most)) {
+            if (join_drops(drops, PyList_GET_SIZE(rows), PyObject_CallNoArgs(overflow)) < 0)
+                break;
+        }
+        failed = 0;
+    }
+    Py_XDECREF(now_o);
+    Py_XDECREF(k_o);
+    Py_XDECREF(empty);
+    Py_XDECREF(zero);
+    PyBuffer_Release(&iv);
+    PyBuffer_Release(&vv);
+    if (failed)
+        return NULL;
+    return Py_BuildValue("LLLLLL", n_events, n_outcomes, dup_events, dup_outcomes, waiting,
+                         waiting_rows);
+}
+
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
@@ -3049,6 +3442,7 @@ static PyMethodDef methods[] = {
     {"remap_slots", py_remap_slots, METH_VARARGS, remap_slots_doc},
     {"kernel_multiclass_sparse", py_kernel_multiclass_sparse, METH_VARARGS,
      kernel_multiclass_sparse_doc},
+    {"join_plan", py_join_plan, METH_VARARGS, join_plan_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,10 +24,8 @@ drift detector; learners without sparse rows; CSV.
 
 from __future__ import annotations
 
-import operator
 from array import array
 from collections.abc import Callable
-from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -106,25 +104,23 @@ class JoinBlockPath:
         if data is None:
             return False
         n = run.count
-        # an escape; a field named as the key's string features are; the nested form (its
-        # features' names may read as the key's); each looked for by one byte first (a search
-        # for a longer string in a block of JSON takes 5-10 times as long)
+        # an escape; a field named as the key's string features are; each looked for by one
+        # byte first (a search for a longer string in a block of JSON takes 5-10 times as
+        # long); the nested form the scanner refuses
         if b"\\" in data or (b"=" in data and self._marker in data):
             return False
-        if data.count(b"{") != n:
-            return False
-        scanned = scan.parse_sparse_jsonl_block(data, n, self.parser.label)
+        key = self.parser.key
+        assert key is not None
+        scanned = scan.parse_keyed_jsonl_block(data, n, self.parser.label, key)
         if scanned is None:
             return False
-        names, rows, cells = scanned
-        key = self.parser.key
-        if key in names:  # a number or a boolean as the key: the record path refuses it
+        kept, stripped, cells, keys = scanned
+        if key in kept:  # a number or a boolean as the key: the record path refuses it
             return False
         try:
             labels = list(map(self.parser.label_cache.__getitem__, cells))
         except (ValueError, RecordError):  # UnicodeDecodeError and JSONDecodeError are ones
             return False
-        keys, stripped, kept = self._keys(names, rows, n)
         starts = np.frombuffer(stripped.indptr, np.int64)
         lengths = np.diff(starts)
         has_x = (lengths > 0).tolist()
@@ -132,7 +128,7 @@ class JoinBlockPath:
             k is None and y is not None and not x for k, y, x in zip(keys, labels, has_x)
         ):
             return False  # a label without features or key: a bad record, the record path's
-        features = _features(stripped, kept, starts, lengths)
+        shape, features = _features(stripped, kept, starts, lengths)
         where = run.origin()
         lines: list[bytes] | None = None
 
@@ -144,8 +140,9 @@ class JoinBlockPath:
 
         delayed = self.delayed
         origin = (where.source, where.partition)
-        plan = plan_block(delayed.pending, delayed.counts, stats.records, keys, has_x, labels,
-                          features, raw, origin, where.offsets)  # fmt: skip
+        plan = plan_block(delayed.pending, delayed.counts, stats.records, keys, labels,
+                          stripped.indptr, stripped.values, shape, features, raw, origin,
+                          where.offsets)  # fmt: skip
         if not plan.rows:  # outcomes kept waiting only: nothing for the model
             self._one_by_one(run, plan, keys, stripped, kept, labels)
             return True
@@ -184,38 +181,6 @@ class JoinBlockPath:
         for _, gone in plan.drops:
             delayed._dropped(gone)
         return True
-
-    def _keys(self, names: list[str], rows: SparseRows, n: int) -> tuple[list[Any], SparseRows,
-                                                                          list[str]]:  # fmt: skip
-        """Each row's key (``None``: none), the rows without the key's feature, and the names
-        left (the slots renumbered to them)."""
-        prefix = self._prefix
-        is_key = list(map(str.startswith, names, repeat(prefix)))
-        if True not in is_key:
-            return [None] * n, rows, names
-        key_of: list[Any] = list(map(operator.getitem, names, repeat(slice(len(prefix), None))))
-        key_of.append(None)  # slot -1: no key
-        key_mask = np.asarray(is_key, bool)
-        kept = list(compress(names, (~key_mask).tolist()))
-        slots = np.frombuffer(rows.slots, np.int32)
-        indptr = np.frombuffer(rows.indptr, np.int64)
-        mask = key_mask[slots]
-        at = np.flatnonzero(mask)
-        row_key = np.full(n, -1, np.int64)
-        row_key[np.searchsorted(indptr, at, side="right") - 1] = slots[at]
-        keys = list(map(key_of.__getitem__, row_key.tolist()))
-        if "" in keys:  # an empty key is none
-            keys = [key or None for key in keys]
-        keep = ~mask
-        renumber = (np.cumsum(~key_mask) - 1).astype(np.int32)
-        before = np.zeros(len(keep) + 1, np.int64)
-        np.cumsum(keep, out=before[1:])
-        stripped = SparseRows(
-            _int64(before[indptr]),
-            memoryview(renumber[slots[keep]]),
-            memoryview(np.frombuffer(rows.values, np.float64)[keep]),
-        )
-        return keys, stripped, kept
 
     def _cell(self, label: Any) -> bytes:
         """A label cell the parser's label cache maps to ``label`` (no line's cell: not UTF-8),
@@ -296,9 +261,10 @@ class JoinBlockPath:
 
 def _features(
     rows: SparseRows, names: list[str], starts: Any, lengths: Any
-) -> Callable[[int], tuple[tuple[str, ...], bytes]]:
-    """``features(i)``: row ``i``'s feature names (a tuple shared by the rows of one shape)
-    and its values packed (float64 bytes)."""
+) -> tuple[tuple[str, ...] | None, Callable[[int], tuple[tuple[str, ...], bytes]]]:
+    """The names of every row that has features (``None``: not one shape) and
+    ``features(i)``: row ``i``'s feature names (a tuple shared by the rows of one shape) and
+    its values packed (float64 bytes)."""
     indptr = starts.tolist()
     value_bytes = memoryview(rows.values).cast("B")
     slots = np.frombuffer(rows.slots, np.int32)
@@ -313,7 +279,7 @@ def _features(
                 lo, hi = indptr[i], indptr[i + 1]
                 return (shape if hi > lo else ()), value_bytes[8 * lo : 8 * hi].tobytes()
 
-            return one_shape
+            return shape, one_shape
     slot_bytes = memoryview(rows.slots).cast("B")
     shapes: dict[bytes, tuple[str, ...]] = {}
 
@@ -325,7 +291,7 @@ def _features(
             shape = shapes[key] = tuple(names[s] for s in array("i", key))
         return shape, value_bytes[8 * lo : 8 * hi].tobytes()
 
-    return any_shape
+    return None, any_shape
 
 
 def _few(cells: list[bytes]) -> Any:

@@ -29,6 +29,7 @@ __all__ = [
     "parse_csv_numbers",
     "parse_jsonl_block",
     "parse_sparse_jsonl_block",
+    "parse_keyed_jsonl_block",
     "parse_sparse_libsvm_block",
     "parse_sparse_csv_block",
 ]
@@ -256,6 +257,28 @@ def parse_sparse_jsonl_block(
     without a label has the label text ``null``. ``None`` when a line is of another form (the
     record path then gives each its reason), or without the C extension. ``label`` None: the
     lines are libsvm (:func:`parse_sparse_libsvm_block`)."""
+    scanned = _parse_sparse(block, n, label, None)
+    return None if scanned is None else scanned[:3]
+
+
+def parse_keyed_jsonl_block(
+    block: bytes, n: int, label: str, key: str
+) -> tuple[list[str], SparseRows, list[bytes], list[str | None]] | None:
+    """:func:`parse_sparse_jsonl_block` of lines joined by ``key`` (``--join-key``): a string
+    value of the member ``key`` is not a feature but the line's key, the fourth item (``None``:
+    no such string, or an empty one); another value of it stays a feature (a number, a
+    boolean: the caller decides). ``None`` also when a key's string holds an escape."""
+    scanned = _parse_sparse(block, n, label, key)
+    if scanned is None:
+        return None
+    names, rows, labels, keys = scanned
+    assert keys is not None
+    return names, rows, labels, keys
+
+
+def _parse_sparse(
+    block: bytes, n: int, label: str | None, join_key: str | None
+) -> tuple[list[str], SparseRows, list[bytes], list[str | None] | None] | None:
     c = native.dense
     if c is None or not n:
         return None
@@ -265,24 +288,25 @@ def parse_sparse_jsonl_block(
         except UnicodeDecodeError:
             return None
     key = None if label is None else label.encode("utf-8")
+    by = None if join_key is None else join_key.encode("utf-8")
     size = len(block)
     cut = block.find(b"\n", size // 2) + 1 if size >= SPLIT_BYTES and _two_cpus() else 0
     if not 0 < cut < size:
-        part = _sparse_part(block, 0, size, n, key)
+        part = _sparse_part(block, 0, size, n, key, by)
         if part is None:
             return None
-        names, rows, labels = part
-        return names, rows, labels.split(b"\n")
+        names, rows, labels, keys = part
+        return names, rows, labels.split(b"\n"), keys
     # two halves at once, this thread and the helper (the scanner runs without the GIL), each
     # with slots of its own; the second half's slots then renumbered as the block's
     first_n = _count_lines(block, 0, cut)
-    second = _helper().submit(_sparse_part, block, cut, size, n - first_n, key)
-    first = _sparse_part(block, 0, cut, first_n, key)
+    second = _helper().submit(_sparse_part, block, cut, size, n - first_n, key, by)
+    first = _sparse_part(block, 0, cut, first_n, key, by)
     rest = second.result()
     if first is None or rest is None:
         return None
-    names, rows, labels = first
-    more_names, more_rows, more_labels = rest
+    names, rows, labels, keys = first
+    more_names, more_rows, more_labels, more_keys = rest
     index = {name: j for j, name in enumerate(names)}
     mapping = array("i")
     for name in more_names:
@@ -301,15 +325,18 @@ def parse_sparse_jsonl_block(
         memoryview(bytes(rows.slots) + more_slots).cast("i"),
         memoryview(bytes(rows.values) + bytes(more_rows.values)).cast("d"),
     )
-    return names, joined, (labels + b"\n" + more_labels).split(b"\n")
+    if keys is not None and more_keys is not None:
+        keys += more_keys
+    return names, joined, (labels + b"\n" + more_labels).split(b"\n"), keys
 
 
 def _sparse_part(
-    block: bytes, start: int, end: int, n: int, label: bytes | None
-) -> tuple[list[str], SparseRows, bytes] | None:
+    block: bytes, start: int, end: int, n: int, label: bytes | None, join_key: bytes | None
+) -> tuple[list[str], SparseRows, bytes, list[str | None] | None] | None:
     """The lines of ``block[start:end]`` (``n`` of them) as sparse rows with slots of their own:
-    ``(names, rows, label cells joined by newlines)``, or ``None`` (see
-    :func:`parse_sparse_jsonl_block`)."""
+    ``(names, rows, label cells joined by newlines, keys)``, or ``None`` (see
+    :func:`parse_sparse_jsonl_block`; keys: :func:`parse_keyed_jsonl_block`'s, with
+    ``join_key``)."""
     c = native.dense
     assert c is not None  # the caller checked
     text = memoryview(block)[start:end]
@@ -320,9 +347,15 @@ def _sparse_part(
     values = c.empty(8 * cap)
     label_buf = c.empty(size + 4 * n)
     slow = c.empty(min(_SLOW_CELLS, cap) * 32)
-    status, nnz, n_labels, n_slow, names = c.scan_sparse(
-        text, n, label, indptr, slots, values, label_buf, slow
-    )
+    keys = None
+    if join_key is None:
+        status, nnz, n_labels, n_slow, names = c.scan_sparse(
+            text, n, label, indptr, slots, values, label_buf, slow
+        )
+    else:
+        status, nnz, n_labels, n_slow, names, keys = c.scan_sparse(
+            text, n, label, indptr, slots, values, label_buf, slow, join_key, c.empty(16 * n)
+        )
     if status != 0 or len(set(names)) != len(names):  # "a=b" as a key and as a string
         return None
     value_view = memoryview(values).cast("d")[:nnz]
@@ -330,7 +363,7 @@ def _sparse_part(
     if n_slow and not _fill_slow_items(value_view, slow, n_slow, block, convert, start):
         return None
     rows = SparseRows(memoryview(indptr).cast("q"), memoryview(slots).cast("i")[:nnz], value_view)
-    return names, rows, memoryview(label_buf)[:n_labels].tobytes()
+    return names, rows, memoryview(label_buf)[:n_labels].tobytes(), keys
 
 
 def _fill_slow_items(

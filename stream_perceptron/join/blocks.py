@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from stream_perceptron import native
 from stream_perceptron.join.counts import JoinCounts
 from stream_perceptron.join.pending import Expired, Later, Origin, PendingEvent, PendingJoin
 
@@ -26,6 +28,10 @@ _INF = float("inf")
 
 #: A joined pair's served prediction that is its own row's (the event came after its outcome).
 OWN = Later(-1)
+
+#: Whether :func:`plan_block` runs its loop in C (``_dense.join_plan``) when the C tier is there
+#: (tests turn it off to run the Python loop, the reference, through the same comparisons).
+NATIVE = True
 
 
 @dataclass
@@ -58,14 +64,65 @@ class BlockPlan:
 
 
 def plan_block(
+    join: PendingJoin, counts: JoinCounts, clock: int, keys: list[str | None],
+    labels: list[Any], indptr: Any, values: Any, shape: tuple[str, ...] | None,
+    features: Callable[[int], tuple[Any, bytes]], raw: Callable[[int], bytes], origin: Origin,
+    offsets: Sequence[int],
+) -> BlockPlan:  # fmt: skip
+    """Join a block's parsed records (record ``i``: ``keys[i]``, ``labels[i]`` and the
+    features of row ``i`` of ``indptr`` (int64) and ``values`` (float64), none when the row
+    is empty) as :meth:`DelayedLabels.handle` would one by one, the ``i``-th at clock
+    ``clock + i``; ``shape`` the names of every row that has features (``None``: rows of more
+    than one shape), ``features(i)`` the record's ``(names, packed values)``, ``raw(i)`` its
+    bytes. No record may be a label without a key or features (the caller checks)."""
+    c = native.dense
+    if NATIVE and c is not None:
+        return _plan_native(c, join, counts, clock, keys, labels, indptr, values, shape,
+                            features, raw, origin, offsets)  # fmt: skip
+    at = memoryview(indptr).cast("B").cast("q").tolist()
+    has_x = [hi > lo for lo, hi in zip(at, at[1:])]
+    return _plan(join, counts, clock, keys, has_x, labels, features, raw, origin, offsets)
+
+
+def _plan_native(
+    c: Any, join: PendingJoin, counts: JoinCounts, clock: int, keys: list[str | None],
+    labels: list[Any], indptr: Any, values: Any, shape: tuple[str, ...] | None,
+    features: Callable[[int], tuple[Any, bytes]], raw: Callable[[int], bytes], origin: Origin,
+    offsets: Sequence[int],
+) -> BlockPlan:  # fmt: skip
+    """:func:`_plan`'s loop in C, over the store's own dicts; the rare steps (expiries, the
+    bound by count, an outcome kept waiting) by the store's methods, as :func:`_plan`'s."""
+    plan = BlockPlan(Later(clock))
+    origin = join._origins.setdefault(origin, origin)
+    joined = join._joined
+
+    def keep_outcome(i: int, key: str, label: Any, now: int) -> None:
+        join.add_outcome(key, label, raw(i), origin, offsets[i], now)
+
+    calls = (join.expire, partial(join.next_due, joined=False), join.overflow, keep_outcome,
+             partial(_forget, joined))  # fmt: skip
+    store = (join._events, join._outcomes, joined, join._shapes)
+    out = (plan.rows, plan.pending, plan.labels, plan.served, plan.drops)
+    got = c.join_plan(store, keys, labels, indptr, values, shape, features, clock, origin,
+                      offsets, plan.predictions, PendingEvent, OWN, join.label_wait,
+                      join.max_pending, calls, out)  # fmt: skip
+    n_events, n_outcomes, duplicate_events, duplicate_outcomes, waiting, waiting_rows = got
+    _forget(joined, clock + len(keys) - 1 - join.label_wait)
+    plan.waiting = waiting
+    plan.waiting_rows = waiting_rows
+    counts.events += n_events
+    counts.outcomes += n_outcomes
+    counts.duplicate_event += duplicate_events
+    counts.duplicate_outcome += duplicate_outcomes
+    return plan
+
+
+def _plan(
     join: PendingJoin, counts: JoinCounts, clock: int, keys: Sequence[str | None],
     has_x: Sequence[bool], labels: Sequence[Any], features: Callable[[int], tuple[Any, bytes]],
     raw: Callable[[int], bytes], origin: Origin, offsets: Sequence[int],
 ) -> BlockPlan:  # fmt: skip
-    """Join a block's parsed records (record ``i``: ``keys[i]``, whether it has features,
-    ``labels[i]``) as :meth:`DelayedLabels.handle` would one by one, the ``i``-th at clock
-    ``clock + i``; ``features(i)`` the record's ``(names, packed values)``, ``raw(i)`` its
-    bytes. No record may be a label without a key or features (the caller checks)."""
+    """The loop of :func:`plan_block` in Python (the reference of ``_dense.join_plan``)."""
     later = Later(clock)
     plan = BlockPlan(later)
     rows, pending_of, labels_of = plan.rows, plan.pending, plan.labels

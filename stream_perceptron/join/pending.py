@@ -210,7 +210,12 @@ class PendingJoin:
         gone += [Expired(k, o) for k, o in _older(self._outcomes, oldest)]
         for entry in gone:
             self._drop(entry)
-        while joined and next(iter(joined.values())) < oldest:
+        old = 0
+        for joined_at in joined.values():  # the keys joined before oldest, counted once
+            if joined_at >= oldest:
+                break
+            old += 1
+        for _ in range(old):
             joined.popitem(last=False)
         if len(gone) > 1:
             gone.sort(key=lambda e: e.entry.arrival)

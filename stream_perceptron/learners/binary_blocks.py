@@ -60,9 +60,9 @@ class BinaryBlocks:
             sign_of: dict[Hashable, int] = {}
             for key in set(keys) if ids is None else keys:
                 y = label_of[key]
-                code = codec.settled_code(y) if y is not None else None
+                code = codec.settled_code(y) if y is not None else 0  # 0: unlabelled
                 if code is None:
-                    break  # unlabelled rows or a label outside the encoding: the general way
+                    break  # a label outside the encoding: the general way
                 sign_of[key] = code
             else:
                 if ids is not None:  # each distinct key's sign, then one a row (in C)
