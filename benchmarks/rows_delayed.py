@@ -200,7 +200,9 @@ def pending_bytes(path: Path, n: int) -> tuple[float, int]:
         if isinstance(part, tuple):
             total += sum(size(p) for p in part)
         block = getattr(part, "block", None)
-        if block is not None:
+        if isinstance(block, list):  # the pointers counted by the list's own size
+            total += size(block)
+        elif block is not None:
             total += block.nbytes + size(block)
     values = sum(len(event.names) for event in events.values())
     return total / values, len(events)

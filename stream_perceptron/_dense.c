@@ -3423,6 +3423,97 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
                          waiting_rows);
 }
 
+PyDoc_STRVAR(join_served_doc,
+"join_served(served, predictions, labels, refused, own, later_type) -> (mistakes, delays)\n\n"
+"The joined pairs of a plan (served: (kernel row k, event or own, delay) each) against their\n"
+"served predictions: own, predictions[k]; an event's, its prediction, or, a Later p, p.block\n"
+"[event's arrival - p.clock]; a pair whose row was refused (predictions[k] is refused) left\n"
+"out. mistakes: how many differ from labels[k]; delays: the pairs' delays, in order.");
+
+static PyObject *py_join_served(PyObject *self, PyObject *args)
+{
+    PyObject *served, *predictions, *labels, *refused, *own, *later_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO", &PyList_Type, &served, &PyList_Type, &predictions,
+                          &PyList_Type, &labels, &refused, &own, &later_type))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(served), rows = PyList_GET_SIZE(predictions);
+    if (PyList_GET_SIZE(labels) != rows) {
+        PyErr_SetString(PyExc_ValueError, "join_served: a label a prediction");
+        return NULL;
+    }
+    PyObject *delays = PyList_New(0);
+    if (delays == NULL)
+        return NULL;
+    long long mistakes = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *pair = PyList_GET_ITEM(served, j);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 3) {
+            PyErr_SetString(PyExc_TypeError, "join_served: (k, event, delay) pairs");
+            goto fail;
+        }
+        Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+        if (k == -1 && PyErr_Occurred())
+            goto fail;
+        if (k < 0 || k >= rows) {
+            PyErr_SetString(PyExc_IndexError, "join_served: a row out of the block");
+            goto fail;
+        }
+        PyObject *made = PyList_GET_ITEM(predictions, k), *event = PyTuple_GET_ITEM(pair, 1);
+        if (made == refused)
+            continue;
+        Py_INCREF(made);
+        if (event != own) {
+            Py_DECREF(made);
+            made = PySequence_GetItem(event, 5);
+            if (made == NULL)
+                goto fail;
+            if ((PyObject *)Py_TYPE(made) == later_type) {
+                static PyObject *s_block = NULL, *s_clock = NULL;
+                if (s_block == NULL && (s_block = PyUnicode_InternFromString("block")) == NULL)
+                    goto fail;
+                if (s_clock == NULL && (s_clock = PyUnicode_InternFromString("clock")) == NULL)
+                    goto fail;
+                PyObject *block = PyObject_GetAttr(made, s_block);
+                PyObject *clock = PyObject_GetAttr(made, s_clock);
+                PyObject *arrival = PySequence_GetItem(event, 0);
+                Py_DECREF(made);
+                made = NULL;
+                long long a = arrival == NULL ? -1 : PyLong_AsLongLong(arrival);
+                long long c = clock == NULL || (a == -1 && PyErr_Occurred())
+                                  ? -1 : PyLong_AsLongLong(clock);
+                if (block != NULL && !PyErr_Occurred()) {
+                    if (PyList_Check(block) && a - c >= 0 && a - c < PyList_GET_SIZE(block)) {
+                        made = PyList_GET_ITEM(block, a - c);
+                        Py_INCREF(made);
+                    }
+                    else {
+                        PyObject *at = PyLong_FromLongLong(a - c);
+                        made = at == NULL ? NULL : PyObject_GetItem(block, at);
+                        Py_XDECREF(at);
+                    }
+                }
+                Py_XDECREF(block);
+                Py_XDECREF(clock);
+                Py_XDECREF(arrival);
+                if (made == NULL)
+                    goto fail;
+            }
+        }
+        /* made != label, as Python's != (no shortcut for the same object) */
+        PyObject *ne = PyObject_RichCompare(made, PyList_GET_ITEM(labels, k), Py_NE);
+        Py_DECREF(made);
+        int differs = ne == NULL ? -1 : PyObject_IsTrue(ne);
+        Py_XDECREF(ne);
+        if (differs < 0 || PyList_Append(delays, PyTuple_GET_ITEM(pair, 2)) < 0)
+            goto fail;
+        mistakes += differs;
+    }
+    return Py_BuildValue("LN", mistakes, delays);
+fail:
+    Py_DECREF(delays);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan_csv", py_scan_csv, METH_VARARGS, scan_csv_doc},
     {"scan_jsonl", py_scan_jsonl, METH_VARARGS, scan_jsonl_doc},
@@ -3443,6 +3534,7 @@ static PyMethodDef methods[] = {
     {"kernel_multiclass_sparse", py_kernel_multiclass_sparse, METH_VARARGS,
      kernel_multiclass_sparse_doc},
     {"join_plan", py_join_plan, METH_VARARGS, join_plan_doc},
+    {"join_served", py_join_served, METH_VARARGS, join_served_doc},
     {NULL, NULL, 0, NULL},
 };
 

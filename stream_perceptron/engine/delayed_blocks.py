@@ -203,6 +203,14 @@ class JoinBlockPath:
     def _served(self, plan: BlockPlan, predictions: list[Any], row_labels: list[Any]) -> None:
         """Count each joined pair against its served prediction (a refused row: not joined)."""
         counts = self.delayed.counts
+        if native.dense is not None and type(predictions) is list and type(row_labels) is list:
+            mistakes, delays = native.dense.join_served(
+                plan.served, predictions, row_labels, _REFUSED, OWN, Later
+            )
+            counts.joined += len(delays)
+            counts.served_mistakes += mistakes
+            counts.observe_delays(delays)
+            return
         delays = []
         mistakes = 0
         for k, event, delay in plan.served:
@@ -379,7 +387,7 @@ def _by_record(plan: BlockPlan, predictions: list[Any], n: int) -> None:
         made = np.empty(len(predictions), dtype=object)
         made[:] = predictions  # each object as it is (a list would be read as a sequence)
         by_record[np.asarray(plan.rows, np.intp)] = made
-    plan.predictions.block = by_record
+    plan.predictions.block = by_record.tolist()  # a list: read by C (join_served) at once
 
 
 def _predictions(
