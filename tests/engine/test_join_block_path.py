@@ -8,9 +8,9 @@ The streams: events, outcomes (before and after their events, twice, of keys no 
 records with both, records without a key (with a label alone: ``missing_join_key``), empty and
 integer keys, bad lines (invalid JSON, NaN, a float key, an escape), labels a binary model
 refuses and values too large (the block refused whole, then taken row by row), under small and
-large ``--max-pending`` and ``--label-wait`` and block sizes that split pairs. Tests break the
-block join on purpose (an expiry one record late, a served prediction of the wrong row) and
-check that the comparison sees it.
+large ``--max-pending`` and ``--label-wait`` and block sizes that split pairs; the block plan's
+loop in C and its Python reference both. Tests break the block join on purpose (an expiry one
+record late, a served prediction of the wrong row) and check that the comparison sees it.
 
 ``STREAM_PERCEPTRON_JOIN_FUZZ=N`` runs N seeds instead of the short run's.
 """
@@ -34,6 +34,7 @@ from stream_perceptron.drift import DriftMonitor
 from stream_perceptron.engine import Engine, Outputs, delayed_blocks
 from stream_perceptron.formats import make_parser
 from stream_perceptron.join import PendingJoin
+from stream_perceptron.join import blocks as join_blocks
 from stream_perceptron.join.blocks import OWN
 from stream_perceptron.learners import (
     MulticlassPerceptron,
@@ -321,6 +322,29 @@ def _check(seeds: range) -> int:
 def test_the_join_block_path_equals_the_record_path_on_random_keyed_streams() -> None:
     blocks = _check(range(SEEDS))
     assert blocks > SEEDS  # the block path took runs (several a stream, on the whole)
+
+
+def test_the_plan_ran_in_c_and_its_python_reference_equals_the_record_path_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The streams above went through ``_dense.join_plan`` (the C loop); its reference, the
+    Python loop of :mod:`stream_perceptron.join.blocks`, gives the record path's bytes too."""
+    assert native.dense is not None
+    calls = 0
+    c_plan = native.dense.join_plan
+
+    def counted(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return c_plan(*args)
+
+    monkeypatch.setattr(native.dense, "join_plan", counted)
+    _check(range(0, SHORT_RUN, 10))
+    assert calls > 30
+    monkeypatch.setattr(join_blocks, "NATIVE", False)
+    calls = 0
+    _check(range(0, SHORT_RUN, 3))
+    assert calls == 0
 
 
 def test_a_resumed_run_and_refused_blocks_are_among_the_streams() -> None:
