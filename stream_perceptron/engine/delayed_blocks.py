@@ -353,7 +353,7 @@ def _kernel_rows(plan: BlockPlan, rows: SparseRows, names: list[str]) -> tuple[S
         waited = list(plan.pending.values())
         shapes = list(map(attrgetter("names"), waited))
         packed: dict[int, bytes] = {}  # id of a shape (the tuple its events share) -> slots
-        for shape in {id(shape): shape for shape in shapes}.values():
+        for shape in dict(zip(map(id, shapes), shapes)).values():
             for name in shape:
                 if name not in index:
                     index[name] = len(names)
