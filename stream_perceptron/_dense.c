@@ -3282,6 +3282,8 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
                           PyDict_SetItem(labels_of, k_o, label) < 0;
                 Py_DECREF(label);
                 PyObject *pair = bad ? NULL : PyTuple_Pack(3, k_o, own, zero);
+                if (pair != NULL)
+                    PyObject_GC_UnTrack(pair); /* ints and a Later: in no cycle */
                 if (pair == NULL || PyList_Append(served, pair) < 0) {
                     Py_XDECREF(pair);
                     break;
@@ -3341,6 +3343,9 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
             PyTuple_SET_ITEM(event, 3, shared);
             PyTuple_SET_ITEM(event, 4, packed);
             PyTuple_SET_ITEM(event, 5, later);
+            /* no cycle can hold an event (nothing it holds refers back to events): out of the
+               collector's lists, so collections do not walk the thousands waiting */
+            PyObject_GC_UnTrack(event);
             bad = PyObject_SetItem(events, key, event) < 0;
             Py_DECREF(event);
             in = bad ? -1 : PyDict_Contains(joined, key);
@@ -3363,6 +3368,8 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
                 PyObject *delay = at == -1 && PyErr_Occurred() ? NULL
                                                                : PyLong_FromLongLong(now - at);
                 PyObject *pair = delay == NULL ? NULL : PyTuple_Pack(3, k_o, event, delay);
+                if (pair != NULL)
+                    PyObject_GC_UnTrack(pair); /* ints and an event: in no cycle */
                 int bad = pair == NULL || names == NULL || PyObject_DelItem(events, key) < 0 ||
                           join_bump(shapes, names, -1, NULL) < 0 ||
                           join_remember(joined, key, now_o) < 0 ||
