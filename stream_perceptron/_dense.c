@@ -3188,6 +3188,91 @@ static int join_due(PyObject *next_due, double *due)
     return *due == -1.0 && PyErr_Occurred() ? -1 : 0;
 }
 
+/* A bytearray written at its end, grown by doubling (its size set to len at the end). */
+typedef struct {
+    PyObject *a;
+    Py_ssize_t len, cap;
+} JoinOut;
+
+static char *join_room(JoinOut *o, Py_ssize_t more)
+{
+    if (o->len + more > o->cap) {
+        Py_ssize_t cap = o->cap > 0 ? o->cap : 1 << 16;
+        while (cap < o->len + more)
+            cap *= 2;
+        if (PyByteArray_Resize(o->a, cap) < 0)
+            return NULL;
+        o->cap = cap;
+    }
+    char *at = PyByteArray_AS_STRING(o->a) + o->len;
+    o->len += more;
+    return at;
+}
+
+/* The kernel's rows, in the plan's order: row i of the block, or a waiting event's features. */
+typedef struct {
+    const int32_t *slots;   /* the block's */
+    PyObject *slots_of;     /* names -> their kernel slots (int32 bytes), for an event's shape */
+    PyObject *cache;        /* names -> slots_of(names), this block's */
+    JoinOut indptr, out_slots, out_values;
+    int64_t nnz;
+} JoinKernel;
+
+static int join_row_end(JoinKernel *kr, Py_ssize_t m)
+{
+    kr->nnz += m;
+    char *at = join_room(&kr->indptr, sizeof(int64_t));
+    if (at == NULL)
+        return -1;
+    memcpy(at, &kr->nnz, sizeof(int64_t));
+    return 0;
+}
+
+static int join_block_row(JoinKernel *kr, const int64_t *indptr, const char *values,
+                          Py_ssize_t i)
+{
+    Py_ssize_t m = indptr[i + 1] - indptr[i];
+    char *s = join_room(&kr->out_slots, 4 * m), *v = s ? join_room(&kr->out_values, 8 * m) : NULL;
+    if (v == NULL)
+        return -1;
+    memcpy(s, kr->slots + indptr[i], 4 * m);
+    memcpy(v, values + 8 * indptr[i], 8 * m);
+    return join_row_end(kr, m);
+}
+
+static int join_event_row(JoinKernel *kr, PyObject *event)
+{
+    PyObject *names = PyTuple_GET_ITEM(event, 3), *packed = PyTuple_GET_ITEM(event, 4);
+    if (!PyTuple_Check(names) || !PyBytes_Check(packed) ||
+        PyBytes_GET_SIZE(packed) != 8 * PyTuple_GET_SIZE(names)) {
+        PyErr_SetString(PyExc_TypeError, "join_plan: an event's names and packed values");
+        return -1;
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(names);
+    PyObject *slots = PyDict_GetItemWithError(kr->cache, names); /* borrowed */
+    if (slots == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        slots = PyObject_CallOneArg(kr->slots_of, names);
+        if (slots == NULL)
+            return -1;
+        int bad = !PyBytes_Check(slots) || PyBytes_GET_SIZE(slots) != 4 * m;
+        if (bad)
+            PyErr_SetString(PyExc_TypeError, "join_plan: slots_of gives int32 bytes a name");
+        if (bad || PyDict_SetItem(kr->cache, names, slots) < 0) {
+            Py_DECREF(slots);
+            return -1;
+        }
+        Py_DECREF(slots); /* the cache holds it */
+    }
+    char *s = join_room(&kr->out_slots, 4 * m), *v = s ? join_room(&kr->out_values, 8 * m) : NULL;
+    if (v == NULL)
+        return -1;
+    memcpy(s, PyBytes_AS_STRING(slots), 4 * m);
+    memcpy(v, PyBytes_AS_STRING(packed), 8 * m);
+    return join_row_end(kr, m);
+}
+
 PyDoc_STRVAR(join_plan_doc,
 "join_plan(store, keys, labels, indptr, values, shape, features, clock, origin, offsets,\n"
 "          later, event_type, own, wait, most, calls, out) -> counts\n\n"
@@ -3196,7 +3281,10 @@ PyDoc_STRVAR(join_plan_doc,
 "every row with features (None: features(i) gives (names, packed values)); calls: (expire,\n"
 "next_due, overflow, keep_outcome(i, key, label, now), forget(oldest)); out: (rows, pending,\n"
 "labels, served, drops), filled. counts: (events, outcomes, duplicate events, duplicate\n"
-"outcomes, outcomes waiting or duplicate, events waiting or duplicate).");
+"outcomes, outcomes waiting or duplicate, events waiting or duplicate). kernel, optional:\n"
+"(slots, slots_of, indptr, kernel slots, kernel values), the block's slots (int32) and three\n"
+"bytearrays the kernel's rows are written into, in the order of rows (a block row's\n"
+"features, or a joined outcome's event's, its names' slots by slots_of(names), int32 bytes).");
 
 static PyObject *py_join_plan(PyObject *self, PyObject *args)
 {
@@ -3204,15 +3292,34 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
         *features, *origin, *offsets, *later, *event_type, *own;
     PyObject *expire, *next_due, *overflow, *keep_outcome, *forget;
     PyObject *rows, *pending, *labels_of, *served, *drops;
+    PyObject *kernel = Py_None;
     long long clock, wait, most;
-    if (!PyArg_ParseTuple(args, "(OOOO)O!O!OOOOLOOOOOLL(OOOOO)(O!O!O!O!O!)", &events, &outcomes,
-                          &joined, &shapes, &PyList_Type, &keys, &PyList_Type, &labels,
-                          &o_indptr, &o_values, &shape, &features, &clock, &origin, &offsets,
-                          &later, &event_type, &own, &wait, &most, &expire, &next_due,
-                          &overflow, &keep_outcome, &forget, &PyList_Type, &rows,
+    if (!PyArg_ParseTuple(args, "(OOOO)O!O!OOOOLOOOOOLL(OOOOO)(O!O!O!O!O!)|O", &events,
+                          &outcomes, &joined, &shapes, &PyList_Type, &keys, &PyList_Type,
+                          &labels, &o_indptr, &o_values, &shape, &features, &clock, &origin,
+                          &offsets, &later, &event_type, &own, &wait, &most, &expire,
+                          &next_due, &overflow, &keep_outcome, &forget, &PyList_Type, &rows,
                           &PyDict_Type, &pending, &PyDict_Type, &labels_of, &PyList_Type,
-                          &served, &PyList_Type, &drops))
+                          &served, &PyList_Type, &drops, &kernel))
         return NULL;
+    JoinKernel kr = {NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, 0};
+    Py_buffer sv = {0};
+    PyObject *o_slots = NULL;
+    if (kernel != Py_None &&
+        (!PyTuple_Check(kernel) || PyTuple_GET_SIZE(kernel) != 5 ||
+         !PyByteArray_Check(PyTuple_GET_ITEM(kernel, 2)) ||
+         !PyByteArray_Check(PyTuple_GET_ITEM(kernel, 3)) ||
+         !PyByteArray_Check(PyTuple_GET_ITEM(kernel, 4)))) {
+        PyErr_SetString(PyExc_TypeError, "join_plan: kernel is (slots, slots_of, 3 bytearrays)");
+        return NULL;
+    }
+    if (kernel != Py_None) {
+        o_slots = PyTuple_GET_ITEM(kernel, 0);
+        kr.slots_of = PyTuple_GET_ITEM(kernel, 1);
+        kr.indptr.a = PyTuple_GET_ITEM(kernel, 2);
+        kr.out_slots.a = PyTuple_GET_ITEM(kernel, 3);
+        kr.out_values.a = PyTuple_GET_ITEM(kernel, 4);
+    }
     if (!PyDict_Check(events) || !PyDict_Check(outcomes) || !PyDict_Check(joined) ||
         !PyDict_Check(shapes) || !PyType_Check(event_type) ||
         !PyType_IsSubtype((PyTypeObject *)event_type, &PyTuple_Type)) {
@@ -3233,6 +3340,25 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
         return NULL;
     }
     const char *values = vv.buf;
+    if (o_slots != NULL) {
+        if (get_buffer(o_slots, &sv, 0, indptr[n] * (Py_ssize_t)sizeof(int32_t), "slots") < 0) {
+            PyBuffer_Release(&iv);
+            PyBuffer_Release(&vv);
+            return NULL;
+        }
+        kr.slots = sv.buf;
+        kr.cache = PyDict_New();
+        int64_t start = 0;
+        char *at = kr.cache == NULL ? NULL : join_room(&kr.indptr, sizeof(int64_t));
+        if (at == NULL) {
+            Py_XDECREF(kr.cache);
+            PyBuffer_Release(&iv);
+            PyBuffer_Release(&vv);
+            PyBuffer_Release(&sv);
+            return NULL;
+        }
+        memcpy(at, &start, sizeof(int64_t));
+    }
     PyObject *empty = PyTuple_New(0), *zero = PyLong_FromLong(0);
     long long n_events = 0, n_outcomes = 0, dup_events = 0, dup_outcomes = 0, waiting = 0,
               waiting_rows = 0;
@@ -3262,6 +3388,10 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
         int appended = PyList_Append(rows, i_o);
         Py_DECREF(i_o);
         if (appended < 0)
+            break;
+        /* a row of its own: a record without a key, with both, an event */
+        if (kr.cache != NULL && (key == Py_None || y == Py_None || has_x) &&
+            join_block_row(&kr, indptr, values, i) < 0)
             break;
         if (key == Py_None || (y != Py_None && has_x)) {
             failed = 0;
@@ -3370,7 +3500,9 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
                 PyObject *pair = delay == NULL ? NULL : PyTuple_Pack(3, k_o, event, delay);
                 if (pair != NULL)
                     PyObject_GC_UnTrack(pair); /* ints and an event: in no cycle */
-                int bad = pair == NULL || names == NULL || PyObject_DelItem(events, key) < 0 ||
+                int bad = pair == NULL || names == NULL ||
+                          (kr.cache != NULL && join_event_row(&kr, event) < 0) ||
+                          PyObject_DelItem(events, key) < 0 ||
                           join_bump(shapes, names, -1, NULL) < 0 ||
                           join_remember(joined, key, now_o) < 0 ||
                           PyList_Append(served, pair) < 0 ||
@@ -3424,6 +3556,14 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
     Py_XDECREF(zero);
     PyBuffer_Release(&iv);
     PyBuffer_Release(&vv);
+    if (kr.cache != NULL) {
+        Py_DECREF(kr.cache);
+        PyBuffer_Release(&sv);
+        if (!failed && (PyByteArray_Resize(kr.indptr.a, kr.indptr.len) < 0 ||
+                        PyByteArray_Resize(kr.out_slots.a, kr.out_slots.len) < 0 ||
+                        PyByteArray_Resize(kr.out_values.a, kr.out_values.len) < 0))
+            failed = 1;
+    }
     if (failed)
         return NULL;
     return Py_BuildValue("LLLLLL", n_events, n_outcomes, dup_events, dup_outcomes, waiting,

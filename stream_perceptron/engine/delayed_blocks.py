@@ -142,11 +142,11 @@ class JoinBlockPath:
         origin = (where.source, where.partition)
         plan = plan_block(delayed.pending, delayed.counts, stats.records, keys, labels,
                           stripped.indptr, stripped.values, shape, features, raw, origin,
-                          where.offsets)  # fmt: skip
+                          where.offsets, (stripped.slots, kept))  # fmt: skip
         if not plan.rows:  # outcomes kept waiting only: nothing for the model
             self._one_by_one(run, plan, keys, stripped, kept, labels)
             return True
-        X, names_k = _kernel_rows(plan, stripped, kept)
+        X, names_k = plan.kernel if plan.kernel is not None else _kernel_rows(plan, stripped, kept)
         cells_k: Any = list(map(cells.__getitem__, plan.rows))
         for k, label in plan.labels.items():
             cells_k[k] = self._cell(label)

@@ -12,6 +12,7 @@ outcome's row carrying its event's features (learned), a record with both (learn
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from stream_perceptron import native
+from stream_perceptron.formats.sparse_rows import SparseRows
 from stream_perceptron.join.counts import JoinCounts
 from stream_perceptron.join.pending import Expired, Later, Origin, PendingEvent, PendingJoin
 
@@ -50,7 +52,9 @@ class BlockPlan:
     counts, or :data:`OWN` (the row's own: an event its outcome waited for);
     ``drops``: ``(k, gone)``, what a bound dropped before kernel row ``k``; ``waiting``:
     outcomes kept or refused as duplicates (no row), ``waiting_rows``: events kept or
-    duplicate (a row each), all counted by the join.
+    duplicate (a row each), all counted by the join. ``kernel``: the rows for the model as
+    sparse rows and their feature names, when the plan made them (the C loop, given the
+    block's names), else ``None``.
     """
 
     predictions: Later
@@ -61,24 +65,27 @@ class BlockPlan:
     drops: list[tuple[int, list[Expired]]] = field(default_factory=list)
     waiting: int = 0
     waiting_rows: int = 0
+    kernel: tuple[SparseRows, list[str]] | None = None
 
 
 def plan_block(
     join: PendingJoin, counts: JoinCounts, clock: int, keys: list[str | None],
     labels: list[Any], indptr: Any, values: Any, shape: tuple[str, ...] | None,
     features: Callable[[int], tuple[Any, bytes]], raw: Callable[[int], bytes], origin: Origin,
-    offsets: Sequence[int],
+    offsets: Sequence[int], rows: tuple[Any, list[str]] | None = None,
 ) -> BlockPlan:  # fmt: skip
     """Join a block's parsed records (record ``i``: ``keys[i]``, ``labels[i]`` and the
     features of row ``i`` of ``indptr`` (int64) and ``values`` (float64), none when the row
     is empty) as :meth:`DelayedLabels.handle` would one by one, the ``i``-th at clock
     ``clock + i``; ``shape`` the names of every row that has features (``None``: rows of more
     than one shape), ``features(i)`` the record's ``(names, packed values)``, ``raw(i)`` its
-    bytes. No record may be a label without a key or features (the caller checks)."""
+    bytes. No record may be a label without a key or features (the caller checks). ``rows``:
+    the block's slots (int32) and feature names, for the C loop to make the model's rows as
+    it goes (:attr:`BlockPlan.kernel`)."""
     c = native.dense
     if NATIVE and c is not None:
         return _plan_native(c, join, counts, clock, keys, labels, indptr, values, shape,
-                            features, raw, origin, offsets)  # fmt: skip
+                            features, raw, origin, offsets, rows)  # fmt: skip
     at = memoryview(indptr).cast("B").cast("q").tolist()
     has_x = [hi > lo for lo, hi in zip(at, at[1:])]
     return _plan(join, counts, clock, keys, has_x, labels, features, raw, origin, offsets)
@@ -88,7 +95,7 @@ def _plan_native(
     c: Any, join: PendingJoin, counts: JoinCounts, clock: int, keys: list[str | None],
     labels: list[Any], indptr: Any, values: Any, shape: tuple[str, ...] | None,
     features: Callable[[int], tuple[Any, bytes]], raw: Callable[[int], bytes], origin: Origin,
-    offsets: Sequence[int],
+    offsets: Sequence[int], rows: tuple[Any, list[str]] | None,
 ) -> BlockPlan:  # fmt: skip
     """:func:`_plan`'s loop in C, over the store's own dicts; the rare steps (expiries, the
     bound by count, an outcome kept waiting) by the store's methods, as :func:`_plan`'s."""
@@ -103,9 +110,30 @@ def _plan_native(
              partial(_forget, joined))  # fmt: skip
     store = (join._events, join._outcomes, joined, join._shapes)
     out = (plan.rows, plan.pending, plan.labels, plan.served, plan.drops)
+    kernel: Any = None
+    if rows is not None:
+        block_slots, names = rows
+        names = list(names)
+        index: dict[str, int] = {}
+
+        def slots_of(shape: tuple[str, ...]) -> bytes:
+            """The kernel slots of a waiting event's feature names (new ones added)."""
+            if not index:
+                index.update(zip(names, range(len(names))))
+            for name in shape:
+                if name not in index:
+                    index[name] = len(names)
+                    names.append(name)
+            return array("i", map(index.__getitem__, shape)).tobytes()
+
+        kernel = (block_slots, slots_of, bytearray(), bytearray(), bytearray())
     got = c.join_plan(store, keys, labels, indptr, values, shape, features, clock, origin,
                       offsets, plan.predictions, PendingEvent, OWN, join.label_wait,
-                      join.max_pending, calls, out)  # fmt: skip
+                      join.max_pending, calls, out, kernel)  # fmt: skip
+    if kernel is not None:
+        made = kernel[2:]
+        plan.kernel = SparseRows(memoryview(made[0]).cast("q"), memoryview(made[1]).cast("i"),
+                                 memoryview(made[2]).cast("d")), names  # fmt: skip
     n_events, n_outcomes, duplicate_events, duplicate_outcomes, waiting, waiting_rows = got
     _forget(joined, clock + len(keys) - 1 - join.label_wait)
     plan.waiting = waiting
