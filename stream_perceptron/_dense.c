@@ -3214,6 +3214,7 @@ typedef struct {
     const int32_t *slots;   /* the block's */
     PyObject *slots_of;     /* names -> their kernel slots (int32 bytes), for an event's shape */
     PyObject *cache;        /* names -> slots_of(names), this block's */
+    PyObject *last_names, *last_slots; /* the last shape's (names held; slots: the cache's) */
     JoinOut indptr, out_slots, out_values;
     int64_t nnz;
 } JoinKernel;
@@ -3249,7 +3250,9 @@ static int join_event_row(JoinKernel *kr, PyObject *event)
         return -1;
     }
     Py_ssize_t m = PyTuple_GET_SIZE(names);
-    PyObject *slots = PyDict_GetItemWithError(kr->cache, names); /* borrowed */
+    /* the events of a shape share its names: the last shape's slots at once */
+    PyObject *slots = names == kr->last_names ? kr->last_slots
+                                              : PyDict_GetItemWithError(kr->cache, names);
     if (slots == NULL) {
         if (PyErr_Occurred())
             return -1;
@@ -3265,6 +3268,11 @@ static int join_event_row(JoinKernel *kr, PyObject *event)
         }
         Py_DECREF(slots); /* the cache holds it */
     }
+    if (names != kr->last_names) { /* held, so no other tuple takes its address */
+        Py_INCREF(names);
+        Py_XSETREF(kr->last_names, names);
+    }
+    kr->last_slots = slots;
     char *s = join_room(&kr->out_slots, 4 * m), *v = s ? join_room(&kr->out_values, 8 * m) : NULL;
     if (v == NULL)
         return -1;
@@ -3302,7 +3310,7 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
                           &PyDict_Type, &pending, &PyDict_Type, &labels_of, &PyList_Type,
                           &served, &PyList_Type, &drops, &kernel))
         return NULL;
-    JoinKernel kr = {NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, 0};
+    JoinKernel kr = {NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, 0};
     Py_buffer sv = {0};
     PyObject *o_slots = NULL;
     if (kernel != Py_None &&
@@ -3557,6 +3565,7 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
     PyBuffer_Release(&iv);
     PyBuffer_Release(&vv);
     if (kr.cache != NULL) {
+        Py_XDECREF(kr.last_names);
         Py_DECREF(kr.cache);
         PyBuffer_Release(&sv);
         if (!failed && (PyByteArray_Resize(kr.indptr.a, kr.indptr.len) < 0 ||

@@ -98,6 +98,10 @@ class JoinBlockPath:
         stats = self.outcomes.stats
         if stats.drift_reference is not None or run.start < self.resume_from.get(run.key, 0):
             return False
+        c = native.dense
+        if c is not None and isinstance(run, LineRun) and run.block.known_count is None:
+            text = run.block.data  # counted at memchr's speed (bytes.count: 4x slower)
+            run.block.found_count(c.count_lines(text, 0, len(text)))
         if run.count < MIN_RUN:  # a few records: a block's fixed cost is more than theirs
             return False
         data = _block_bytes(run)
