@@ -34,6 +34,8 @@ OWN = Later(-1)
 #: Whether :func:`plan_block` runs its loop in C (``_dense.join_plan``) when the C tier is there
 #: (tests turn it off to run the Python loop, the reference, through the same comparisons).
 NATIVE = True
+#: Bounds and clocks the C loop takes (its sums stay within int64); larger ones go the Python way.
+_C_MAX = 1 << 62
 
 
 @dataclass
@@ -83,7 +85,7 @@ def plan_block(
     the block's slots (int32) and feature names, for the C loop to make the model's rows as
     it goes (:attr:`BlockPlan.kernel`)."""
     c = native.dense
-    if NATIVE and c is not None:
+    if NATIVE and c is not None and max(join.label_wait, join.max_pending, clock) <= _C_MAX:
         return _plan_native(c, join, counts, clock, keys, labels, indptr, values, shape,
                             features, raw, origin, offsets, rows)  # fmt: skip
     at = memoryview(indptr).cast("B").cast("q").tolist()

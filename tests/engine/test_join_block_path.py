@@ -22,7 +22,7 @@ import json
 import os
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -345,6 +345,31 @@ def test_the_plan_ran_in_c_and_its_python_reference_equals_the_record_path_too(
     calls = 0
     _check(range(0, SHORT_RUN, 3))
     assert calls == 0
+
+
+def test_bounds_past_int64_go_the_python_plan_with_the_same_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``--label-wait`` or ``--max-pending`` past what the C loop's int64 sums hold."""
+    assert native.dense is not None
+    calls = 0
+    c_plan = native.dense.join_plan
+
+    def counted(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return c_plan(*args)
+
+    monkeypatch.setattr(native.dense, "join_plan", counted)
+    blocks = 0
+    for seed in range(6):
+        config = replace(make_config(seed), label_wait=1 << 70, max_pending=1 << 66)
+        lines = make_lines(config)
+        block, record = run_path(config, lines, True), run_path(config, lines, False)
+        blocks += block.pop("blocks")
+        record.pop("blocks")
+        assert block == record
+    assert blocks > 100 and calls == 0
 
 
 def test_a_resumed_run_and_refused_blocks_are_among_the_streams() -> None:
