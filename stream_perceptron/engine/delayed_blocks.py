@@ -1,9 +1,10 @@
 """``--join-key`` on the block path: a run of keyed JSON lines joined and learned in one kernel
 call, exact to the record-by-record step (:mod:`~stream_perceptron.engine.delayed`).
 
-A run is scanned as sparse rows (the join key's string comes out as the feature ``key=value``,
-which is taken out of the rows again), the pending store is brought to where the record path
-leaves it (:func:`~stream_perceptron.join.blocks.plan_block`), and the model's rows go to the
+A run is scanned as sparse rows (the C scanner takes each line's join key string out as it
+reads the line: :func:`~stream_perceptron.formats.scan.parse_keyed_jsonl_block`), the pending
+store is brought to where the record path leaves it and the model's rows are made, in one C
+loop (:func:`~stream_perceptron.join.blocks.plan_block`), and the rows go to the
 learner's ``learn_block`` at once, in the records' order: an event's row predicted (its
 features kept pending, its prediction stored once made), an outcome that meets its event as a
 labelled row carrying the event's features, a record with both as an ordinary labelled row.

@@ -8,6 +8,10 @@ where the record path leaves it first (the same calls, in the same order, at the
 and the rows the model is to predict or learn come out in order: an event's row (predicted; a
 kept event's served prediction is the row's, filled in once the model has made it), an
 outcome's row carrying its event's features (learned), a record with both (learned).
+
+The loop runs in C (``_dense.join_plan``, over the store's own dicts, making the model's rows
+as it goes); the same loop in Python here is its reference, which the differential test
+(``tests/engine/test_join_block_path.py``) holds to the record path as it does the C loop.
 """
 
 from __future__ import annotations
