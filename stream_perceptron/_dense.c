@@ -1,6 +1,6 @@
 /* The dense fast path in C: the block scanners and the exact sequential kernels of the
- * learners' blocks (the binary learners' rules are _rules.h's, which the dict API's
- * _speedups.c runs too), and the loop of --join-key's block plan (join_plan; the reference:
+ * learners' blocks (the learners' rules are _rules.h's, which the dict API's _speedups.c runs
+ * too), and the loop of --join-key's block plan (join_plan; the reference:
  * stream_perceptron/join/blocks.py).
  *
  * The Python glue is stream_perceptron/formats/scan.py and learners/_*_kernel.py. Each kernel
@@ -989,26 +989,17 @@ done:
 
 /* -- the kernels' common definitions ------------------------------------------------------------
  *
- * The binary learners' rules are _rules.h's (binary_rule_row: Perceptron._learn and
- * predict_one, the dict API's too; pa_rule_row: PassiveAggressive._learn); their blocks
- * (below, after the sparse rows' checks) only say where a block's rows and cells are. The
- * cells are the block's arrays, one slot a feature of the block (w, u float64, present the
- * bits RULE_W, RULE_U of the model's dicts), read and written by the glue
- * (learners/_binary_kernel.py). A dense row is the row whose slots are 0..d-1, float64 or
+ * The learners' rules are _rules.h's (binary_rule_row: Perceptron._learn and predict_one;
+ * multi_rule_row: MulticlassPerceptron's, both the dict API's too; pa_rule_row,
+ * pa_multi_rule_row: the passive-aggressive learners'); their blocks (below, after the sparse
+ * rows' checks) only say where a block's rows and cells are. The cells are the block's
+ * arrays, one slot a feature of the block (w, u float64, present the bits RULE_W, RULE_U of
+ * the model's dicts), read and written by the glue (learners/_binary_kernel.py,
+ * _multiclass_kernel.py, _pa_kernel.py). A dense row is the row whose slots are 0..d-1, float64 or
  * float32 (each value the double it is exactly: the float64 copy of X took longer than the
  * learning); a sparse row is a CSR row.
  */
 #include "_rules.h"
-
-/* Averaged, the multi-class kernel keeps w and u side by side (paired), so that with SSE2 one
- * load, one multiply and one add carry a feature's term of both folds as the two lanes of one
- * vector; each lane does its own fold's scalar operations in the same order. */
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#define HAVE_SSE2_PAIRS 1
-#else
-#define HAVE_SSE2_PAIRS 0
-#endif
 
 /* Each kernel compiled twice on x86-64 with GCC or clang, for CPUs with AVX2 and for the
  * others, the loader picking one (ifunc). The same IEEE operations either way (no FMA:
@@ -1018,443 +1009,6 @@ done:
 #else
 #define KERNEL_CLONES
 #endif
-
-/* -- the multi-class kernel -------------------------------------------------------------------
- *
- * MulticlassPerceptron._learn / predict_one (init zeros) row by row. W holds one row of
- * weights per class (0.0 where the class's dict has no weight: a left fold from +0.0 gives the
- * same sum whether such a term is skipped or added). Classes [0, n_active) exist; a labelled
- * row whose class is n_active adds that class (rows only bring new classes in the order they
- * are first seen). The argmax takes the first class on ties, as _argmax does.
- *
- * Averaged: U and ub hold the accumulators (u = sum of (t - 1) * delta, 0.0 where the dict
- * has none: a term 0.0 * v, a zero, changes no left fold from +0.0); the prediction is the
- * argmax of _average_scores, s - (udot + ub) / t with s the plain score and udot the left
- * fold of u * v, while learning uses the plain argmax, as _learn does.
- *
- * The forgetting average (half_life > 0; LinearHyperparameters): an update at example t adds
- * c(t) * delta to u, c(t) = pow(beta, ref - t), and the average divides u by
- * D(t) = pow(beta, ref - t - 1) (math.pow is libm's pow, so the same doubles); after each
- * learned example with t - ref >= RENORMALISE_HALF_LIVES * half_life, every accumulator (U,
- * ub, of every class) is multiplied by pow(beta, t - ref) and ref moves to t, as _renormalise
- * does; each such factor is written to factors[], for the glue to rescale the accumulators of
- * features outside the block the same way.
- */
-
-typedef struct {
-    double max_norm;
-    long long n_seen, n_mistakes;
-    Py_ssize_t n_active, n_classes;
-    Py_ssize_t refused; /* the row whose update would not be finite (-1: none) */
-    double half_life;   /* > 0: the forgetting average; 0: the plain one */
-    double beta;
-    long long avg_ref;
-    double *factors;    /* the renormalisations' factors (n at most) */
-    Py_ssize_t n_factors;
-} MultiState;
-
-/* _renormalise_due / _renormalise after learned example t (the forgetting average): U's
- * entries are every s-th double from U (s = 2: paired with W, see kernel_multiclass_of). */
-static inline void renormalise_multi(MultiState *st, long long t, double *U, Py_ssize_t s,
-                                     double *ub, Py_ssize_t n_active, Py_ssize_t d)
-{
-    if (!(st->half_life > 0.0 &&
-          (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life))
-        return;
-    double factor = pow(st->beta, (double)(t - st->avg_ref));
-    for (Py_ssize_t k = 0; k < n_active * d; k++)
-        U[k * s] = U[k * s] * factor;
-    for (Py_ssize_t c = 0; c < n_active; c++)
-        ub[c] = ub[c] * factor;
-    st->factors[st->n_factors++] = factor;
-    st->avg_ref = t;
-}
-
-/* Class c's plain score dot + b[c] and averaged score (dot + b[c]) - (udot + ub[c]) / tp
- * into the two running argmaxes (the first class wins ties). */
-static inline void avg_argmax_step(Py_ssize_t c, double dot, double udot, const double *b,
-                                   const double *ub, double tp, int64_t *best,
-                                   double *best_score, int64_t *abest, double *abest_score)
-{
-    double score = dot + b[c];
-    double ascore = score - (udot + ub[c]) / tp;
-    if (*abest < 0 || ascore > *abest_score) {
-        *abest = c;
-        *abest_score = ascore;
-    }
-    if (*best < 0 || score > *best_score) {
-        *best = c;
-        *best_score = score;
-    }
-}
-
-/* The plain scores of k (a constant) classes from c on into the running argmax (the first
- * class wins ties): each class's dot a left fold over j from 0.0, W's entries every s-th
- * double (s = 2: paired with U). */
-static inline __attribute__((always_inline)) void
-plain_scores(const double *W, Py_ssize_t s, Py_ssize_t c, int k, Py_ssize_t d, const double *x,
-             const double *b, int64_t *best, double *best_score)
-{
-    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-    const double *r0 = W + c * d * s, *r1 = r0 + d * s, *r2 = r1 + d * s, *r3 = r2 + d * s;
-    for (Py_ssize_t j = 0; j < d; j++) {
-        double xj = x[j];
-        a0 += r0[j * s] * xj;
-        if (k > 1)
-            a1 += r1[j * s] * xj;
-        if (k > 2)
-            a2 += r2[j * s] * xj;
-        if (k > 3)
-            a3 += r3[j * s] * xj;
-    }
-    double acc[4] = {a0, a1, a2, a3};
-    for (int q = 0; q < k; q++) {
-        double score = acc[q] + b[c + q];
-        if (*best < 0 || score > *best_score) {
-            *best = c + q;
-            *best_score = score;
-        }
-    }
-}
-
-#if HAVE_SSE2_PAIRS
-/* The averaged scores of k (a constant) classes from c on, paired: class c's (dot, udot)
- * are the lanes of one vector, each a left fold over j (see kernel_multiclass_of). */
-static inline __attribute__((always_inline)) void
-paired_scores(const double *WU, Py_ssize_t c, int k, Py_ssize_t d, const double *x,
-              const double *b, const double *ub, double tp, int64_t *best, double *best_score,
-              int64_t *abest, double *abest_score)
-{
-    /* k named accumulators (k a constant: the unused ones are dropped), so that each stays
-     * in a register */
-    __m128d a0 = _mm_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-    const double *r0 = WU + 2 * c * d, *r1 = r0 + 2 * d, *r2 = r1 + 2 * d, *r3 = r2 + 2 * d;
-    for (Py_ssize_t j = 0; j < d; j++) {
-        __m128d xj = _mm_set1_pd(x[j]);
-        a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_loadu_pd(r0 + 2 * j), xj));
-        if (k > 1)
-            a1 = _mm_add_pd(a1, _mm_mul_pd(_mm_loadu_pd(r1 + 2 * j), xj));
-        if (k > 2)
-            a2 = _mm_add_pd(a2, _mm_mul_pd(_mm_loadu_pd(r2 + 2 * j), xj));
-        if (k > 3)
-            a3 = _mm_add_pd(a3, _mm_mul_pd(_mm_loadu_pd(r3 + 2 * j), xj));
-    }
-    __m128d acc[4] = {a0, a1, a2, a3};
-    for (int q = 0; q < k; q++)
-        avg_argmax_step(c + q, _mm_cvtsd_f64(acc[q]),
-                        _mm_cvtsd_f64(_mm_unpackhi_pd(acc[q], acc[q])), b, ub, tp, best,
-                        best_score, abest, abest_score);
-}
-#endif
-
-/* paired (a constant in the variants below): averaged, with W and U interleaved in the
- * scratch array WU (W[c, j] at WU[2 (c d + j)], U[c, j] next to it), as the binary kernel
- * pairs w and u: one SSE2 load, multiply and add carry a feature's term of a class's two
- * folds. WU is filled from W and U on entry and written back on the way out. */
-static inline __attribute__((always_inline)) void
-kernel_multiclass_of(int paired, const double *X, Py_ssize_t n, Py_ssize_t d,
-                     const int64_t *labels, double *W_in, double *b, unsigned char *updated,
-                     double *U_in, double *ub, unsigned char *u_updated, double *WU,
-                     int averaged, double lr, int bias_mode, int64_t *preds, MultiState *st)
-{
-    double max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    Py_ssize_t n_active = st->n_active, n_classes = st->n_classes;
-    const int forgetting = st->half_life > 0.0;
-    const Py_ssize_t s = paired ? 2 : 1; /* the stride of W and U */
-    double *W = paired ? WU : W_in, *U = paired ? WU + 1 : U_in;
-    if (paired)
-        for (Py_ssize_t k = 0; k < n_classes * d; k++) {
-            WU[2 * k] = W_in[k];
-            WU[2 * k + 1] = U_in[k];
-        }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const double *x = X + i * d;
-        int64_t best = -1, abest = -1;
-        double best_score = 0.0, abest_score = 0.0;
-        int with_average = averaged && n_seen > 0;
-        double tp = forgetting && with_average
-                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
-                        : (double)n_seen;
-#if HAVE_SSE2_PAIRS
-        if (paired && with_average) {
-            /* four classes at a time: four independent vector folds in flight */
-            Py_ssize_t c = 0;
-            for (; c + 4 <= n_active; c += 4)
-                paired_scores(WU, c, 4, d, x, b, ub, tp, &best, &best_score, &abest,
-                              &abest_score);
-            for (; c + 2 <= n_active; c += 2)
-                paired_scores(WU, c, 2, d, x, b, ub, tp, &best, &best_score, &abest,
-                              &abest_score);
-            if (c < n_active)
-                paired_scores(WU, c, 1, d, x, b, ub, tp, &best, &best_score, &abest,
-                              &abest_score);
-        }
-        else
-#endif
-        if (with_average) {
-            /* two classes at a time: four independent folds in flight instead of two (each
-             * fold still a left fold over j, the classes still compared in order) */
-            Py_ssize_t c = 0;
-            for (; c + 1 < n_active; c += 2) {
-                const double *w0 = W + c * d * s, *w1 = w0 + d * s;
-                const double *u0 = U + c * d * s, *u1 = u0 + d * s;
-                double dot[2] = {0.0, 0.0}, udot[2] = {0.0, 0.0};
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double xj = x[j];
-                    dot[0] += w0[j * s] * xj;
-                    udot[0] += u0[j * s] * xj;
-                    dot[1] += w1[j * s] * xj;
-                    udot[1] += u1[j * s] * xj;
-                }
-                for (int k = 0; k < 2; k++) {
-                    avg_argmax_step(c + k, dot[k], udot[k], b, ub, tp, &best, &best_score,
-                                    &abest, &abest_score);
-                }
-            }
-            if (c < n_active) {
-                const double *wc = W + c * d * s, *uc = U + c * d * s;
-                double dot = 0.0, udot = 0.0;
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    dot += wc[j * s] * x[j];
-                    udot += uc[j * s] * x[j];
-                }
-                avg_argmax_step(c, dot, udot, b, ub, tp, &best, &best_score, &abest,
-                                &abest_score);
-            }
-        }
-        else {
-            /* four classes at a time, as the averaged scores: four folds in flight */
-            Py_ssize_t c = 0;
-            for (; c + 4 <= n_active; c += 4)
-                plain_scores(W, s, c, 4, d, x, b, &best, &best_score);
-            for (; c < n_active; c++)
-                plain_scores(W, s, c, 1, d, x, b, &best, &best_score);
-        }
-        preds[i] = with_average ? abest : best;
-        int64_t y = labels[i];
-        if (y < 0)
-            continue; /* unlabelled: predicted only */
-        n_seen += 1;
-        long long t = n_seen;
-        /* MulticlassPerceptron._note_norm: sq += v * v, a plain left fold from 0.0 */
-        double sq = 0.0;
-        for (Py_ssize_t j = 0; j < d; j++)
-            sq += x[j] * x[j];
-        double r = sqrt(sq);
-        if (!(r < INFINITY)) { /* MulticlassPerceptron._update's checks, in its order */
-            st->refused = i;
-            return;
-        }
-        if (r > max_norm)
-            max_norm = r;
-        if (y == best && y < n_active) {
-            if (forgetting)
-                renormalise_multi(st, t, U, s, ub, n_active, d);
-            continue;
-        }
-        if (y >= n_active)
-            n_active = y + 1; /* a class seen for the first time: always a mistake */
-        n_mistakes += 1;
-        double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
-        int averaging = averaged && (t > 1 || forgetting);
-        double tm = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
-                                        : (double)(t - 1); /* c(t) */
-        b[y] += db;
-        double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
-        if (averaging) {
-            ub[y] += tm * db;
-            check += ub[y] - ub[y];
-        }
-        if (best >= 0) {
-            b[best] += -db;
-            check += b[best] - b[best];
-            if (averaging) {
-                ub[best] += tm * -db;
-                check += ub[best] - ub[best];
-            }
-        }
-        /* w[y] += lr x, w[best] -= lr x; averaging, u[y] += tm lr x, u[best] += tm (-lr) x */
-        double cy = tm * lr, cp = tm * -lr;
-#if HAVE_SSE2_PAIRS
-        if (paired && averaging) {
-            __m128d checks = _mm_setzero_pd();
-            double *wuy = WU + 2 * y * d;
-            __m128d steps = _mm_set_pd(cy, lr);
-            for (Py_ssize_t j = 0; j < d; j++) {
-                __m128d next = _mm_add_pd(_mm_loadu_pd(wuy + 2 * j),
-                                          _mm_mul_pd(steps, _mm_set1_pd(x[j])));
-                _mm_storeu_pd(wuy + 2 * j, next);
-                checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
-            }
-            if (best >= 0) {
-                double *wup = WU + 2 * best * d;
-                steps = _mm_set_pd(cp, -lr);
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    __m128d next = _mm_add_pd(_mm_loadu_pd(wup + 2 * j),
-                                              _mm_mul_pd(steps, _mm_set1_pd(x[j])));
-                    _mm_storeu_pd(wup + 2 * j, next);
-                    checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
-                }
-            }
-            check += _mm_cvtsd_f64(checks) + _mm_cvtsd_f64(_mm_unpackhi_pd(checks, checks));
-        }
-        else
-#endif
-        {
-            double *wy = W + y * d * s;
-            for (Py_ssize_t j = 0; j < d; j++) {
-                double wj = wy[j * s] + lr * x[j];
-                wy[j * s] = wj;
-                check += wj - wj;
-            }
-            if (best >= 0) {
-                double *wp = W + best * d * s;
-                double step = -lr;
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double wj = wp[j * s] + step * x[j];
-                    wp[j * s] = wj;
-                    check += wj - wj;
-                }
-            }
-            if (averaging) {
-                double *uy = U + y * d * s;
-                for (Py_ssize_t j = 0; j < d; j++) {
-                    double uj = uy[j * s] + cy * x[j];
-                    uy[j * s] = uj;
-                    check += uj - uj;
-                }
-                if (best >= 0) {
-                    double *up = U + best * d * s;
-                    for (Py_ssize_t j = 0; j < d; j++) {
-                        double uj = up[j * s] + cp * x[j];
-                        up[j * s] = uj;
-                        check += uj - uj;
-                    }
-                }
-            }
-        }
-        updated[y] = 1;
-        if (best >= 0)
-            updated[best] = 1;
-        if (averaging) {
-            u_updated[y] = 1;
-            if (best >= 0)
-                u_updated[best] = 1;
-        }
-        if (check != 0.0) { /* W, b, U, ub partly written: the caller drops them */
-            st->refused = i;
-            return;
-        }
-        if (forgetting)
-            renormalise_multi(st, t, U, s, ub, n_active, d);
-    }
-    if (paired)
-        for (Py_ssize_t k = 0; k < n_classes * d; k++) {
-            W_in[k] = WU[2 * k];
-            U_in[k] = WU[2 * k + 1];
-        }
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->n_active = n_active;
-}
-
-static void KERNEL_CLONES
-kernel_multiclass(const double *X, Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
-                              double *W, double *b, unsigned char *updated, double *U,
-                              double *ub, unsigned char *u_updated, double *WU, int averaged,
-                              double lr, int bias_mode, int64_t *preds, MultiState *st)
-{
-    if (WU)
-        kernel_multiclass_of(1, X, n, d, labels, W, b, updated, U, ub, u_updated, WU, averaged,
-                             lr, bias_mode, preds, st);
-    else
-        kernel_multiclass_of(0, X, n, d, labels, W, b, updated, U, ub, u_updated, NULL,
-                             averaged, lr, bias_mode, preds, st);
-}
-
-PyDoc_STRVAR(kernel_multiclass_doc,
-"kernel_multiclass(X, labels, W, b, updated, U, ub, u_updated, averaged, n_active, lr,\n"
-"                  bias_mode, max_norm, n_seen, n_mistakes, preds, n, d, n_classes,\n"
-"                  half_life, beta, avg_ref, factors)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors)\n\n"
-"MulticlassPerceptron's learning, row by row: X float64 (n, d), labels int64 (n; the class\n"
-"index, -1 unlabelled), W and U float64 (n_classes, d), b and ub float64 (n_classes) updated\n"
-"in place, updated and u_updated uint8 (n_classes) set for every class whose weights\n"
-"(accumulators) learned, preds int64 (n) the class predicted before learning (-1: no class\n"
-"yet; averaged: the argmax of the averaged scores). refused: the first row whose update\n"
-"would make R, a bias, a weight or an accumulator non-finite (-1: none); the kernel stops\n"
-"there, the arrays partly written: the caller drops them, with the other results.\n"
-"half_life > 0: the forgetting average (beta, avg_ref as the model's _beta, _avg_ref);\n"
-"factors float64 (n) receives the factors of the n_factors renormalisations made, in order.");
-
-static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
-{
-    PyObject *o_X, *o_labels, *o_W, *o_b, *o_updated, *o_U, *o_ub, *o_u_updated, *o_preds;
-    PyObject *o_factors;
-    Py_ssize_t n_active, n, d, n_classes;
-    double lr, max_norm, half_life, beta;
-    int bias_mode, averaged;
-    long long n_seen, n_mistakes, avg_ref;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOpndidLLOnnnddLO", &o_X, &o_labels, &o_W, &o_b,
-                          &o_updated, &o_U, &o_ub, &o_u_updated, &averaged, &n_active, &lr,
-                          &bias_mode, &max_norm, &n_seen, &n_mistakes, &o_preds, &n, &d,
-                          &n_classes, &half_life, &beta, &avg_ref, &o_factors))
-        return NULL;
-    if (n < 0 || d < 0 || n_active < 0 || n_active > n_classes) {
-        PyErr_SetString(PyExc_ValueError, "bad n, d, n_active or n_classes");
-        return NULL;
-    }
-    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
-        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
-        return NULL;
-    }
-    int forgetting = half_life > 0.0;
-    const BufferSpec specs[10] = {
-        {o_X, 0, n * d * (Py_ssize_t)sizeof(double), "X"},
-        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
-        {o_W, 1, n_classes * d * (Py_ssize_t)sizeof(double), "W"},
-        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
-        {o_updated, 1, n_classes, "updated"},
-        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
-        {o_U, 1, (averaged ? n_classes * d : 0) * (Py_ssize_t)sizeof(double), "U"},
-        {o_ub, 1, (averaged ? n_classes : 0) * (Py_ssize_t)sizeof(double), "ub"},
-        {o_u_updated, 1, averaged ? n_classes : 0, "u_updated"},
-        {o_factors, 1, (forgetting ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
-    };
-    Py_buffer v[10];
-    if (get_buffers(specs, v, 10) < 0)
-        return NULL;
-    const int64_t *lab = v[1].buf;
-    for (Py_ssize_t i = 0, next = n_active; i < n; i++) { /* classes come in order */
-        if (lab[i] >= n_classes || lab[i] < -1 || lab[i] > next) {
-            release_buffers(v, 10);
-            PyErr_SetString(PyExc_ValueError, "labels must bring new classes in order");
-            return NULL;
-        }
-        if (lab[i] == next)
-            next++;
-    }
-    MultiState st = {max_norm, n_seen, n_mistakes, n_active, n_classes, -1,
-                     half_life, beta, avg_ref, v[9].buf, 0};
-    double *WU = NULL; /* averaged: W and U paired (see kernel_multiclass_of) */
-    if (averaged && HAVE_SSE2_PAIRS && n_classes * d > 0) {
-        WU = PyMem_Malloc(2 * (size_t)(n_classes * d) * sizeof(double));
-        if (WU == NULL) {
-            release_buffers(v, 10);
-            return PyErr_NoMemory();
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    kernel_multiclass(v[0].buf, n, d, lab, v[2].buf, v[3].buf, v[4].buf, v[6].buf, v[7].buf,
-                      v[8].buf, WU, averaged, lr, bias_mode, v[5].buf, &st);
-    Py_END_ALLOW_THREADS
-    PyMem_Free(WU);
-    release_buffers(v, 10);
-    return Py_BuildValue("ndLLnLn", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
-                         st.refused, st.avg_ref, st.n_factors);
-}
 
 /* -- the sparse block ---------------------------------------------------------------------
  *
@@ -2697,17 +2251,24 @@ static PyObject *py_kernel_pa_binary(PyObject *self, PyObject *args)
                          end.row, end.why);
 }
 
-/* -- the multi-class passive-aggressive blocks ------------------------------------------------
+/* -- the multi-class blocks ------------------------------------------------------------------
  *
- * The rule is _rules.h's pa_multi_rule_row (MulticlassPassiveAggressive._learn, the
- * reference); here only where a block's rows and cells are: W (n_classes, m) a row of weights
- * a class (0.0 where its dict has none), present (n_classes, m) whether it has them (bit 1),
- * joined (n_classes, m) the slots that joined each class's dict, in order, n_joined how many.
+ * The rules are _rules.h's multi_rule_row (MulticlassPerceptron._learn and predict_one, the
+ * dict API's too) and pa_multi_rule_row (MulticlassPassiveAggressive._learn); here only where
+ * a block's rows and cells are: W (n_classes, m) a row of weights a class (0.0 where its dict
+ * has none), U the accumulators likewise (the averaged perceptron), present (n_classes, m)
+ * the bits RULE_W, RULE_U of each class's dicts, joined (2 n_classes, m) the slots that joined
+ * each class's weights (row c) and accumulators (row n_classes + c), in order.
  */
+
+#define RULE_MULTI 0    /* MultiRule, multi_rule_row */
+#define RULE_PA_MULTI 1 /* PaMultiRule, pa_multi_rule_row */
+
 static inline __attribute__((always_inline)) void
-pa_multi_block_of(int kind, const void *X, const int64_t *indptr, const int32_t *slots,
-                  Py_ssize_t n, Py_ssize_t d, const int64_t *labels, PaMultiRule *r,
-                  RuleCells *cls, double *b, double *scores, int64_t *preds, BlockEnd *end)
+multi_block_of(int rule, int kind, const void *X, const int64_t *indptr, const int32_t *slots,
+               Py_ssize_t n, Py_ssize_t d, Py_ssize_t m, const int64_t *labels, void *r,
+               RuleCells *cls, double *b, double *ub, double *dot, double *udot,
+               int64_t *preds, double *factors, BlockEnd *end)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         RuleRow row = {d, NULL, NULL, NULL, NULL, NULL};
@@ -2719,388 +2280,222 @@ pa_multi_block_of(int kind, const void *X, const int64_t *indptr, const int32_t 
         }
         else
             row.values = (const double *)X + i * d;
-        int got = pa_multi_rule_row(r, cls, b, scores, &row, labels[i], kind == BLOCK_SPARSE,
-                                    &preds[i]);
+        double factor = 0.0;
+        int got = rule == RULE_PA_MULTI
+                      ? pa_multi_rule_row(r, cls, b, dot, &row, labels[i], kind == BLOCK_SPARSE,
+                                          &preds[i])
+                      : multi_rule_row(r, cls, b, ub, dot, udot, &row, labels[i],
+                                       kind == BLOCK_SPARSE, m, &preds[i], &factor);
         if (got != ROW_DONE) {
             end->row = i;
             end->why = got;
             return;
         }
+        if (factor != 0.0)
+            factors[end->n_factors++] = factor;
     }
 }
 
-static void pa_multi_block_dense(const void *X, const int64_t *indptr, const int32_t *slots,
-                                 Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
-                                 PaMultiRule *r, RuleCells *cls, double *b, double *scores,
-                                 int64_t *preds, BlockEnd *end)
-{
-    pa_multi_block_of(BLOCK_DENSE, X, indptr, slots, n, d, labels, r, cls, b, scores, preds,
-                      end);
-}
+#define MULTI_BLOCK_VARIANT(name, rule, kind)                                                 \
+    static void KERNEL_CLONES name(const void *X, const int64_t *indptr, const int32_t *slots, \
+                                   Py_ssize_t n, Py_ssize_t d, Py_ssize_t m,                  \
+                                   const int64_t *labels, void *r, RuleCells *cls, double *b, \
+                                   double *ub, double *dot, double *udot, int64_t *preds,     \
+                                   double *factors, BlockEnd *end)                            \
+    {                                                                                         \
+        multi_block_of(rule, kind, X, indptr, slots, n, d, m, labels, r, cls, b, ub, dot,     \
+                       udot, preds, factors, end);                                            \
+    }
+MULTI_BLOCK_VARIANT(multi_block_dense, RULE_MULTI, BLOCK_DENSE)
+MULTI_BLOCK_VARIANT(multi_block_sparse, RULE_MULTI, BLOCK_SPARSE)
+MULTI_BLOCK_VARIANT(pa_multi_block_dense, RULE_PA_MULTI, BLOCK_DENSE)
+MULTI_BLOCK_VARIANT(pa_multi_block_sparse, RULE_PA_MULTI, BLOCK_SPARSE)
 
-static void pa_multi_block_sparse(const void *X, const int64_t *indptr, const int32_t *slots,
-                                  Py_ssize_t n, Py_ssize_t d, const int64_t *labels,
-                                  PaMultiRule *r, RuleCells *cls, double *b, double *scores,
-                                  int64_t *preds, BlockEnd *end)
-{
-    pa_multi_block_of(BLOCK_SPARSE, X, indptr, slots, n, d, labels, r, cls, b, scores, preds,
-                      end);
-}
+typedef void (*MultiBlockFn)(const void *, const int64_t *, const int32_t *, Py_ssize_t,
+                             Py_ssize_t, Py_ssize_t, const int64_t *, void *, RuleCells *,
+                             double *, double *, double *, double *, int64_t *, double *,
+                             BlockEnd *);
 
-PyDoc_STRVAR(kernel_pa_multiclass_doc,
-"kernel_pa_multiclass(X, indptr, slots, labels, W, b, scores, present, joined, n_joined,\n"
-"                     preds, n, m, n_classes, rule)\n"
-"    -> (rule, stopped, why)\n\n"
-"MulticlassPassiveAggressive over a block (learners/_pa_kernel.py): dense, X float64 (n, m),\n"
-"indptr and slots None; or sparse, X the float64 values of n CSR rows (indptr int64 n + 1,\n"
-"slots int32 in [0, m)). labels int64 (n; the class index, -1 unlabelled, classes in order),\n"
-"W float64 (n_classes, m), b (n_classes), present uint8 (n_classes, m) written in place,\n"
-"joined int64 (n_classes, m) and n_joined int64 (n_classes): the slots that joined each\n"
-"class's dict, in order; scores a float64 scratch (n_classes); preds int64 (n; -1: no class\n"
-"yet). rule: (variant, C, learned_bias, max_norm, n_seen, n_mistakes, n_active), given back\n"
-"learned; stopped, why as kernel_binary's.");
-
-static PyObject *py_kernel_pa_multiclass(PyObject *self, PyObject *args)
+/* A multi-class block kernel's call: o the buffers (X, indptr, slots, labels, W, U, b, ub,
+ * present, joined, n_joined, preds, factors) checked and held, fns' variant for the block's
+ * kind (dense, sparse) run without the GIL on rule r (classes [0, *n_active) known), the
+ * joined slots' counts into n_joined, where the block stopped into *end. Py_None; NULL on
+ * error. */
+static PyObject *run_multi_block(PyObject *o[13], Py_ssize_t n, Py_ssize_t m,
+                                 Py_ssize_t n_classes, int averaged, int forgetting,
+                                 Py_ssize_t n_active, const MultiBlockFn fns[2], void *r,
+                                 BlockEnd *end)
 {
-    PyObject *o_X, *o_indptr, *o_slots, *o_labels, *o_W, *o_b, *o_scores, *o_present, *o_joined;
-    PyObject *o_njoined, *o_preds;
-    Py_ssize_t n, m, n_classes;
-    PaMultiRule r;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOnnn(idpdLLn)", &o_X, &o_indptr, &o_slots, &o_labels,
-                          &o_W, &o_b, &o_scores, &o_present, &o_joined, &o_njoined, &o_preds,
-                          &n, &m, &n_classes, &r.variant, &r.C, &r.learned_bias, &r.max_norm,
-                          &r.n_seen, &r.n_mistakes, &r.n_active))
-        return NULL;
-    if (n < 0 || m < 0 || r.n_active < 0 || n_classes < r.n_active || r.variant < 0 ||
-        r.variant > 2) {
+    if (n < 0 || m < 0 || n_active < 0 || n_classes < n_active) {
         PyErr_SetString(PyExc_ValueError, "bad n, m, n_classes or rule");
         return NULL;
     }
-    int sparse = o_indptr != Py_None;
+    int sparse = o[1] != Py_None;
     Py_buffer iv;
     Py_ssize_t nnz = n * m;
-    if (sparse && (nnz = get_indptr(o_indptr, &iv, n)) < 0)
+    if (sparse && (nnz = get_indptr(o[1], &iv, n)) < 0)
         return NULL;
-    const Py_ssize_t cm = n_classes * m;
-    const BufferSpec specs[10] = {
-        {o_X, 0, nnz * (Py_ssize_t)sizeof(double), "X"},
-        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
-        {o_W, 1, cm * (Py_ssize_t)sizeof(double), "W"},
-        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
-        {o_scores, 1, n_classes * (Py_ssize_t)sizeof(double), "scores"},
-        {o_present, 1, cm, "present"},
-        {o_joined, 1, cm * (Py_ssize_t)sizeof(Py_ssize_t), "joined"},
-        {o_njoined, 1, n_classes * (Py_ssize_t)sizeof(int64_t), "n_joined"},
-        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
-        {sparse ? o_slots : o_labels, 0, sparse ? nnz * (Py_ssize_t)sizeof(int32_t) : 0,
-         "slots"},
+    const Py_ssize_t cm = n_classes * m, k = n_classes, ds = (Py_ssize_t)sizeof(double);
+    const BufferSpec specs[13] = {
+        {o[0], 0, nnz * ds, "X"},
+        {o[3], 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
+        {o[4], 1, cm * ds, "W"},
+        {o[5], 1, (averaged ? cm : 0) * ds, "U"},
+        {o[6], 1, k * ds, "b"},
+        {o[7], 1, k * ds, "ub"},
+        {o[8], 1, cm, "present"},
+        {o[9], 1, 2 * cm * (Py_ssize_t)sizeof(Py_ssize_t), "joined"},
+        {o[10], 1, 2 * k * (Py_ssize_t)sizeof(int64_t), "n_joined"},
+        {o[11], 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
+        {o[12], 1, (forgetting ? n : 0) * ds, "factors"},
+        {sparse ? o[2] : o[3], 0, sparse ? nnz * (Py_ssize_t)sizeof(int32_t) : 0, "slots"},
     };
-    Py_buffer v[10];
-    if (get_buffers(specs, v, 10) < 0) {
+    Py_buffer v[12];
+    if (get_buffers(specs, v, 12) < 0) {
         if (sparse)
             PyBuffer_Release(&iv);
         return NULL;
     }
-    RuleCells *cls = PyMem_New(RuleCells, n_classes ? n_classes : 1);
-    if (cls == NULL || (sparse && !slots_in_range(v[9].buf, nnz, m)) ||
-        !labels_in_order(v[1].buf, n, r.n_active, n_classes)) {
-        if (cls == NULL)
+    RuleCells *cls = PyMem_New(RuleCells, k ? k : 1);
+    double *scratch = PyMem_New(double, 2 * k + 2);
+    if (cls == NULL || scratch == NULL || (sparse && !slots_in_range(v[11].buf, nnz, m)) ||
+        !labels_in_order(v[1].buf, n, n_active, n_classes)) {
+        if (cls == NULL || scratch == NULL)
             PyErr_NoMemory();
         PyMem_Free(cls);
-        release_buffers(v, 10);
+        PyMem_Free(scratch);
+        release_buffers(v, 12);
         if (sparse)
             PyBuffer_Release(&iv);
         return NULL;
     }
-    int64_t *n_joined = v[7].buf;
-    for (Py_ssize_t c = 0; c < n_classes; c++) {
-        double *w = (double *)v[2].buf + c * m;
-        Py_ssize_t *joined = (Py_ssize_t *)v[6].buf + c * m;
-        RuleCells cell = {w, w, (unsigned char *)v[5].buf + c * m, 1, joined, joined, 0, 0, 0};
+    /* averaged, a dense block's W and U side by side (WU[2 (c m + j)], then U's cell): one
+     * cache line holds both folds' terms */
+    double *W = v[2].buf, *U = v[3].buf, *WU = NULL;
+    unsigned char *P = v[6].buf, *PP = NULL; /* the presence bits at the cells' stride */
+    if (averaged && !sparse && cm > 0) {
+        WU = PyMem_New(double, 2 * cm);
+        PP = PyMem_Malloc(2 * (size_t)cm);
+        if (WU == NULL || PP == NULL) {
+            PyMem_Free(WU);
+            PyMem_Free(PP);
+            PyMem_Free(cls);
+            PyMem_Free(scratch);
+            release_buffers(v, 12);
+            return PyErr_NoMemory();
+        }
+        for (Py_ssize_t j = 0; j < cm; j++) {
+            WU[2 * j] = W[j];
+            WU[2 * j + 1] = U[j];
+            PP[2 * j] = P[j];
+        }
+    }
+    Py_ssize_t *joined = v[7].buf;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        double *w = WU ? WU + 2 * c * m : W + c * m;
+        double *u = WU ? w + 1 : averaged ? U + c * m : w;
+        RuleCells cell = {w, u, WU ? PP + 2 * c * m : P + c * m, WU ? 2 : 1, joined + c * m,
+                          joined + (k + c) * m, 0, 0, 0, WU != NULL};
         cls[c] = cell;
     }
-    BlockEnd end = {-1, ROW_DONE, 0};
     const int64_t *indptr = sparse ? iv.buf : NULL;
+    const int32_t *slots = sparse ? v[11].buf : NULL;
+    MultiBlockFn fn = sparse ? fns[1] : fns[0];
     Py_BEGIN_ALLOW_THREADS
-    if (sparse)
-        pa_multi_block_sparse(v[0].buf, indptr, v[9].buf, n, 0, v[1].buf, &r, cls, v[3].buf,
-                              v[4].buf, v[8].buf, &end);
-    else
-        pa_multi_block_dense(v[0].buf, NULL, NULL, n, m, v[1].buf, &r, cls, v[3].buf, v[4].buf,
-                             v[8].buf, &end);
+    fn(v[0].buf, indptr, slots, n, sparse ? 0 : m, m, v[1].buf, r, cls, v[4].buf, v[5].buf,
+       scratch, scratch + k + 1, v[9].buf, v[10].buf, end);
     Py_END_ALLOW_THREADS
-    for (Py_ssize_t c = 0; c < n_classes; c++)
+    if (WU != NULL) {
+        for (Py_ssize_t j = 0; j < cm; j++) {
+            W[j] = WU[2 * j];
+            U[j] = WU[2 * j + 1];
+            P[j] = PP[2 * j];
+        }
+        PyMem_Free(WU);
+        PyMem_Free(PP);
+    }
+    int64_t *n_joined = v[8].buf;
+    for (Py_ssize_t c = 0; c < k; c++) {
         n_joined[c] = cls[c].n_joined_w;
+        n_joined[k + c] = cls[c].n_joined_u;
+    }
     PyMem_Free(cls);
-    release_buffers(v, 10);
+    PyMem_Free(scratch);
+    release_buffers(v, 12);
     if (sparse)
         PyBuffer_Release(&iv);
-    return Py_BuildValue("(ididLLn)ni", r.variant, r.C, r.learned_bias, r.max_norm, r.n_seen,
-                         r.n_mistakes, r.n_active, end.row, end.why);
+    return Py_None;
 }
 
+PyDoc_STRVAR(kernel_multiclass_doc,
+"kernel_multiclass(X, indptr, slots, labels, W, U, b, ub, present, joined, n_joined, preds,\n"
+"                  factors, n, m, n_classes, rule)\n"
+"    -> (rule, n_factors, stopped, why)\n\n"
+"MulticlassPerceptron over a block (learners/_multiclass_kernel.py): dense, X float64 (n, m),\n"
+"indptr and slots None; or sparse, X the float64 values of n CSR rows (indptr int64 n + 1,\n"
+"slots int32 in [0, m)). labels int64 (n; the class index, -1 unlabelled, classes in order);\n"
+"the cells W, U float64 (n_classes, m; U empty unless averaged), b, ub float64 (n_classes),\n"
+"present uint8 (n_classes, m: bits 1 weight, 2 accumulator in the class's dicts) written in\n"
+"place; joined int64 (2 n_classes, m) and n_joined int64 (2 n_classes): the slots that\n"
+"joined each class's weights, then each class's accumulators, in order; preds int64 (n; -1:\n"
+"no class yet); factors float64 (n): the renormalisations' factors. rule: (lr, lr_int,\n"
+"bias_mode, averaged, half_life, beta, max_norm, n_seen, n_mistakes, avg_ref, n_active),\n"
+"given back learned. stopped, why as kernel_binary's.");
 
-/* A row's sum of squares, sq += v * v from +0.0 in its order; *finite 0 when a value is not
-   finite (an infinite sq with finite values is the caller's: too large). */
-static inline double sparse_sq(const double *values, Py_ssize_t k0, Py_ssize_t k1, int *finite)
+static PyObject *py_kernel_multiclass(PyObject *self, PyObject *args)
 {
-    double sq = 0.0;
-    for (Py_ssize_t k = k0; k < k1; k++)
-        sq += values[k] * values[k];
-    if (!(sq < INFINITY)) {
-        double nonfinite = 0.0;
-        for (Py_ssize_t k = k0; k < k1; k++)
-            nonfinite += values[k] - values[k];
-        *finite = nonfinite == 0.0;
+    PyObject *o[13];
+    Py_ssize_t n, m, n_classes;
+    MultiRule r;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnnn(dpipdddLLLn)", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &n,
+                          &m, &n_classes, &r.lr, &r.lr_int, &r.bias_mode, &r.averaged,
+                          &r.half_life, &r.beta, &r.max_norm, &r.n_seen, &r.n_mistakes,
+                          &r.avg_ref, &r.n_active))
+        return NULL;
+    if (!(r.half_life >= 0.0) || (r.half_life > 0.0 && !r.averaged) || r.bias_mode < 0 ||
+        r.bias_mode > 2 || (r.lr_int && !(fabs(r.lr) <= RULE_EXACT_INT))) {
+        PyErr_SetString(PyExc_ValueError, "bad rule");
+        return NULL;
     }
-    return sq;
+    static const MultiBlockFn fns[2] = {multi_block_dense, multi_block_sparse};
+    BlockEnd end = {-1, ROW_DONE, 0};
+    if (run_multi_block(o, n, m, n_classes, r.averaged, r.half_life > 0.0, r.n_active, fns, &r,
+                        &end) == NULL)
+        return NULL;
+    return Py_BuildValue("(diiidddLLLn)nni", r.lr, r.lr_int, r.bias_mode, r.averaged,
+                         r.half_life, r.beta, r.max_norm, r.n_seen, r.n_mistakes, r.avg_ref,
+                         r.n_active, end.n_factors, end.row, end.why);
 }
 
-/* w[j] = w[j] + a * v for the row's items (k0..k1), in its order; a slot not present joins
-   (present set, appended to fresh[*count]). Returns the sum of each new wj - wj: 0.0 when all
-   are finite, NaN otherwise. */
-static inline double sparse_axpy(double *w, unsigned char *present, int32_t *fresh,
-                                 int64_t *count, const int32_t *slots, const double *values,
-                                 Py_ssize_t k0, Py_ssize_t k1, double a)
+PyDoc_STRVAR(kernel_pa_multiclass_doc,
+"kernel_pa_multiclass(X, indptr, slots, labels, W, U, b, ub, present, joined, n_joined,\n"
+"                     preds, factors, n, m, n_classes, rule)\n"
+"    -> (rule, n_factors, stopped, why)\n\n"
+"MulticlassPassiveAggressive over a block (learners/_pa_kernel.py), as kernel_multiclass (U\n"
+"and factors empty, ub unused): rule (variant 0 pa 1 pa1 2 pa2, C, learned_bias, max_norm,\n"
+"n_seen, n_mistakes, n_active).");
+
+static PyObject *py_kernel_pa_multiclass(PyObject *self, PyObject *args)
 {
-    double check = 0.0;
-    for (Py_ssize_t k = k0; k < k1; k++) {
-        Py_ssize_t j = slots[k];
-        double wj = w[j] + a * values[k];
-        w[j] = wj;
-        check += wj - wj;
-        if (!present[j]) {
-            present[j] = 1;
-            fresh[(*count)++] = (int32_t)j;
-        }
-    }
-    return check;
-}
-
-/* The model's dicts as a sparse kernel tracks them, per class c (m slots a class): present[c m
-   + j] whether c's weight dict has slot j's key, w_new[c m ..] the slots that joined it in
-   order, n_new[c] how many; u_present, u_new and n_new[n_classes + c] the same for the
-   accumulators (averaged only). The binary kernels: one class. */
-typedef struct {
-    unsigned char *present, *u_present;
-    int32_t *w_new, *u_new;
-    int64_t *n_new;
-} SparseDicts;
-
-
-/* kernel_multiclass_of's rule (MulticlassPerceptron._learn / predict_one) over CSR rows: W
-   and U (n_classes, m), each class's dot (and udot) over the row's items, 0.0 where its dict
-   has none (a left fold from +0.0 gives the same sum, as in the dense kernel); an update
-   moves the row's entries of w_y and w_best (and their accumulators when averaging), each
-   entry new to its class's dict joining it; the forgetting average's renormalisation
-   rescales every entry (renormalise_multi). Returns 0 when a value is not finite. */
-static int kernel_multiclass_sparse(const int64_t *indptr, const int32_t *slots,
-                                    const double *values, Py_ssize_t n, Py_ssize_t m,
-                                    const int64_t *labels, double *W, double *b,
-                                    unsigned char *updated, double *U, double *ub,
-                                    unsigned char *u_updated, SparseDicts *dicts, int averaged,
-                                    double lr, int bias_mode, int64_t *preds, MultiState *st)
-{
-    double max_norm = st->max_norm;
-    long long n_seen = st->n_seen, n_mistakes = st->n_mistakes;
-    Py_ssize_t n_active = st->n_active, n_classes = st->n_classes;
-    const int forgetting = st->half_life > 0.0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Py_ssize_t k0 = (Py_ssize_t)indptr[i], k1 = (Py_ssize_t)indptr[i + 1];
-        int finite = 1;
-        double sq = sparse_sq(values, k0, k1, &finite);
-        if (!finite)
-            return 0;
-        int64_t best = -1, abest = -1;
-        double best_score = 0.0, abest_score = 0.0;
-        int with_average = averaged && n_seen > 0;
-        double tp = forgetting && with_average
-                        ? pow(st->beta, (double)(st->avg_ref - n_seen - 1))
-                        : (double)n_seen;
-        for (Py_ssize_t c = 0; c < n_active; c++) {
-            const double *wc = W + c * m;
-            double dot = 0.0;
-            if (with_average) {
-                const double *uc = U + c * m;
-                double udot = 0.0;
-                for (Py_ssize_t k = k0; k < k1; k++) {
-                    Py_ssize_t j = slots[k];
-                    double v = values[k];
-                    dot += wc[j] * v;
-                    udot += uc[j] * v;
-                }
-                avg_argmax_step(c, dot, udot, b, ub, tp, &best, &best_score, &abest,
-                                &abest_score);
-            }
-            else {
-                for (Py_ssize_t k = k0; k < k1; k++)
-                    dot += wc[slots[k]] * values[k];
-                double score = dot + b[c];
-                if (best < 0 || score > best_score) {
-                    best = c;
-                    best_score = score;
-                }
-            }
-        }
-        preds[i] = with_average ? abest : best;
-        int64_t y = labels[i];
-        if (y < 0)
-            continue; /* unlabelled: predicted only */
-        n_seen += 1;
-        long long t = n_seen;
-        double r = sqrt(sq);
-        if (!(r < INFINITY)) { /* MulticlassPerceptron._update's checks, in its order */
-            st->refused = i;
-            return 1;
-        }
-        if (r > max_norm)
-            max_norm = r;
-        if (y == best && y < n_active) {
-            if (forgetting)
-                renormalise_multi(st, t, U, 1, ub, n_active, m);
-            continue;
-        }
-        if (y >= n_active)
-            n_active = y + 1; /* a class seen for the first time: always a mistake */
-        n_mistakes += 1;
-        double db = bias_mode == 0 ? lr : bias_mode == 1 ? max_norm * max_norm : 0.0;
-        int averaging = averaged && (t > 1 || forgetting);
-        double tm = forgetting ? pow(st->beta, (double)(st->avg_ref - t))
-                               : (double)(t - 1); /* c(t) */
-        b[y] += db;
-        double check = b[y] - b[y]; /* 0.0 when finite, NaN otherwise */
-        if (averaging) {
-            ub[y] += tm * db;
-            check += ub[y] - ub[y];
-        }
-        if (best >= 0) {
-            b[best] += -db;
-            check += b[best] - b[best];
-            if (averaging) {
-                ub[best] += tm * -db;
-                check += ub[best] - ub[best];
-            }
-        }
-        /* w[y] += lr x, w[best] -= lr x; averaging, u[y] += tm lr x, u[best] += tm (-lr) x */
-        check += sparse_axpy(W + y * m, dicts->present + y * m, dicts->w_new + y * m,
-                             dicts->n_new + y, slots, values, k0, k1, lr);
-        if (best >= 0)
-            check += sparse_axpy(W + best * m, dicts->present + best * m,
-                                 dicts->w_new + best * m, dicts->n_new + best, slots, values,
-                                 k0, k1, -lr);
-        if (averaging) {
-            check += sparse_axpy(U + y * m, dicts->u_present + y * m, dicts->u_new + y * m,
-                                 dicts->n_new + n_classes + y, slots, values, k0, k1, tm * lr);
-            if (best >= 0)
-                check += sparse_axpy(U + best * m, dicts->u_present + best * m,
-                                     dicts->u_new + best * m, dicts->n_new + n_classes + best,
-                                     slots, values, k0, k1, tm * -lr);
-        }
-        updated[y] = 1;
-        if (best >= 0)
-            updated[best] = 1;
-        if (averaging) {
-            u_updated[y] = 1;
-            if (best >= 0)
-                u_updated[best] = 1;
-        }
-        if (check != 0.0) { /* W, b, U, ub partly written: the caller drops them */
-            st->refused = i;
-            return 1;
-        }
-        if (forgetting)
-            renormalise_multi(st, t, U, 1, ub, n_active, m);
-    }
-    st->max_norm = max_norm;
-    st->n_seen = n_seen;
-    st->n_mistakes = n_mistakes;
-    st->n_active = n_active;
-    return 1;
-}
-
-PyDoc_STRVAR(kernel_multiclass_sparse_doc,
-"kernel_multiclass_sparse(indptr, slots, values, labels, W, b, updated, U, ub, u_updated,\n"
-"                         present, u_present, w_new, u_new, n_new, averaged, n_active, lr,\n"
-"                         bias_mode, max_norm, n_seen, n_mistakes, preds, n, m, n_classes,\n"
-"                         half_life, beta, avg_ref, factors)\n"
-"    -> (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors, finite)\n\n"
-"kernel_multiclass over n CSR rows (indptr int64 n + 1, slots int32, values float64) of a\n"
-"block's m features: W, U float64 (n_classes, m), b, ub, updated, u_updated as there;\n"
-"present, u_present uint8 (n_classes, m) whether each class's weight (accumulator) dict has\n"
-"each feature, updated in place; w_new, u_new int32 (n_classes, m) per class the slots that\n"
-"joined that dict, in order; n_new int64 (2 n_classes) how many (weights, then\n"
-"accumulators). Not averaged: U, ub, u_updated, u_present and u_new may be empty.");
-
-static PyObject *py_kernel_multiclass_sparse(PyObject *self, PyObject *args)
-{
-    PyObject *o_indptr, *o_slots, *o_values, *o_labels, *o_W, *o_b, *o_updated, *o_U, *o_ub;
-    PyObject *o_u_updated, *o_present, *o_upresent, *o_wnew, *o_unew, *o_nnew, *o_preds;
-    PyObject *o_factors;
-    Py_ssize_t n_active, n, m, n_classes;
-    double lr, max_norm, half_life, beta;
-    int bias_mode, averaged;
-    long long n_seen, n_mistakes, avg_ref;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOpndidLLOnnnddLO", &o_indptr, &o_slots,
-                          &o_values, &o_labels, &o_W, &o_b, &o_updated, &o_U, &o_ub,
-                          &o_u_updated, &o_present, &o_upresent, &o_wnew, &o_unew, &o_nnew,
-                          &averaged, &n_active, &lr, &bias_mode, &max_norm, &n_seen,
-                          &n_mistakes, &o_preds, &n, &m, &n_classes, &half_life, &beta,
-                          &avg_ref, &o_factors))
+    PyObject *o[13];
+    Py_ssize_t n, m, n_classes;
+    PaMultiRule r;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnnn(idpdLLn)", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &n, &m,
+                          &n_classes, &r.variant, &r.C, &r.learned_bias, &r.max_norm,
+                          &r.n_seen, &r.n_mistakes, &r.n_active))
         return NULL;
-    if (n < 0 || m < 0 || n_active < 0 || n_active > n_classes) {
-        PyErr_SetString(PyExc_ValueError, "bad n, m, n_active or n_classes");
+    if (r.variant < 0 || r.variant > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad rule");
         return NULL;
     }
-    if (!(half_life >= 0.0) || (half_life > 0.0 && !averaged)) {
-        PyErr_SetString(PyExc_ValueError, "half_life must be >= 0, and > 0 only when averaged");
+    static const MultiBlockFn fns[2] = {pa_multi_block_dense, pa_multi_block_sparse};
+    BlockEnd end = {-1, ROW_DONE, 0};
+    if (run_multi_block(o, n, m, n_classes, 0, 0, r.n_active, fns, &r, &end) == NULL)
         return NULL;
-    }
-    Py_buffer iv;
-    Py_ssize_t nnz = get_indptr(o_indptr, &iv, n);
-    if (nnz < 0)
-        return NULL;
-    const Py_ssize_t cm = n_classes * m, acm = averaged ? cm : 0;
-    const BufferSpec specs[16] = {
-        {o_slots, 0, nnz * (Py_ssize_t)sizeof(int32_t), "slots"},
-        {o_values, 0, nnz * (Py_ssize_t)sizeof(double), "values"},
-        {o_labels, 0, n * (Py_ssize_t)sizeof(int64_t), "labels"},
-        {o_W, 1, cm * (Py_ssize_t)sizeof(double), "W"},
-        {o_b, 1, n_classes * (Py_ssize_t)sizeof(double), "b"},
-        {o_updated, 1, n_classes, "updated"},
-        {o_U, 1, acm * (Py_ssize_t)sizeof(double), "U"},
-        {o_ub, 1, (averaged ? n_classes : 0) * (Py_ssize_t)sizeof(double), "ub"},
-        {o_u_updated, 1, averaged ? n_classes : 0, "u_updated"},
-        {o_present, 1, cm, "present"},
-        {o_upresent, 1, acm, "u_present"},
-        {o_wnew, 1, cm * (Py_ssize_t)sizeof(int32_t), "w_new"},
-        {o_unew, 1, acm * (Py_ssize_t)sizeof(int32_t), "u_new"},
-        {o_nnew, 1, 2 * n_classes * (Py_ssize_t)sizeof(int64_t), "n_new"},
-        {o_preds, 1, n * (Py_ssize_t)sizeof(int64_t), "preds"},
-        {o_factors, 1, (half_life > 0.0 ? n : 0) * (Py_ssize_t)sizeof(double), "factors"},
-    };
-    Py_buffer v[16];
-    if (get_buffers(specs, v, 16) < 0) {
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    if (!slots_in_range(v[0].buf, nnz, m) || !labels_in_order(v[2].buf, n, n_active, n_classes)) {
-        release_buffers(v, 16);
-        PyBuffer_Release(&iv);
-        return NULL;
-    }
-    MultiState st = {max_norm, n_seen, n_mistakes, n_active, n_classes, -1,
-                     half_life, beta, avg_ref, v[15].buf, 0};
-    SparseDicts dicts = {v[9].buf, v[10].buf, v[11].buf, v[12].buf, v[13].buf};
-    int finite;
-    Py_BEGIN_ALLOW_THREADS
-    finite = kernel_multiclass_sparse(iv.buf, v[0].buf, v[1].buf, n, m, v[2].buf, v[3].buf,
-                                      v[4].buf, v[5].buf, v[6].buf, v[7].buf, v[8].buf, &dicts,
-                                      averaged, lr, bias_mode, v[14].buf, &st);
-    Py_END_ALLOW_THREADS
-    release_buffers(v, 16);
-    PyBuffer_Release(&iv);
-    return Py_BuildValue("ndLLnLnO", st.n_active, st.max_norm, st.n_seen, st.n_mistakes,
-                         st.refused, st.avg_ref, st.n_factors, finite ? Py_True : Py_False);
+    return Py_BuildValue("(ididLLn)nni", r.variant, r.C, r.learned_bias, r.max_norm, r.n_seen,
+                         r.n_mistakes, r.n_active, end.n_factors, end.row, end.why);
 }
 
 /* -- the join's plan of a block (--join-key on the block path) ------------------------------
@@ -3687,8 +3082,6 @@ static PyMethodDef methods[] = {
     {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
     {"scan_sparse_csv", py_scan_sparse_csv, METH_VARARGS, scan_sparse_csv_doc},
     {"remap_slots", py_remap_slots, METH_VARARGS, remap_slots_doc},
-    {"kernel_multiclass_sparse", py_kernel_multiclass_sparse, METH_VARARGS,
-     kernel_multiclass_sparse_doc},
     {"join_plan", py_join_plan, METH_VARARGS, join_plan_doc},
     {"join_served", py_join_served, METH_VARARGS, join_served_doc},
     {NULL, NULL, 0, NULL},

@@ -22,6 +22,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define RULE_INLINE static inline __attribute__((always_inline))
 
@@ -51,6 +54,8 @@ typedef struct {
     Py_ssize_t *joined_w, *joined_u;
     Py_ssize_t n_joined_w, n_joined_u;
     int all_w;
+    int paired; /* u == w + 1, stride 2: a class's two folds the lanes of one SSE2 vector */
+    int all_u;  /* every slot has its accumulator (after a dense row's averaging update) */
 } RuleCells;
 
 /* A row of n (slot, value) pairs: the slots slots32[k] or slots[k] or, neither given, k (a
@@ -90,6 +95,73 @@ RULE_INLINE double rule_mul(double a, int a_int, double b, int b_int)
     return a_int && b_int && (a == 0.0 || b == 0.0) ? 0.0 : a * b;
 }
 
+/* -a, an exact int when a_int: Python's negation (an int zero stays +0.0). */
+RULE_INLINE double rule_neg(double a, int a_int)
+{
+    return a_int && a == 0.0 ? 0.0 : -a;
+}
+
+/* The row's squared norm, sq += v * v from +0.0 in its order, into *sq; with check_finite, 0
+ * when a value is not finite (an infinite sq of finite values is the rule's: too large). */
+RULE_INLINE int rule_sq(const RuleRow *row, int check_finite, double *sq)
+{
+    double q = 0.0;
+    for (Py_ssize_t k = 0; k < row->n; k++) {
+        double v = rule_value(row, k);
+        q += v * v;
+    }
+    *sq = q;
+    if (check_finite && !(q < INFINITY)) {
+        double nonfinite = 0.0;
+        for (Py_ssize_t k = 0; k < row->n; k++) {
+            double v = rule_value(row, k);
+            nonfinite += v - v;
+        }
+        return nonfinite == 0.0;
+    }
+    return 1;
+}
+
+/* The first best of n scores (_argmax: the first wins ties, NaN never beats a score); -1 when
+ * n is 0. No branch on the scores (a branch there, taken at random classes, is often
+ * mispredicted). */
+RULE_INLINE Py_ssize_t rule_argmax(const double *scores, Py_ssize_t n)
+{
+    if (n <= 0)
+        return -1;
+    Py_ssize_t best = 0;
+    double best_score = scores[0];
+    for (Py_ssize_t c = 1; c < n; c++) {
+        double s = scores[c];
+        int take = s > best_score;
+        best = take ? c : best;
+        best_score = take ? s : best_score;
+    }
+    return best;
+}
+
+/* rule_argmax of two score arrays in one pass (two independent chains). */
+RULE_INLINE void rule_argmax2(const double *s, const double *t, Py_ssize_t n, Py_ssize_t *best_s,
+                              int64_t *best_t)
+{
+    if (n <= 0) {
+        *best_s = -1;
+        *best_t = -1;
+        return;
+    }
+    Py_ssize_t a = 0, b = 0;
+    double as = s[0], bs = t[0];
+    for (Py_ssize_t c = 1; c < n; c++) {
+        int take = s[c] > as, take_t = t[c] > bs;
+        a = take ? c : a;
+        as = take ? s[c] : as;
+        b = take_t ? c : b;
+        bs = take_t ? t[c] : bs;
+    }
+    *best_s = a;
+    *best_t = b;
+}
+
 /* -- the binary perceptron ----------------------------------------------------------------- */
 
 /* The binary perceptron's hyperparameters and scalars: the learner's fields, read once per
@@ -116,9 +188,14 @@ typedef struct {
 
 /* D(t), the divisor of the accumulators in the average after t >= 1 examples
  * (LinearHyperparameters._avg_div): t, or beta ** (avg_ref - t - 1) when forgetting. */
+RULE_INLINE double rule_divisor(double half_life, double beta, long long avg_ref, long long t)
+{
+    return half_life > 0.0 ? pow(beta, (double)(avg_ref - t - 1)) : (double)t;
+}
+
 RULE_INLINE double binary_rule_divisor(const BinaryRule *r, long long t)
 {
-    return r->half_life > 0.0 ? pow(r->beta, (double)(r->avg_ref - t - 1)) : (double)t;
+    return rule_divisor(r->half_life, r->beta, r->avg_ref, t);
 }
 
 /* The score predict_one decides on: the plain score, or the averaged one once the model has
@@ -170,6 +247,84 @@ RULE_INLINE int binary_rule_learn(const BinaryRule *r, int y, double score, doub
     return -INFINITY < s->b && s->b < INFINITY && -INFINITY < s->ub && s->ub < INFINITY;
 }
 
+/* A mistake's new cells: w[j] + step * v, and u[j] + cstep * v when averaging, in the row's
+ * order, into scratch (2n doubles: the weights', then the accumulators') when checked, else
+ * stored as they are computed. 1: every value finite; 0: not (unchecked: some stored). */
+RULE_INLINE int rule_next(RuleCells *c, const RuleRow *row, const BinaryStep *s, int checked,
+                          double *scratch)
+{
+    const Py_ssize_t n = row->n, st = c->stride;
+    double *const w = c->w, *const u = c->u;
+    double check = 0.0;
+#if defined(__SSE2__)
+    if (c->paired && s->averaging && !checked && row->is_int == NULL) {
+        /* (w, u) += (step, cstep) * v as one vector: each lane the scalar operations */
+        const __m128d steps = _mm_set_pd(s->cstep, s->step);
+        __m128d checks = _mm_setzero_pd();
+        for (Py_ssize_t k = 0; k < n; k++) {
+            double *cell = w + 2 * rule_slot(row, k);
+            const __m128d next = _mm_add_pd(_mm_loadu_pd(cell),
+                                            _mm_mul_pd(steps, _mm_set1_pd(rule_value(row, k))));
+            _mm_storeu_pd(cell, next);
+            checks = _mm_add_pd(checks, _mm_sub_pd(next, next));
+        }
+        return _mm_cvtsd_f64(checks) + _mm_cvtsd_f64(_mm_unpackhi_pd(checks, checks)) == 0.0;
+    }
+#endif
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const double v = rule_value(row, k);
+        const Py_ssize_t j = rule_slot(row, k) * st;
+        const double next = w[j] + rule_product(s->step, s->step_int, row, k, v);
+        check += next - next; /* 0.0 when finite, NaN otherwise */
+        if (checked)
+            scratch[k] = next;
+        else
+            w[j] = next;
+        if (s->averaging) {
+            const double unext = u[j] + rule_product(s->cstep, s->cstep_int, row, k, v);
+            check += unext - unext;
+            if (checked)
+                scratch[n + k] = unext;
+            else
+                u[j] = unext;
+        }
+    }
+    return check == 0.0;
+}
+
+/* rule_next's values stored (checked: from scratch), the cells joining the model as they are
+ * written (their slots appended to joined_w, joined_u). */
+RULE_INLINE void rule_join(RuleCells *c, const RuleRow *row, const BinaryStep *s, int checked,
+                           const double *scratch)
+{
+    const Py_ssize_t n = row->n, st = c->stride;
+    const int weights = checked || !c->all_w, accumulators = s->averaging && !c->all_u;
+    if (!checked && !weights && !accumulators)
+        return;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const Py_ssize_t j = rule_slot(row, k);
+        unsigned char *p = &c->present[j * st];
+        if (checked) {
+            c->w[j * st] = scratch[k];
+            if (s->averaging)
+                c->u[j * st] = scratch[n + k];
+        }
+        if (weights && !(*p & RULE_W)) {
+            *p |= RULE_W;
+            c->joined_w[c->n_joined_w++] = j;
+        }
+        if (accumulators && !(*p & RULE_U)) {
+            *p |= RULE_U;
+            c->joined_u[c->n_joined_u++] = j;
+        }
+    }
+    if (row->slots32 == NULL && row->slots == NULL && !checked) {
+        /* a dense row reaches every slot of its block: all of them have their cells now */
+        c->all_w = 1;
+        c->all_u = c->all_u || s->averaging;
+    }
+}
+
 /* A mistake's cells: w[j] += step * v, and u[j] += cstep * v when averaging, in the row's
  * order, the cells joining the model as they are written. checked: every new value computed
  * into scratch (2n doubles) first, nothing stored unless all are finite; else stored as they
@@ -178,41 +333,9 @@ RULE_INLINE int binary_rule_learn(const BinaryRule *r, int y, double score, doub
 RULE_INLINE int rule_update(RuleCells *c, const RuleRow *row, const BinaryStep *s,
                               int checked, double *scratch)
 {
-    const Py_ssize_t n = row->n, st = c->stride;
-    double check = 0.0;
-    for (int pass = 0; pass < 1 + s->averaging; pass++) {
-        double *cells = pass ? c->u : c->w;
-        const double step = pass ? s->cstep : s->step;
-        const int step_int = pass ? s->cstep_int : s->step_int;
-        for (Py_ssize_t k = 0; k < n; k++) {
-            double v = rule_value(row, k);
-            double next = cells[rule_slot(row, k) * st] + rule_product(step, step_int, row, k, v);
-            check += next - next; /* 0.0 when finite, NaN otherwise */
-            if (checked)
-                scratch[pass * n + k] = next;
-            else
-                cells[rule_slot(row, k) * st] = next;
-        }
-    }
-    if (check != 0.0)
+    if (!rule_next(c, row, s, checked, scratch))
         return 0;
-    for (int pass = 0; pass < 1 + s->averaging; pass++) {
-        double *cells = pass ? c->u : c->w;
-        const unsigned char bit = pass ? RULE_U : RULE_W;
-        Py_ssize_t *joined = pass ? c->joined_u : c->joined_w;
-        Py_ssize_t *n_joined = pass ? &c->n_joined_u : &c->n_joined_w;
-        if (!pass && c->all_w && !checked)
-            continue;
-        for (Py_ssize_t k = 0; k < n; k++) {
-            Py_ssize_t j = rule_slot(row, k);
-            if (checked)
-                cells[j * st] = scratch[pass * n + k];
-            if (!(c->present[j * st] & bit)) {
-                c->present[j * st] |= bit;
-                joined[(*n_joined)++] = j;
-            }
-        }
-    }
+    rule_join(c, row, s, checked, scratch);
     return 1;
 }
 
@@ -226,16 +349,24 @@ RULE_INLINE void binary_rule_commit(BinaryRule *r, const BinaryStep *s)
     r->n_seen = s->t;
 }
 
-/* Perceptron._renormalise_due / _renormalise after learned example t: the factor every
- * accumulator (and ub, here) is multiplied by, avg_ref moved to t; 0.0 when not due. */
+/* _renormalise_due / _renormalise after learned example t (LinearHyperparameters): the factor
+ * every accumulator is multiplied by, avg_ref moved to t; 0.0 when not due. The binary rule
+ * rescales its ub too. */
+RULE_INLINE double rule_renormalise(double half_life, double beta, long long *avg_ref,
+                                    long long t)
+{
+    if (!(half_life > 0.0 && (double)(t - *avg_ref) >= RENORMALISE_HALF_LIVES * half_life))
+        return 0.0;
+    double factor = pow(beta, (double)(t - *avg_ref));
+    *avg_ref = t;
+    return factor;
+}
+
 RULE_INLINE double binary_rule_renormalise(BinaryRule *r, long long t)
 {
-    if (!(r->half_life > 0.0 &&
-          (double)(t - r->avg_ref) >= RENORMALISE_HALF_LIVES * r->half_life))
-        return 0.0;
-    double factor = pow(r->beta, (double)(t - r->avg_ref));
-    r->ub = r->ub * factor;
-    r->avg_ref = t;
+    double factor = rule_renormalise(r->half_life, r->beta, &r->avg_ref, t);
+    if (factor != 0.0)
+        r->ub = r->ub * factor;
     return factor;
 }
 
@@ -402,20 +533,9 @@ RULE_INLINE int pa_multi_rule_row(PaMultiRule *r, RuleCells *cls, double *b, dou
                                   int64_t *pred)
 {
     const Py_ssize_t n = row->n;
-    double sq = 0.0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        double v = rule_value(row, k);
-        sq += v * v;
-    }
-    if (check_finite && !(sq < INFINITY)) {
-        double nonfinite = 0.0;
-        for (Py_ssize_t k = 0; k < n; k++) {
-            double v = rule_value(row, k);
-            nonfinite += v - v;
-        }
-        if (nonfinite != 0.0)
-            return ROW_NONFINITE;
-    }
+    double sq;
+    if (!rule_sq(row, check_finite, &sq))
+        return ROW_NONFINITE;
     int64_t best = -1;
     double best_score = 0.0;
     for (Py_ssize_t c = 0; c < r->n_active; c++) {
@@ -470,6 +590,293 @@ RULE_INLINE int pa_multi_rule_row(PaMultiRule *r, RuleCells *cls, double *b, dou
     r->n_seen += 1;
     if (y >= r->n_active)
         r->n_active = y + 1;
+    return ROW_DONE;
+}
+
+/* -- the multi-class perceptron ------------------------------------------------------------ */
+
+/* MulticlassPerceptron's hyperparameters and scalars (learners/multiclass.py); classes
+ * [0, n_active) exist. */
+typedef struct {
+    double lr;
+    int lr_int;    /* lr is a Python int (of at most 2**53) */
+    int bias_mode; /* 0 "learned", 1 "r2", 2 "none" */
+    int averaged;
+    double half_life; /* > 0: the forgetting average, beta its factor; 0: the plain average */
+    double beta;
+    double max_norm;
+    long long n_seen, n_mistakes, avg_ref;
+    Py_ssize_t n_active;
+} MultiRule;
+
+/* What learning a labelled row decided, before anything is stored: the steps of the true
+ * class's cells (sy: lr, c(t) lr) and of the predicted class's (sh: -lr, c(t) (-lr)), and
+ * their new biases. */
+typedef struct {
+    long long t;
+    int mistake;
+    double max_norm;
+    BinaryStep sy, sh;
+    double by, uby, bh, ubh;
+} MultiStep;
+
+/* MulticlassPerceptron._update's numbers for a mistake: the true class's biases by, uby (0.0
+ * for a class seen for the first time) and, has_h, the predicted class's bh, ubh move by the
+ * bias step db, and by c db when averaging (c: c(t)); the steps of their cells. lr, db and c
+ * are exact ints when their flags say so. 1: the biases finite; 0: not (Python refuses). */
+RULE_INLINE int multi_rule_step(double lr, int lr_int, double db, int db_int, int averaging,
+                                double c, int c_int, double by, double uby, int has_h,
+                                double bh, double ubh, MultiStep *s)
+{
+    const double neg_db = rule_neg(db, db_int), neg_lr = rule_neg(lr, lr_int);
+    s->by = by + db;
+    s->uby = averaging ? uby + rule_mul(c, c_int, db, db_int) : uby;
+    s->bh = has_h ? bh + neg_db : 0.0;
+    s->ubh = has_h && averaging ? ubh + rule_mul(c, c_int, neg_db, db_int) : has_h ? ubh : 0.0;
+    BinaryStep sy = {0}, sh = {0};
+    sy.averaging = sh.averaging = averaging;
+    sy.step = lr;
+    sh.step = neg_lr;
+    sy.step_int = sh.step_int = lr_int;
+    if (averaging) {
+        sy.cstep = rule_mul(c, c_int, lr, lr_int);
+        sh.cstep = rule_mul(c, c_int, neg_lr, lr_int);
+        sy.cstep_int = sh.cstep_int = c_int && lr_int;
+    }
+    s->sy = sy;
+    s->sh = sh;
+    return -INFINITY < s->by && s->by < INFINITY && -INFINITY < s->uby && s->uby < INFINITY &&
+           -INFINITY < s->bh && s->bh < INFINITY && -INFINITY < s->ubh && s->ubh < INFINITY;
+}
+
+/* MulticlassPerceptron._learn's decision for a labelled row of class y (n_active: a class seen
+ * for the first time) whose plain argmax is h (-1: none), sq its squared norm, b and ub the
+ * classes' biases: R, whether it is a mistake (always, for a new class), the bias step
+ * (_bias_step), c(t) and the numbers of the update (multi_rule_step). 1: learnable; 0: R or a
+ * bias would not be finite (Python refuses it). */
+RULE_INLINE int multi_rule_learn(const MultiRule *r, Py_ssize_t y, Py_ssize_t h, double sq,
+                                 const double *b, const double *ub, MultiStep *s)
+{
+    double rn = sqrt(sq);
+    if (!(rn < INFINITY)) /* rn >= 0, or NaN */
+        return 0;
+    s->max_norm = rn > r->max_norm ? rn : r->max_norm;
+    s->t = r->n_seen + 1;
+    s->mistake = !(y == h && y < r->n_active);
+    if (!s->mistake)
+        return 1;
+    const int forgetting = r->half_life > 0.0;
+    double db = r->bias_mode == 0 ? r->lr : r->bias_mode == 1 ? s->max_norm * s->max_norm : 0.0;
+    int db_int = r->bias_mode == 0 && r->lr_int;
+    int averaging = r->averaged && (s->t > 1 || forgetting);
+    /* c(t) (_avg_coef): t - 1, an int, or beta ** (avg_ref - t) */
+    double c = forgetting ? pow(r->beta, (double)(r->avg_ref - s->t)) : (double)(s->t - 1);
+    int known = y < r->n_active;
+    return multi_rule_step(r->lr, r->lr_int, db, db_int, averaging, c, !forgetting,
+                           known ? b[y] : 0.0, known ? ub[y] : 0.0, h >= 0,
+                           h >= 0 ? b[h] : 0.0, h >= 0 ? ub[h] : 0.0, s);
+}
+
+/* A mistake's cells: class y's (cy) by the step sy, the predicted class's (ch; NULL: none) by
+ * sh, as rule_next (checked: into scratch, 4n doubles). 1: every value finite. */
+RULE_INLINE int multi_rule_next(RuleCells *cy, RuleCells *ch, const RuleRow *row,
+                                const MultiStep *s, int checked, double *scratch)
+{
+    int ok = rule_next(cy, row, &s->sy, checked, scratch);
+    if (ch != NULL)
+        ok = rule_next(ch, row, &s->sh, checked, checked ? scratch + 2 * row->n : NULL) && ok;
+    return ok;
+}
+
+/* multi_rule_next's values stored, as rule_join. */
+RULE_INLINE void multi_rule_join(RuleCells *cy, RuleCells *ch, const RuleRow *row,
+                                 const MultiStep *s, int checked, const double *scratch)
+{
+    rule_join(cy, row, &s->sy, checked, scratch);
+    if (ch != NULL)
+        rule_join(ch, row, &s->sh, checked, checked ? scratch + 2 * row->n : NULL);
+}
+
+/* The learned row's scalars into the rule and the biases b, ub of classes y and h (-1: none):
+ * _learn's and _update's last stores. */
+RULE_INLINE void multi_rule_commit(MultiRule *r, const MultiStep *s, Py_ssize_t y,
+                                   Py_ssize_t h, double *b, double *ub)
+{
+    if (s->mistake) {
+        b[y] = s->by;
+        ub[y] = s->uby;
+        if (h >= 0) {
+            b[h] = s->bh;
+            ub[h] = s->ubh;
+        }
+        r->n_mistakes += 1;
+        if (y >= r->n_active)
+            r->n_active = y + 1;
+    }
+    r->max_norm = s->max_norm;
+    r->n_seen = s->t;
+}
+
+/* Class c's plain score dot + b[c] into scores[c] and, with_average, its averaged score
+ * (dot + b[c]) - (udot + ub[c]) / d into ascores[c] (predict_one's scores). */
+RULE_INLINE void multi_rule_score(Py_ssize_t c, double dot, double udot, const int with_average,
+                                  const double *b, const double *ub, double d, double *scores,
+                                  double *ascores)
+{
+    const double s = dot + b[c];
+    scores[c] = s;
+    if (with_average)
+        ascores[c] = s - (udot + ub[c]) / d;
+}
+
+/* k (a constant: 1 to 4) classes' folds from class c on, their cells' stride st: dot (and
+ * udot, with_average a constant) each a left fold from +0.0 over the row in its order (a cell
+ * a class lacks holds +0.0: adding 0.0 * v, v finite, changes no such fold). */
+RULE_INLINE void multi_rule_fold_k(const RuleCells *cls, Py_ssize_t c, const int k,
+                                   const int with_average, const RuleRow *row, const double *b,
+                                   const double *ub, double d, double *dot, double *udot)
+{
+    const Py_ssize_t st = cls[c].stride;
+    /* named pointers and sums (k a constant: the unused ones dropped), each in a register */
+    const double *w0 = cls[c].w, *w1 = k > 1 ? cls[c + 1].w : w0;
+    const double *w2 = k > 2 ? cls[c + 2].w : w0, *w3 = k > 3 ? cls[c + 3].w : w0;
+    const double *u0 = cls[c].u, *u1 = k > 1 ? cls[c + 1].u : u0;
+    const double *u2 = k > 2 ? cls[c + 2].u : u0, *u3 = k > 3 ? cls[c + 3].u : u0;
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, e0 = 0.0, e1 = 0.0, e2 = 0.0, e3 = 0.0;
+    for (Py_ssize_t i = 0; i < row->n; i++) {
+        const double v = rule_value(row, i);
+        const Py_ssize_t j = rule_slot(row, i) * st;
+        a0 += w0[j] * v;
+        if (k > 1)
+            a1 += w1[j] * v;
+        if (k > 2)
+            a2 += w2[j] * v;
+        if (k > 3)
+            a3 += w3[j] * v;
+        if (with_average) {
+            e0 += u0[j] * v;
+            if (k > 1)
+                e1 += u1[j] * v;
+            if (k > 2)
+                e2 += u2[j] * v;
+            if (k > 3)
+                e3 += u3[j] * v;
+        }
+    }
+    const double a[4] = {a0, a1, a2, a3}, e[4] = {e0, e1, e2, e3};
+    for (int q = 0; q < k; q++)
+        multi_rule_score(c + q, a[q], e[q], with_average, b, ub, d, dot, udot);
+}
+
+#if defined(__SSE2__)
+/* multi_rule_fold_k of paired cells (RuleCells.paired), averaged: a class's (dot, udot) the
+ * two lanes of one vector, each lane its own left fold from +0.0 in the row's order (one
+ * load, one multiply and one add carry a term of both). */
+RULE_INLINE void multi_rule_fold_pairs_k(const RuleCells *cls, Py_ssize_t c, const int k,
+                                         const RuleRow *row, const double *b,
+                                         const double *ub, double d, double *dot,
+                                         double *udot)
+{
+    /* named pointers and sums (k a constant: the unused ones dropped), each in a register */
+    const double *w0 = cls[c].w, *w1 = k > 1 ? cls[c + 1].w : w0;
+    const double *w2 = k > 2 ? cls[c + 2].w : w0, *w3 = k > 3 ? cls[c + 3].w : w0;
+    __m128d a0 = _mm_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (Py_ssize_t i = 0; i < row->n; i++) {
+        const __m128d v = _mm_set1_pd(rule_value(row, i));
+        const Py_ssize_t j = 2 * rule_slot(row, i);
+        a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_loadu_pd(w0 + j), v));
+        if (k > 1)
+            a1 = _mm_add_pd(a1, _mm_mul_pd(_mm_loadu_pd(w1 + j), v));
+        if (k > 2)
+            a2 = _mm_add_pd(a2, _mm_mul_pd(_mm_loadu_pd(w2 + j), v));
+        if (k > 3)
+            a3 = _mm_add_pd(a3, _mm_mul_pd(_mm_loadu_pd(w3 + j), v));
+    }
+    const __m128d a[4] = {a0, a1, a2, a3};
+    for (int q = 0; q < k; q++)
+        multi_rule_score(c + q, _mm_cvtsd_f64(a[q]), _mm_cvtsd_f64(_mm_unpackhi_pd(a[q], a[q])),
+                         1, b, ub, d, dot, udot);
+}
+#endif
+
+/* Every class's scores (multi_rule_score; d: D(n_seen) when with_average), the folds several
+ * classes at a time (independent folds in flight, each class's scores made after its folds,
+ * while the next classes' folds run). */
+RULE_INLINE void multi_rule_scores(const RuleCells *cls, Py_ssize_t nc, const RuleRow *row,
+                                   const int with_average, const double *b, const double *ub,
+                                   double d, double *scores, double *ascores)
+{
+    Py_ssize_t c = 0;
+#if defined(__SSE2__)
+    if (with_average && nc > 0 && cls[0].paired) {
+        for (; c + 4 <= nc; c += 4)
+            multi_rule_fold_pairs_k(cls, c, 4, row, b, ub, d, scores, ascores);
+        for (; c + 2 <= nc; c += 2)
+            multi_rule_fold_pairs_k(cls, c, 2, row, b, ub, d, scores, ascores);
+        for (; c < nc; c++)
+            multi_rule_fold_pairs_k(cls, c, 1, row, b, ub, d, scores, ascores);
+        return;
+    }
+#endif
+    if (with_average)
+        for (; c + 2 <= nc; c += 2)
+            multi_rule_fold_k(cls, c, 2, 1, row, b, ub, d, scores, ascores);
+    else
+        for (; c + 4 <= nc; c += 4)
+            multi_rule_fold_k(cls, c, 4, 0, row, b, ub, d, scores, ascores);
+    for (; c < nc; c++)
+        multi_rule_fold_k(cls, c, 1, with_average, row, b, ub, d, scores, ascores);
+}
+
+/* A block's row of class y (-1: unlabelled; n_active: a class seen for the first time) over
+ * each class c's cells cls[c] (one stride for all) and biases b, ub: predicted as predict_one
+ * would (*pred, -1: no class yet; the argmax of the averaged scores s - (udot + ub) / D(t)
+ * once averaged and learned), then learned as MulticlassPerceptron._learn (unchecked: the
+ * caller drops the cells of a refused row). dot, udot: scratch of a score a class. *factor: a
+ * renormalisation's factor (0.0: none), the accumulators of slots 0..m-1 of every class and
+ * ub already rescaled. check_finite: a row with a value not finite is ROW_NONFINITE. */
+RULE_INLINE int multi_rule_row(MultiRule *r, RuleCells *cls, double *b, double *ub,
+                               double *dot, double *udot, const RuleRow *row, int64_t y,
+                               int check_finite, Py_ssize_t m, int64_t *pred, double *factor)
+{
+    double sq = 0.0;
+    *factor = 0.0;
+    if ((check_finite || y >= 0) && !rule_sq(row, check_finite, &sq))
+        return ROW_NONFINITE;
+    const Py_ssize_t nc = r->n_active;
+    Py_ssize_t h;
+    if (r->averaged && r->n_seen > 0) {
+        const double d = rule_divisor(r->half_life, r->beta, r->avg_ref, r->n_seen);
+        multi_rule_scores(cls, nc, row, 1, b, ub, d, dot, udot);
+        rule_argmax2(dot, udot, nc, &h, pred);
+    }
+    else {
+        multi_rule_scores(cls, nc, row, 0, b, ub, 1.0, dot, udot);
+        *pred = h = rule_argmax(dot, nc);
+    }
+    if (y < 0)
+        return ROW_DONE;
+    MultiStep s;
+    if (!multi_rule_learn(r, y, h, sq, b, ub, &s))
+        return ROW_REFUSED;
+    if (s.mistake) {
+        RuleCells *ch = h >= 0 ? &cls[h] : NULL;
+        if (!multi_rule_next(&cls[y], ch, row, &s, 0, NULL))
+            return ROW_REFUSED;
+        multi_rule_join(&cls[y], ch, row, &s, 0, NULL);
+    }
+    multi_rule_commit(r, &s, y, h, b, ub);
+    double f = rule_renormalise(r->half_life, r->beta, &r->avg_ref, s.t);
+    if (f != 0.0) {
+        for (Py_ssize_t c = 0; c < r->n_active; c++) {
+            double *u = cls[c].u;
+            const Py_ssize_t st = cls[c].stride;
+            for (Py_ssize_t j = 0; j < m; j++)
+                u[j * st] = u[j * st] * f;
+            ub[c] = ub[c] * f;
+        }
+        *factor = f;
+    }
     return ROW_DONE;
 }
 

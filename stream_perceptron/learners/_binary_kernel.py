@@ -264,10 +264,11 @@ def learn_sparse(
 
 
 def write_back(
-    d: dict[Any, float], names: list[Any], values: array, had: bytes, bit: int, new: array
+    d: dict[Any, float], names: list[Any], values: Any, had: bytes, bit: int, new: Any
 ) -> None:
-    """The kernel's values into the model dict ``d``: the keys it had (``had[j] & bit``) keep
-    their place, the new ones (``new``: slots in the order they joined) follow in that order."""
+    """The kernel's values (an ``array`` or a NumPy row) into the model dict ``d``: the keys it
+    had (``had[j] & bit``) keep their place, the new ones (``new``: slots in the order they
+    joined) follow in that order."""
     values_list = values.tolist()
     for j, k in enumerate(names):
         if had[j] & bit:

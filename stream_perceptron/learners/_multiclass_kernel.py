@@ -1,22 +1,23 @@
-"""Glue of the multi-class perceptron's C kernel: the model's dicts to arrays, the kernel, back.
+"""Glue of the multi-class perceptron's C kernel: a block's cells from the model, the kernel, back.
 
 Call it through :meth:`MulticlassPerceptron.learn_dense
-<stream_perceptron.learners.MulticlassPerceptron.learn_dense>`. The kernel (``_dense.c``) does
-the operations of ``MulticlassPerceptron._learn`` / ``predict_one`` (the reference), averaged
-or not, ``init="zeros"``, in the same order: each class's score a left fold from ``+0.0``
-over the features (a weight missing from the class's dict is ``0.0`` in the arrays: a left
-fold from ``+0.0`` gives the same sum whether such a term is skipped or added as ``0.0*v``,
-``v`` finite), R's sum of squares ``sq += v * v`` likewise, the argmax the first class on ties.
+<stream_perceptron.learners.MulticlassPerceptron.learn_dense>`. The rule is ``_rules.h``'s
+``multi_rule_row``, which the dict API (``_speedups.c``) runs too: the operations of
+``MulticlassPerceptron._learn`` / ``predict_one`` (the reference), averaged or not,
+``init="zeros"``, in the same order: each class's score a left fold from ``+0.0`` over the
+row's items (a weight missing from the class's dict is ``0.0`` in the arrays: a left fold from
+``+0.0`` gives the same sum whether such a term is skipped or added as ``0.0*v``, ``v``
+finite), R's sum of squares ``sq += v * v`` likewise, the argmax the first class on ties. A
+dense row is the row whose slots are the block's features in order; a sparse row
+(:class:`~stream_perceptron.formats.sparse_rows.SparseRows`) lists its own. The model (a
+:class:`MulticlassKernelModel`) gives its classes, the cells of the block's features as arrays
+and its rule's fields, and takes them back learned: each class's new keys enter its dicts in
+the order the ``predict_learn_one`` loop adds them.
+
 A row that ``_learn`` would refuse (:class:`~stream_perceptron.errors.ValueTooLargeError`: R,
 a bias or a weight non-finite; :class:`~stream_perceptron.errors.LabelError`: ``True`` and
 ``1`` as classes) makes :func:`learn_dense` raise that error, the model as it was before the
-call: nothing is written back.
-
-:func:`learn_sparse` does the same for a block of sparse rows
-(:class:`~stream_perceptron.formats.sparse_rows.SparseRows`; ``kernel_multiclass_sparse``): a
-row's folds over its own items, in its order; the kernel also tells, per class, which of the
-block's features each dict has and the order in which new ones joined it, so that each class's
-dicts get their new keys in the order the ``predict_learn_one`` loop adds them.
+call: nothing is given back.
 """
 
 from __future__ import annotations
@@ -27,9 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from stream_perceptron import native
 from stream_perceptron.lazy_numpy import bool_types, np
 from stream_perceptron.learners._binary_kernel import (  # the same configurations: supported
-    BIAS_CODES,
     refusal,
-    rescale_outside,
     supported,
 )
 from stream_perceptron.learners._maths import check_class_kind
@@ -37,32 +36,26 @@ from stream_perceptron.learners._maths import check_class_kind
 if TYPE_CHECKING:
     from stream_perceptron.formats.sparse_rows import SparseRows
 
-__all__ = ["supported", "learn_dense", "learn_sparse", "class_codes", "check_kinds",
-           "write_classes", "checked_multiclass_block", "sparse_module", "class_arrays",
-           "write_sparse", "write_sparse_classes"]
+__all__ = ["supported", "learn_dense", "learn_sparse", "run_kernel", "class_codes",
+           "check_kinds", "checked_multiclass_block", "sparse_module", "class_arrays",
+           "write_sparse", "write_sparse_classes", "MulticlassKernelModel"]
 
 
 class MulticlassKernelModel(Protocol):
-    """What this glue reads and sets of a multi-class perceptron (its fields: the multi-class
-    rule is not yet behind methods, as the binary learners' block_rule/block_cells/
-    commit_block are; see issue 43)."""
+    """What the multi-class perceptron's kernel needs of a model: its classes in order, its rule
+    (the C ``MultiRule``'s fields), the cells of a block's features, and both given back
+    learned. The model keeps its fields to itself."""
 
-    lr: Any
-    averaged: bool
-    average_half_life: float | None
-    _w: dict[Any, dict[Any, float]]
-    _u: dict[Any, dict[Any, float]]
-    _b: dict[Any, float]
-    _ub: dict[Any, float]
-    _bias_mode: str
-    _beta: float
-    _avg_ref: int
-    _max_norm: float
-    _n_seen: int
-    _n_mistakes: int
-    _memo: Any
+    def block_classes(self) -> list[Any]: ...
 
-    def _add_class(self, c: Any) -> None: ...
+    def block_rule(self) -> tuple[Any, ...]: ...
+
+    def block_cells(self, names: list[Any], n_classes: int) -> tuple[np.ndarray, ...]: ...
+
+    def commit_block(
+        self, names: list[Any], classes: list[Any], cells: tuple[np.ndarray, ...],
+        joined: list[np.ndarray], factors: list[float], rule: tuple[Any, ...],
+    ) -> None: ...  # fmt: skip
 
 
 def check_kinds(classes: list[Any], labels: Sequence[Any], distinct: dict[Any, None]) -> None:
@@ -125,22 +118,6 @@ def class_codes(classes: list[Any], labels: Sequence[Any]) -> tuple[list[Any], n
     return classes, codes
 
 
-def write_classes(
-    model: Any, added: list[Any], classes: list[Any], features: list[Any], W: np.ndarray,
-    bias: np.ndarray, updated: np.ndarray,
-) -> None:  # fmt: skip
-    """A multi-class kernel's model back into the learner's dicts: the classes it ``added`` (in
-    order), then the weights and bias of each class it moved (``updated``; existing keys keep
-    their place, new ones follow in ``features`` order)."""
-    for cl in added:
-        model._add_class(cl)
-    for i in np.flatnonzero(updated).tolist():
-        wc = model._w[classes[i]]
-        for k, v in zip(features, W[i].tolist()):
-            wc[k] = v
-        model._b[classes[i]] = float(bias[i])
-
-
 def _zero_or_one(y: Any) -> bool:
     if y is None or y.__class__ is str:
         return False
@@ -150,74 +127,47 @@ def _zero_or_one(y: Any) -> bool:
         return False
 
 
-def _write_rescaled(
-    model: MulticlassKernelModel,
-    classes: list[Any],
-    features: list[Any],
-    U: np.ndarray,
-    u_updated: np.ndarray,
-    factors: list[float],
-) -> None:
-    """After the kernel renormalised the forgetting average (``factors``, in order): the
-    accumulators the kernel did not write back (of the classes that did not learn) take the
-    kernel's values where the dict has the feature, and those of features outside the block
-    are multiplied by each factor in turn, as ``_renormalise`` does to every entry."""
-    for i, cl in enumerate(classes):
-        rescale_outside(model._u[cl], features, U[i], bool(u_updated[i]), factors)
-
-
 def learn_dense(
     model: MulticlassKernelModel, features: Sequence[Any], X: np.ndarray, labels: Sequence[Any]
 ) -> list[Any]:
     """:meth:`MulticlassPerceptron.learn_dense`'s work, for a model whose ``dense_capable`` is
     true."""
-    c, features, X = checked_multiclass_block(features, X, labels)
-    n, d = X.shape
-    classes, codes = class_codes(list(model._w), labels)
-    averaged = bool(model.averaged)
-    W = np.zeros((len(classes), d))
-    bias = np.zeros(len(classes))
-    U = np.zeros((len(classes) if averaged else 0, d))
-    ubias = np.zeros(len(classes) if averaged else 0)
-    for i, cl in enumerate(model._w):
-        wc = model._w[cl]
-        W[i] = [wc.get(k, 0.0) for k in features]
-        bias[i] = model._b[cl]
-        if averaged:
-            uc = model._u[cl]
-            U[i] = [uc.get(k, 0.0) for k in features]
-            ubias[i] = model._ub[cl]
-    updated = np.zeros(len(classes), dtype=np.uint8)
-    u_updated = np.zeros(len(classes), dtype=np.uint8)
+    _, features, X = checked_multiclass_block(features, X, labels)
+    return run_kernel(model, features, X, None, None, labels)
+
+
+def run_kernel(
+    model: MulticlassKernelModel, names: list[Any], X: Any, indptr: Any, slots: Any,
+    labels: Sequence[Any],
+) -> list[Any]:  # fmt: skip
+    """``kernel_multiclass`` over a block (dense: ``indptr`` None; sparse: ``X`` the CSR
+    values), the model's classes and cells given to it and, learned, back to the model; the
+    model unchanged when the kernel stops at a row (ValueError, or :func:`refusal`). Returns
+    the predictions (None: no class yet)."""
+    c = native.dense
+    assert c is not None  # checked by the callers
+    n, m = len(labels), len(names)
+    classes, codes = class_codes(model.block_classes(), labels)
+    k = len(classes)
+    cells = model.block_cells(names, k)
+    W, U, b, ub, present = cells
+    had = present.copy()
+    joined, n_joined = np.empty((2 * k, m), dtype=np.int64), np.zeros(2 * k, dtype=np.int64)
     preds = np.empty(n, dtype=np.int64)
-    known = len(model._w)
-    half_life = model.average_half_life
-    factors = np.empty(n if half_life is not None else 0)
-    n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors = c.kernel_multiclass(
-        X, codes, W, bias, updated, U, ubias, u_updated, averaged, known, float(model.lr),
-        BIAS_CODES[model._bias_mode], float(model._max_norm), int(model._n_seen),
-        int(model._n_mistakes), preds, n, d, len(classes),
-        0.0 if half_life is None else float(half_life), float(model._beta),
-        int(model._avg_ref), factors,
+    rule = model.block_rule()
+    factors = np.empty(n if rule[4] > 0 else 0)  # the rule's half-life
+    rule, n_factors, stopped, why = c.kernel_multiclass(
+        X, indptr, slots, codes, W, U, b, ub, present, joined, n_joined, preds, factors, n, m,
+        k, rule,
     )  # fmt: skip
-    if refused >= 0:  # the kernel stopped at that row: nothing is written back
-        raise refusal(int(refused))
-    write_classes(model, classes[known:n_active], classes, features, W, bias, updated)
-    if averaged:
-        for i in range(n_active):
-            model._ub[classes[i]] = float(ubias[i])
-        for i in np.flatnonzero(u_updated).tolist():
-            uc = model._u[classes[i]]
-            for k, v in zip(features, U[i].tolist()):
-                uc[k] = v
-        if n_factors:
-            _write_rescaled(model, classes[:n_active], features, U, u_updated,
-                            factors[:n_factors].tolist())  # fmt: skip
-        model._avg_ref = int(avg_ref)
-    model._max_norm = float(max_norm)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    model._memo = None
+    if stopped >= 0:  # the kernel stopped at that row: nothing is given back
+        if why == 2:
+            raise ValueError("rows have non-finite values")
+        raise refusal(int(stopped))
+    counts = n_joined.tolist()
+    model.commit_block(names, classes, (W, U, b, ub, had),
+                       [joined[i, : counts[i]] for i in range(2 * k)],
+                       factors[:n_factors].tolist(), rule)  # fmt: skip
     named = [None, *classes]
     return list(map(named.__getitem__, (preds + 1).tolist()))
 
@@ -267,9 +217,10 @@ def write_sparse_classes(
     model: Any, added: list[Any], classes: list[Any], names: list[Any], W: np.ndarray,
     bias: np.ndarray, updated: np.ndarray, had: np.ndarray, new: np.ndarray, n_new: np.ndarray,
 ) -> None:  # fmt: skip
-    """:func:`write_classes` of a sparse kernel: the classes it ``added`` (in order), then the
-    weights (:func:`write_sparse`, ``had`` before the kernel, ``new`` and ``n_new`` of each
-    class its new slots) and bias of each class it moved."""
+    """The multi-class passive-aggressive kernel's model back into the learner's dicts: the
+    classes it ``added`` (in order), then the weights (:func:`write_sparse`, ``had`` before the
+    kernel, ``new`` and ``n_new`` of each class its new slots) and bias of each class it
+    moved."""
     for cl in added:
         model._add_class(cl)
     for i in np.flatnonzero(updated).tolist():
@@ -283,59 +234,7 @@ def learn_sparse(
     """:func:`learn_dense` of a sparse block (``rows``' slots index ``features``): the model
     left exactly as the ``predict_learn_one`` loop over each row's dict would leave it, each
     class's new keys entering its dicts in the order that loop adds them."""
-    c = sparse_module(rows, labels)
-    names = list(features)
-    n, m = len(rows), len(names)
-    if n == 0:
+    sparse_module(rows, labels)
+    if len(rows) == 0:
         return []
-    known = len(model._w)
-    classes, codes = class_codes(list(model._w), labels)
-    k = len(classes)
-    averaged = bool(model.averaged)
-    W, present = class_arrays(list(model._w.values()), names, k)
-    bias = np.zeros(k)
-    bias[:known] = [model._b[cl] for cl in model._w]
-    if averaged:
-        U, u_present = class_arrays([model._u[cl] for cl in model._w], names, k)
-        ubias = np.zeros(k)
-        ubias[:known] = [model._ub[cl] for cl in model._w]
-    else:
-        U, u_present, ubias = np.zeros((0, m)), np.zeros((0, m), dtype=np.uint8), np.zeros(0)
-    had, u_had = present.copy(), u_present.copy()
-    w_new = np.empty((k, m), dtype=np.int32)
-    u_new = np.empty((k if averaged else 0, m), dtype=np.int32)
-    n_new = np.zeros(2 * k, dtype=np.int64)  # per class: new weights, then new accumulators
-    updated = np.zeros(k, dtype=np.uint8)
-    u_updated = np.zeros(k, dtype=np.uint8)
-    preds = np.empty(n, dtype=np.int64)
-    half_life = model.average_half_life
-    factors = np.empty(n if half_life is not None else 0)
-    (n_active, max_norm, n_seen, n_mistakes, refused, avg_ref, n_factors,
-     finite) = c.kernel_multiclass_sparse(
-        rows.indptr, rows.slots, rows.values, codes, W, bias, updated, U, ubias, u_updated,
-        present, u_present, w_new, u_new, n_new, averaged, known, float(model.lr),
-        BIAS_CODES[model._bias_mode], float(model._max_norm), int(model._n_seen),
-        int(model._n_mistakes), preds, n, m, k, 0.0 if half_life is None else float(half_life),
-        float(model._beta), int(model._avg_ref), factors,
-    )  # fmt: skip
-    if not finite:
-        raise ValueError("rows have non-finite values")
-    if refused >= 0:  # the kernel stopped at that row: nothing is written back
-        raise refusal(int(refused))
-    write_sparse_classes(model, classes[known:n_active], classes, names, W, bias, updated, had,
-                         w_new, n_new)  # fmt: skip
-    if averaged:
-        for i in range(n_active):
-            model._ub[classes[i]] = float(ubias[i])
-        for i in np.flatnonzero(u_updated).tolist():
-            write_sparse(model._u[classes[i]], names, U[i], u_had[i], u_new[i, : n_new[k + i]])
-        if n_factors:
-            _write_rescaled(model, classes[:n_active], names, U, u_updated,
-                            factors[:n_factors].tolist())  # fmt: skip
-        model._avg_ref = int(avg_ref)
-    model._max_norm = float(max_norm)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    model._memo = None
-    named = [None, *classes]
-    return list(map(named.__getitem__, (preds + 1).tolist()))
+    return run_kernel(model, list(features), rows.values, rows.indptr, rows.slots, labels)

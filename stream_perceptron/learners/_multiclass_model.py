@@ -10,7 +10,8 @@ from typing import Any
 
 from stream_perceptron import native
 from stream_perceptron.formats.sparse_rows import SparseRows
-from stream_perceptron.lazy_numpy import is_bool
+from stream_perceptron.lazy_numpy import is_bool, np
+from stream_perceptron.learners import _binary_kernel as _binary
 from stream_perceptron.learners import _multiclass_kernel as _multiclass
 from stream_perceptron.learners._linear import LinearHyperparameters, MulticlassLinearModel
 from stream_perceptron.learners._maths import argmax, softmax
@@ -19,6 +20,8 @@ from stream_perceptron.learners._stored import NativeModelStore, StoredModelDict
 from stream_perceptron.state import count, keyed, number
 
 __all__ = ["MulticlassModel"]
+
+_EXACT_INT = 2**53  # an int lr up to it is exact in C (the kernel's lr_int)
 
 # The dict API's C helpers of the multi-class perceptron (its learning rule in
 # ``multiclass.py`` reads them here too), or None: the pure-Python loops, the reference.
@@ -80,6 +83,69 @@ class MulticlassModel(NativeModelStore, LinearHyperparameters, MulticlassLinearM
         self._b[c] = 0.0
         self._u[c] = {}
         self._ub[c] = 0.0
+
+    # -- the block interface (learners/_multiclass_kernel.py) ----------------------------------
+    def block_classes(self) -> list[Any]:
+        """The classes in the order first seen (the kernel's class codes)."""
+        return list(self._w)
+
+    def block_rule(self) -> tuple[Any, ...]:
+        """The C ``MultiRule``'s fields: ``(lr, lr_int, bias_mode, averaged, half_life, beta,
+        max_norm, n_seen, n_mistakes, avg_ref, n_active)``, ``half_life`` 0.0 for none."""
+        lr, half_life = self.lr, self.average_half_life
+        return (
+            float(lr), isinstance(lr, int) and abs(lr) <= _EXACT_INT,
+            _binary.BIAS_CODES[self._bias_mode], bool(self.averaged),
+            0.0 if half_life is None else float(half_life), float(self._beta),
+            float(self._max_norm), int(self._n_seen), int(self._n_mistakes), int(self._avg_ref),
+            len(self._w),
+        )  # fmt: skip
+
+    def block_cells(self, names: list[Any], n_classes: int) -> tuple[np.ndarray, ...]:
+        """``(W, U, b, ub, present)`` for ``n_classes`` classes (the model's, then those a block
+        brings: zeros) and the block's feature ``names``: each class's weights and
+        accumulators of ``names`` (0.0 where its dict has none; U empty unless averaged), its
+        biases, and the presence bits (1: in the weights, 2: in the accumulators)."""
+        m, averaged = len(names), bool(self.averaged)
+        W, U = np.zeros((n_classes, m)), np.zeros((n_classes if averaged else 0, m))
+        b, ub = np.zeros(n_classes), np.zeros(n_classes)
+        present = np.zeros((n_classes, m), dtype=np.uint8)
+        for i, cl in enumerate(self._w):
+            wc, uc = self._w[cl], self._u[cl]
+            b[i], ub[i] = self._b[cl], self._ub[cl]
+            if wc or uc:
+                W[i] = [wc.get(k, 0.0) for k in names]
+                present[i] = [(k in wc) | (k in uc) << 1 for k in names]
+                if averaged:
+                    U[i] = [uc.get(k, 0.0) for k in names]
+        return W, U, b, ub, present
+
+    def commit_block(
+        self, names: list[Any], classes: list[Any], cells: tuple[np.ndarray, ...],
+        joined: list[np.ndarray], factors: list[float], rule: tuple[Any, ...],
+    ) -> None:  # fmt: skip
+        """A kernel's learned cells (``had``: the presence bits before it; ``joined``: per
+        class the slots that joined its weights, then per class those of its accumulators, in
+        order), the classes it brought (the first ``n_active`` of ``classes``), its
+        renormalisations' ``factors`` (every other accumulator rescaled by them) and its rule's
+        fields."""
+        W, U, b, ub, had = cells
+        (_, _, _, _, _, _, self._max_norm, self._n_seen, self._n_mistakes, self._avg_ref,
+         n_active) = rule  # fmt: skip
+        for cl in classes[len(self._w) : n_active]:
+            self._add_class(cl)
+        k = len(classes)
+        for i, cl in enumerate(classes[:n_active]):
+            bits = had[i].tobytes()
+            _binary.write_back(self._w[cl], names, W[i], bits, 1, joined[i])
+            self._b[cl] = float(b[i])
+            self._ub[cl] = float(ub[i])
+            if self.averaged:
+                ud = self._u[cl]
+                _binary.write_back(ud, names, U[i], bits, 2, joined[k + i])
+                if factors:
+                    _binary.rescale_outside(ud, names, U[i], True, factors)
+        self._memo = None
 
     # -- dense blocks --------------------------------------------------------------------------
     def learn_dense(self, features: Sequence[Any], X: Any, labels: Any, /) -> list[Any]:

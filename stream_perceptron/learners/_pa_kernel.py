@@ -14,7 +14,7 @@ in the same order), run over the cells its model gives and takes back
 back. A sign of ``0`` marks an unlabelled row, only predicted.
 
 :func:`learn_dense_multiclass` and :func:`learn_sparse_multiclass` do the same for the
-multi-class learner (``kernel_pa_multiclass``, ``kernel_pa_multiclass_sparse``): a sparse
+multi-class learner (``kernel_pa_multiclass``, dense or sparse rows): a sparse
 row's folds over its own items, in its order, and the new keys of each weight dict written in
 the order the row loop adds them.
 """
@@ -107,15 +107,16 @@ def _learn_multiclass(
     had = present.copy()
     bias = np.zeros(k)
     bias[:known] = [model._b[cl] for cl in model._w]
-    joined, n_joined = np.empty((k, m), dtype=np.int64), np.zeros(k, dtype=np.int64)
+    joined, n_joined = np.empty((2 * k, m), dtype=np.int64), np.zeros(2 * k, dtype=np.int64)
     preds = np.empty(n, dtype=np.int64)
     rule = (
         VARIANT_CODES[model.variant], float(model.C), model._bias_mode == "learned",
         float(model._max_norm), int(model._n_seen), int(model._n_mistakes), known,
     )  # fmt: skip
-    rule, stopped, why = c.kernel_pa_multiclass(
-        X, indptr, slots, codes, W, bias, np.empty(k), present, joined, n_joined, preds, n, m,
-        k, rule,
+    empty = np.empty(0)
+    rule, _, stopped, why = c.kernel_pa_multiclass(
+        X, indptr, slots, codes, W, empty, bias, np.zeros(k), present, joined, n_joined, preds,
+        empty, n, m, k, rule,
     )  # fmt: skip
     if stopped >= 0:  # the kernel stopped at that row: nothing is written back
         if why == 2:
