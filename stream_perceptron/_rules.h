@@ -697,18 +697,24 @@ RULE_INLINE void multi_rule_join(RuleCells *cy, RuleCells *ch, const RuleRow *ro
         rule_join(ch, row, &s->sh, checked, checked ? scratch + 2 * row->n : NULL);
 }
 
-/* The learned row's scalars into the rule and the biases b, ub of classes y and h (-1: none):
- * _learn's and _update's last stores. */
+/* A mistake's biases into b, ub (classes y and h, -1: none); the learned row's scalars into the
+ * rule too (multi_rule_commit): _learn's and _update's last stores. */
+RULE_INLINE void multi_rule_biases(const MultiStep *s, Py_ssize_t y, Py_ssize_t h, double *b,
+                                   double *ub)
+{
+    b[y] = s->by;
+    ub[y] = s->uby;
+    if (h >= 0) {
+        b[h] = s->bh;
+        ub[h] = s->ubh;
+    }
+}
+
 RULE_INLINE void multi_rule_commit(MultiRule *r, const MultiStep *s, Py_ssize_t y,
                                    Py_ssize_t h, double *b, double *ub)
 {
     if (s->mistake) {
-        b[y] = s->by;
-        ub[y] = s->uby;
-        if (h >= 0) {
-            b[h] = s->bh;
-            ub[h] = s->ubh;
-        }
+        multi_rule_biases(s, y, h, b, ub);
         r->n_mistakes += 1;
         if (y >= r->n_active)
             r->n_active = y + 1;

@@ -1645,57 +1645,6 @@ typedef struct {
     int is_int;
 } Num;
 
-static Num
-num_neg(Num a)
-{
-    Num r;
-    if (a.is_int) {
-        r.iv = -a.iv;
-        r.v = (double)r.iv;
-        r.is_int = 1;
-    }
-    else {
-        r.v = -a.v;
-        r.iv = 0;
-        r.is_int = 0;
-    }
-    return r;
-}
-
-/* a * b as Python computes it: an exact int for two ints (0: it does not fit a long long),
- * else the float product. */
-static int
-num_mul(Num a, Num b, Num *r)
-{
-    if (a.is_int && b.is_int) {
-        long long p;
-        if (__builtin_mul_overflow(a.iv, b.iv, &p)) {
-            return 0;
-        }
-        r->iv = p;
-        r->v = (double)p; /* rounded to nearest, as Python converts an int */
-        r->is_int = 1;
-        return 1;
-    }
-    r->v = a.v * b.v;
-    r->iv = 0;
-    r->is_int = 0;
-    return 1;
-}
-
-/* A step of an update as axpy_finite takes it (number_value: ints of at most 2**53). */
-static int
-num_step(Num a, Step *s)
-{
-    if (a.is_int && (a.iv > EXACT_INT_LIMIT || a.iv < -EXACT_INT_LIMIT)) {
-        return 0;
-    }
-    s->v = a.v;
-    s->iv = a.iv;
-    s->is_int = a.is_int;
-    return 1;
-}
-
 static int
 num_value(PyObject *obj, Num *n)
 {
@@ -1730,166 +1679,6 @@ PyDoc_STRVAR(store_update_doc,
 #define UPDATE_BIAS 2   /* a bias would not be finite: nothing changed */
 #define UPDATE_WEIGHT 3 /* a weight would not be finite: nothing changed */
 
-/* store_update on the items of x already loaded (and kept: the caller releases them). */
-static int
-store_update_items(ClassStore *self, Items *it, PyObject *y, PyObject *y_hat, Num lr, Num db,
-                   int averaging, Num c)
-{
-    Py_ssize_t ry = store_row(self, y), rh = -1;
-    if (ry == -2) {
-        return UPDATE_ERROR;
-    }
-    if (y_hat != Py_None) {
-        rh = store_row(self, y_hat);
-        if (rh == -2) {
-            return UPDATE_ERROR;
-        }
-        if (rh < 0 || rh == ry) {
-            return UPDATE_UNHANDLED;
-        }
-    }
-    /* the biases, as _update computes them */
-    Num cdb, neg_db = num_neg(db), cneg_db;
-    if (!num_mul(c, db, &cdb) || !num_mul(c, neg_db, &cneg_db)) {
-        return UPDATE_UNHANDLED;
-    }
-    double by = (ry < 0 ? 0.0 : self->B[ry]) + db.v;
-    double uby = ry < 0 ? 0.0 : self->UB[ry];
-    if (averaging) {
-        uby = uby + cdb.v;
-    }
-    double bh = 0.0, ubh = 0.0;
-    if (rh >= 0) {
-        bh = self->B[rh] + neg_db.v;
-        ubh = averaging ? self->UB[rh] + cneg_db.v : self->UB[rh];
-    }
-    /* the weight steps: lr, -lr, c * lr, c * -lr, as in _update's targets */
-    Num neg_lr = num_neg(lr), clr, cneg_lr;
-    if (!num_mul(c, lr, &clr) || !num_mul(c, neg_lr, &cneg_lr)) {
-        return UPDATE_UNHANDLED;
-    }
-    Step steps[4];
-    Py_ssize_t rows[4];
-    int bitsof[4];
-    int m = 0;
-    Num nums[4] = {lr, neg_lr, clr, cneg_lr};
-    Py_ssize_t rws[4] = {ry, rh, ry, rh};
-    for (int k = 0; k < 4; k++) {
-        if (rws[k] == -1 && k % 2 == 1) {
-            continue; /* no y_hat */
-        }
-        if (k >= 2 && !averaging) {
-            continue;
-        }
-        if (!num_step(nums[k], &steps[m])) {
-            return UPDATE_UNHANDLED;
-        }
-        rows[m] = rws[k];
-        bitsof[m] = k < 2 ? IN_W : IN_U;
-        m++;
-    }
-    int status = store_slots(self, it);
-    if (status <= 0) {
-        return status;
-    }
-    if (!(-INFINITY < by && by < INFINITY && -INFINITY < uby && uby < INFINITY &&
-          -INFINITY < bh && bh < INFINITY && -INFINITY < ubh && ubh < INFINITY)) {
-        return UPDATE_BIAS;
-    }
-    Py_ssize_t n = it->n;
-    if (m * n > self->vcap) {
-        Py_ssize_t cap = m * n;
-        double *vals = PyMem_Realloc(self->vals, (size_t)cap * sizeof(double));
-        if (vals == NULL) {
-            PyErr_NoMemory();
-            return UPDATE_ERROR;
-        }
-        self->vals = vals;
-        self->vcap = cap;
-    }
-    /* every new value first */
-    Py_ssize_t ccap = self->ccap;
-    for (int p = 0; p < m; p++) {
-        Py_ssize_t r = rows[p];
-        const double *cells = bitsof[p] == IN_W ? self->W : self->U;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Item *item = &it->items[i];
-            Py_ssize_t s = self->slots[i];
-            double base = 0.0;
-            if (r >= 0 && s >= 0 && (self->P[s * ccap + r] & bitsof[p])) {
-                base = cells[s * ccap + r];
-            }
-            double prod;
-            if (steps[p].is_int && item->is_int && (steps[p].iv == 0 || item->iv == 0)) {
-                prod = 0.0;
-            }
-            else {
-                prod = steps[p].v * item->v;
-            }
-            double updated = base + prod;
-            if (!isfinite(updated)) {
-                return UPDATE_WEIGHT;
-            }
-            self->vals[p * n + i] = updated;
-        }
-    }
-    /* room first: a model too large is not handled, nothing changed */
-    Py_ssize_t fresh = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        fresh += self->slots[i] < 0;
-    }
-    status = store_reserve(self, self->nf + fresh, self->nc + (ry < 0));
-    if (status <= 0) {
-        return status;
-    }
-    self->version++;
-    if (ry < 0) {
-        status = store_add_class(self, y);
-        if (status <= 0) {
-            return status;
-        }
-        ry = self->nc - 1;
-        for (int p = 0; p < m; p++) {
-            if (rows[p] < 0) {
-                rows[p] = ry;
-            }
-        }
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (self->slots[i] < 0) {
-            Py_ssize_t s = store_add_slot(self, it->items[i].key);
-            if (s < 0) {
-                return s == -2 ? UPDATE_UNHANDLED : UPDATE_ERROR;
-            }
-            self->slots[i] = s;
-        }
-    }
-    ccap = self->ccap;
-    for (int p = 0; p < m; p++) {
-        Py_ssize_t r = rows[p];
-        double *cells = bitsof[p] == IN_W ? self->W : self->U;
-        SlotList *order = bitsof[p] == IN_W ? &self->wo[r] : &self->uo[r];
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t s = self->slots[i];
-            unsigned char *pc = &self->P[s * ccap + r];
-            cells[s * ccap + r] = self->vals[p * n + i];
-            if (!(*pc & bitsof[p])) {
-                *pc |= bitsof[p];
-                if (slot_list_append(order, s) < 0) {
-                    return UPDATE_ERROR;
-                }
-            }
-        }
-    }
-    self->B[ry] = by;
-    self->UB[ry] = uby;
-    if (rh >= 0) {
-        self->B[rh] = bh;
-        self->UB[rh] = ubh;
-    }
-    return UPDATE_DONE;
-}
-
 /* Room for l to take n more slots. 0: done; -1: error. */
 static int
 slot_list_reserve(SlotList *l, Py_ssize_t n)
@@ -1911,8 +1700,9 @@ slot_list_reserve(SlotList *l, Py_ssize_t n)
     return 0;
 }
 
-/* Room in the rule's scratch for a row of n: the checked values (2n doubles), the joined
- * slots (2n), the values (n doubles) and whether each is an int (n bytes). 0: done; -1: error. */
+/* Room in the rule's scratch for a row of n: the checked values (4n doubles: two classes'
+ * weights and accumulators), the joined slots (4n), the values (n doubles) and whether each is
+ * an int (n bytes). 0: done; -1: error. */
 static int
 store_rule_room(ClassStore *self, Py_ssize_t n)
 {
@@ -1920,7 +1710,7 @@ store_rule_room(ClassStore *self, Py_ssize_t n)
         return 0;
     }
     Py_ssize_t cap = n > 2 * self->rcap ? n : 2 * self->rcap;
-    size_t unit = 2 * sizeof(double) + 2 * sizeof(Py_ssize_t) + sizeof(double) + 1;
+    size_t unit = 4 * sizeof(double) + 4 * sizeof(Py_ssize_t) + sizeof(double) + 1;
     char *buf = PyMem_Realloc(self->rbuf, (size_t)cap * unit);
     if (buf == NULL) {
         PyErr_NoMemory();
@@ -1946,9 +1736,9 @@ store_binary_update(ClassStore *self, Items *it, const BinaryStep *s)
     if (store_rule_room(self, n) < 0) {
         return UPDATE_ERROR;
     }
-    double *checked = (double *)self->rbuf, *values = checked + 2 * n;
+    double *checked = (double *)self->rbuf, *values = checked + 4 * n;
     Py_ssize_t *joined = (Py_ssize_t *)(values + n);
-    unsigned char *is_int = (unsigned char *)(joined + 2 * n);
+    unsigned char *is_int = (unsigned char *)(joined + 4 * n);
     for (Py_ssize_t i = 0; i < n; i++) {
         values[i] = it->items[i].v;
         is_int[i] = (unsigned char)it->items[i].is_int;
@@ -1987,6 +1777,130 @@ store_binary_update(ClassStore *self, Items *it, const BinaryStep *s)
         uo->v[uo->n++] = c.joined_u[k];
     }
     return UPDATE_DONE;
+}
+
+/* Whether a step is one the rule computes as Python does: not an int past 2**53 (Python's
+ * product of such an int and an int value is exact, a double's not). */
+static inline int
+step_exact(const BinaryStep *s)
+{
+    return (!s->step_int || fabs(s->step) <= RULE_EXACT_INT) &&
+           (!s->averaging || !s->cstep_int || fabs(s->cstep) <= RULE_EXACT_INT);
+}
+
+/* A multi-class mistake's update (_rules.h's multi_rule_next/_join, the steps and biases s)
+ * on class row ry (-1: y, a class new to the store, added last) and rh (-1: none), the items
+ * of x loaded: their slots found, the keys new to the store given slots, every cell checked
+ * before any is written, then the biases. UPDATE_DONE; UPDATE_WEIGHT (a value not finite:
+ * nothing written); UPDATE_UNHANDLED (a step not exact, the store too large); UPDATE_ERROR. */
+static int
+store_multi_update(ClassStore *self, Items *it, PyObject *y, Py_ssize_t ry, Py_ssize_t rh,
+                   const MultiStep *s)
+{
+    Py_ssize_t n = it->n, fresh = 0;
+    if (!step_exact(&s->sy) || (rh >= 0 && !step_exact(&s->sh))) {
+        return UPDATE_UNHANDLED;
+    }
+    int status = store_slots(self, it); /* the scratch may hold another dict's since the fold */
+    if (status <= 0) {
+        return status == 0 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+    }
+    if (store_rule_room(self, n) < 0) {
+        return UPDATE_ERROR;
+    }
+    double *checked = (double *)self->rbuf, *values = checked + 4 * n;
+    Py_ssize_t *joined = (Py_ssize_t *)(values + n);
+    unsigned char *is_int = (unsigned char *)(joined + 4 * n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        values[i] = it->items[i].v;
+        is_int[i] = (unsigned char)it->items[i].is_int;
+        fresh += self->slots[i] < 0;
+    }
+    /* room first (a model too large is not handled, nothing changed); a new class's column,
+     * never written, holds zeros */
+    status = store_reserve(self, self->nf + fresh, self->nc + (ry < 0));
+    if (status <= 0) {
+        return status == 0 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+    }
+    for (Py_ssize_t i = 0; fresh && i < n; i++) {
+        if (self->slots[i] < 0) {
+            Py_ssize_t slot = store_add_slot(self, it->items[i].key);
+            if (slot < 0) {
+                return slot == -2 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+            }
+            self->slots[i] = slot;
+        }
+    }
+    Py_ssize_t cy = ry < 0 ? self->nc : ry, ccap = self->ccap;
+    if (slot_list_reserve(&self->wo[cy], n) < 0 || slot_list_reserve(&self->uo[cy], n) < 0 ||
+        (rh >= 0 && (slot_list_reserve(&self->wo[rh], n) < 0 ||
+                     slot_list_reserve(&self->uo[rh], n) < 0))) {
+        return UPDATE_ERROR;
+    }
+    RuleCells y_cells = {self->W + cy, self->U + cy, self->P + cy, ccap, joined, joined + n,
+                         0, 0, 0};
+    RuleCells h_cells = {self->W + rh, self->U + rh, self->P + rh, ccap, joined + 2 * n,
+                         joined + 3 * n, 0, 0, 0};
+    RuleCells *ch = rh >= 0 ? &h_cells : NULL;
+    RuleRow row = {n, NULL, self->slots, values, NULL, is_int};
+    if (!multi_rule_next(&y_cells, ch, &row, s, 1, checked)) {
+        return UPDATE_WEIGHT;
+    }
+    if (ry < 0 && (status = store_add_class(self, y)) <= 0) { /* no move: the room is there */
+        return status == 0 ? UPDATE_UNHANDLED : UPDATE_ERROR;
+    }
+    self->version++;
+    multi_rule_join(&y_cells, ch, &row, s, 1, checked);
+    RuleCells *cells[2] = {&y_cells, ch};
+    Py_ssize_t rows[2] = {cy, rh};
+    for (int k = 0; k < 2 && cells[k] != NULL; k++) {
+        SlotList *wo = &self->wo[rows[k]], *uo = &self->uo[rows[k]];
+        for (Py_ssize_t j = 0; j < cells[k]->n_joined_w; j++) {
+            wo->v[wo->n++] = cells[k]->joined_w[j];
+        }
+        for (Py_ssize_t j = 0; j < cells[k]->n_joined_u; j++) {
+            uo->v[uo->n++] = cells[k]->joined_u[j];
+        }
+    }
+    multi_rule_biases(s, cy, rh, self->B, self->UB);
+    return UPDATE_DONE;
+}
+
+/* store_update on the items of x already loaded (and kept: the caller releases them): the
+ * numbers of the update by the rule (multi_rule_step), then store_multi_update. */
+static int
+store_update_items(ClassStore *self, Items *it, PyObject *y, PyObject *y_hat, Num lr, Num db,
+                   int averaging, Num c)
+{
+    Py_ssize_t ry = store_row(self, y), rh = -1;
+    if (ry == -2) {
+        return UPDATE_ERROR;
+    }
+    if (y_hat != Py_None) {
+        rh = store_row(self, y_hat);
+        if (rh == -2) {
+            return UPDATE_ERROR;
+        }
+        if (rh < 0 || rh == ry) {
+            return UPDATE_UNHANDLED;
+        }
+    }
+    MultiStep s;
+    int finite = multi_rule_step(lr.v, lr.is_int, db.v, db.is_int, averaging, c.v, c.is_int,
+                                 ry < 0 ? 0.0 : self->B[ry], ry < 0 ? 0.0 : self->UB[ry],
+                                 rh >= 0, rh >= 0 ? self->B[rh] : 0.0,
+                                 rh >= 0 ? self->UB[rh] : 0.0, &s);
+    if (!step_exact(&s.sy) || (rh >= 0 && !step_exact(&s.sh))) {
+        return UPDATE_UNHANDLED;
+    }
+    int status = store_slots(self, it);
+    if (status <= 0) {
+        return status;
+    }
+    if (!finite) {
+        return UPDATE_BIAS;
+    }
+    return store_multi_update(self, it, y, ry, rh, &s);
 }
 
 static PyObject *
@@ -2444,14 +2358,14 @@ static PyTypeObject ClassStoreType = {
  *
  * The three methods handle the usual case in C: the model in its store (so init="zeros" and
  * the learning code this class's), the plain perceptron, the plain or the forgetting average
- * (but the example after which the accumulators are rescaled), a settled label encoding (binary)
- * or a str or int label (multi-class), x an exact dict the store takes, the scalars exact floats
- * and ints. Anything else, and every case that would raise (a value too large, a label outside
- * the encoding), calls the learner's pure-Python method (_predict_one_py, _learn_one_py,
- * _predict_learn_one_py) having changed nothing, so the Python code stays the reference and
- * decides what it alone handles. The arithmetic is that code's, operation for operation
- * (tests/learners/test_binary_core.py and test_multiclass_core.py hold the two to the same
- * bits).
+ * (its rescaling too), a settled label encoding (binary) or a str or int label (multi-class),
+ * x an exact dict the store takes, the scalars exact floats and ints. Anything else, and every
+ * case that would raise (a value too large, a label outside the encoding), calls the learner's
+ * pure-Python method (_predict_one_py, _learn_one_py, _predict_learn_one_py) having changed
+ * nothing, so the Python code stays the reference and decides what it alone handles. The
+ * arithmetic is the rules' (_rules.h: binary_rule_*, multi_rule_*, which the blocks run too),
+ * that code's operation for operation (tests/learners/test_binary_core.py and
+ * test_multiclass_core.py hold the two to the same bits).
  *
  * predict_one keeps what it folded (x, its items, the plain dot or argmax, the store's version
  * and n_seen) for the learn_one that usually follows on the same dict: used only for that very
@@ -2645,31 +2559,6 @@ core_divisor(CoreState *st, long long t, double *d)
     }
     *d = pow(st->beta, (double)(st->avg_ref - t - 1));
     return isfinite(*d) && *d != 0.0;
-}
-
-/* What learning example t takes from LinearHyperparameters: 0 when the accumulators are
- * rescaled after it (Python's _renormalise: the Python method learns it) or c(t) overflows;
- * else *averaging (_averaging) and *c (_avg_coef: t - 1, or beta ** (avg_ref - t)). */
-static int
-core_step(CoreState *st, long long t, int *averaging, Num *c)
-{
-    if (st->forgetting &&
-        (double)(t - st->avg_ref) >= RENORMALISE_HALF_LIVES * st->half_life) {
-        return 0;
-    }
-    *averaging = st->averaged && (t > 1 || st->forgetting);
-    c->v = (double)(t - 1);
-    c->iv = t - 1;
-    c->is_int = 1;
-    if (st->forgetting) {
-        c->v = pow(st->beta, (double)(st->avg_ref - t));
-        c->iv = 0;
-        c->is_int = 0;
-        if (!isfinite(c->v)) {
-            return 0; /* math.pow raises OverflowError */
-        }
-    }
-    return 1;
 }
 
 /* The bias mode: 0 "learned", 1 "r2", 2 "none"; -1 anything else. */
@@ -2921,7 +2810,7 @@ binary_learn(BinaryCore *self, CoreState *st, double b0, double ub0, PyObject *x
     PyObject *new_b = NULL, *new_ub = NULL, *new_ref = NULL;
     PyObject *seen = NULL, *norm = NULL, *mistakes = NULL;
     BinaryRule r;
-    BinaryStep s;
+    BinaryStep s = {0};
     binary_rule_of(self, st, b0, ub0, &r, &lr_ok);
     if (!binary_rule_learn(&r, sign, dot + b0, items_sq(it), &s) ||
         (s.mistake && (!lr_ok || !(fabs(s.cstep) <= RULE_EXACT_INT || !s.cstep_int)))) {
@@ -3202,18 +3091,7 @@ multiclass_learn(MulticlassCore *self, CoreState *st, PyObject *x, PyObject *y,
     }
     Items *it = &h->memo.items;
     int result = 0;
-    PyObject *seen = NULL, *norm = NULL, *mistakes = NULL;
-    double r = items_norm(it);
-    if (!(r < INFINITY)) { /* r >= 0, or NaN: Python raises */
-        goto done;
-    }
-    double max_norm = r > st->max_norm ? r : st->max_norm;
-    long long t = st->n_seen + 1;
-    int averaging;
-    Num c;
-    if (!core_step(st, t, &averaging, &c)) {
-        goto done;
-    }
+    PyObject *seen = NULL, *norm = NULL, *mistakes = NULL, *new_ref = NULL;
     PyObject *predicted = store_label(store, best);
     /* y_hat == y and y_hat is not None and y in store.classes: the label classes are compared
      * only when they are plain values (no Python code runs) */
@@ -3228,47 +3106,60 @@ multiclass_learn(MulticlassCore *self, CoreState *st, PyObject *x, PyObject *y,
             result = -1;
             goto done;
         }
-        if (right) {
-            Py_ssize_t row = store_row(store, y);
-            if (row == -2) {
-                result = -1;
-                goto done;
-            }
-            right = row >= 0;
-        }
     }
-    result = core_counters(h, t, max_norm, !right, &seen, &norm, &mistakes);
+    Py_ssize_t ry = store_row(store, y);
+    if (ry == -2) {
+        result = -1;
+        goto done;
+    }
+    right = right && ry >= 0;
+    Py_ssize_t rh = predicted == Py_None ? -1 : best;
+    if (!right && ry >= 0 && ry == rh) {
+        goto done; /* the rows agree and the labels not: Python decides */
+    }
+    /* the rule (_rules.h): the true class's code ry, or nc for a new one; the predicted rh */
+    Num lr = {NAN, 0, 0};
+    MultiRule r;
+    r.bias_mode = right ? 0 : core_bias_mode(h); /* (only a mistake reads lr and the mode) */
+    int lr_ok = right || (num_value(h->lr, &lr) && r.bias_mode >= 0);
+    r.lr = lr.v;
+    r.lr_int = lr.is_int;
+    r.averaged = st->averaged;
+    r.half_life = st->forgetting ? st->half_life : 0.0;
+    r.beta = st->forgetting ? st->beta : 0.0;
+    r.max_norm = st->max_norm;
+    r.n_seen = st->n_seen;
+    r.n_mistakes = 0; /* the learner's counter is core_counters' */
+    r.avg_ref = st->forgetting ? st->avg_ref : 0;
+    r.n_active = store->nc;
+    MultiStep s;
+    if (!multi_rule_learn(&r, ry >= 0 ? ry : store->nc, rh, items_sq(it), store->B, store->UB,
+                          &s) ||
+        (s.mistake && !lr_ok)) {
+        goto done; /* refused (Python raises), or a rule Python's code decides */
+    }
+    result = core_counters(h, s.t, s.max_norm, s.mistake, &seen, &norm, &mistakes);
     if (result <= 0) {
         goto done;
     }
     result = 0;
-    if (!right) {
-        Num lr, db;
-        if (!num_value(h->lr, &lr)) {
-            goto done;
-        }
-        switch (core_bias_mode(h)) { /* _bias_step */
-        case 0:
-            db = lr;
-            break;
-        case 1:
-            db.v = max_norm * max_norm;
-            db.iv = 0;
-            db.is_int = 0;
-            break;
-        case 2:
-            db.v = 0.0;
-            db.iv = 0;
-            db.is_int = 0;
-            break;
-        default:
-            goto done;
-        }
-        int status = store_update_items(store, it, y, predicted, lr, db, averaging, c);
+    long long avg_ref = r.avg_ref;
+    double factor = rule_renormalise(r.half_life, r.beta, &avg_ref, s.t);
+    if (factor != 0.0 && (new_ref = PyLong_FromLongLong(avg_ref)) == NULL) {
+        result = -1;
+        goto done;
+    }
+    if (s.mistake) {
+        int status = store_multi_update(store, it, y, ry, rh, &s);
         if (status != UPDATE_DONE) {
             result = status == UPDATE_ERROR ? -1 : 0;
             goto done;
         }
+    }
+    if (factor != 0.0) {
+        store_rescale_by(store, factor);
+        Py_XSETREF(h->avg_ref, new_ref);
+        new_ref = NULL;
     }
     core_store_counters(h, seen, norm, mistakes);
     seen = norm = mistakes = NULL;
@@ -3278,6 +3169,7 @@ done:
     Py_XDECREF(seen);
     Py_XDECREF(norm);
     Py_XDECREF(mistakes);
+    Py_XDECREF(new_ref);
     memo_clear(&h->memo);
     return result;
 }
