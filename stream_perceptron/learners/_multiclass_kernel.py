@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from stream_perceptron.formats.sparse_rows import SparseRows
 
 __all__ = ["supported", "learn_dense", "learn_sparse", "run_kernel", "class_codes",
-           "check_kinds", "checked_multiclass_block", "sparse_module", "class_arrays",
-           "write_sparse", "write_sparse_classes", "MulticlassKernelModel"]
+           "check_kinds", "checked_multiclass_block", "sparse_module", "MulticlassKernelModel"]
 
 
 class MulticlassKernelModel(Protocol):
@@ -138,12 +137,14 @@ def learn_dense(
 
 def run_kernel(
     model: MulticlassKernelModel, names: list[Any], X: Any, indptr: Any, slots: Any,
-    labels: Sequence[Any],
+    labels: Sequence[Any], kernel: str = "kernel_multiclass", forgetting: bool | None = None,
 ) -> list[Any]:  # fmt: skip
-    """``kernel_multiclass`` over a block (dense: ``indptr`` None; sparse: ``X`` the CSR
-    values), the model's classes and cells given to it and, learned, back to the model; the
-    model unchanged when the kernel stops at a row (ValueError, or :func:`refusal`). Returns
-    the predictions (None: no class yet)."""
+    """The C kernel ``kernel`` (``kernel_multiclass``, ``kernel_pa_multiclass``) over a block
+    (dense: ``indptr`` None; sparse: ``X`` the CSR values), the model's classes and cells
+    given to it and, learned, back to the model; the model unchanged when the kernel stops at a
+    row (ValueError, or :func:`refusal`). ``forgetting``: room for the renormalisations'
+    factors (None: the perceptron's rule says, its half-life). Returns the predictions (None:
+    no class yet)."""
     c = native.dense
     assert c is not None  # checked by the callers
     n, m = len(labels), len(names)
@@ -155,8 +156,10 @@ def run_kernel(
     joined, n_joined = np.empty((2 * k, m), dtype=np.int64), np.zeros(2 * k, dtype=np.int64)
     preds = np.empty(n, dtype=np.int64)
     rule = model.block_rule()
-    factors = np.empty(n if rule[4] > 0 else 0)  # the rule's half-life
-    rule, n_factors, stopped, why = c.kernel_multiclass(
+    if forgetting is None:
+        forgetting = rule[4] > 0  # the perceptron's half-life
+    factors = np.empty(n if forgetting else 0)
+    rule, n_factors, stopped, why = getattr(c, kernel)(
         X, indptr, slots, codes, W, U, b, ub, present, joined, n_joined, preds, factors, n, m,
         k, rule,
     )  # fmt: skip
@@ -184,48 +187,6 @@ def sparse_module(rows: SparseRows, labels: Sequence[Any]) -> Any:
     if len(labels) != len(rows):
         raise ValueError(f"{len(rows)} rows, {len(labels)} labels")
     return c
-
-
-def class_arrays(
-    dicts: Sequence[dict[Any, float]], names: list[Any], n_classes: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """What a sparse kernel takes of the dicts of a model's classes: ``(values, present)``,
-    ``n_classes`` rows of ``len(names)`` (one a class; those past ``dicts``, the classes the
-    block brings, empty), each dict's value of each name (``0.0`` where it has none) and
-    whether it has the name (uint8)."""
-    values = np.zeros((n_classes, len(names)))
-    present = np.zeros((n_classes, len(names)), dtype=np.uint8)
-    for i, d in enumerate(dicts):
-        if d:
-            values[i] = [d.get(k, 0.0) for k in names]
-            present[i] = [k in d for k in names]
-    return values, present
-
-
-def write_sparse(d: dict[Any, float], names: list[Any], values: Any, had: Any, new: Any) -> None:
-    """A sparse kernel's values (float64, one a name) into the dict ``d``: the names it had
-    (``had``, uint8 flags) keep their place, the new ones (``new``: slots in the order they
-    joined) follow in that order."""
-    row = values.tolist()
-    for j in np.flatnonzero(np.frombuffer(had, dtype=np.uint8)).tolist():
-        d[names[j]] = row[j]
-    for j in new.tolist():
-        d[names[j]] = row[j]
-
-
-def write_sparse_classes(
-    model: Any, added: list[Any], classes: list[Any], names: list[Any], W: np.ndarray,
-    bias: np.ndarray, updated: np.ndarray, had: np.ndarray, new: np.ndarray, n_new: np.ndarray,
-) -> None:  # fmt: skip
-    """The multi-class passive-aggressive kernel's model back into the learner's dicts: the
-    classes it ``added`` (in order), then the weights (:func:`write_sparse`, ``had`` before the
-    kernel, ``new`` and ``n_new`` of each class its new slots) and bias of each class it
-    moved."""
-    for cl in added:
-        model._add_class(cl)
-    for i in np.flatnonzero(updated).tolist():
-        write_sparse(model._w[classes[i]], names, W[i], had[i], new[i, : n_new[i]])
-        model._b[classes[i]] = float(bias[i])
 
 
 def learn_sparse(

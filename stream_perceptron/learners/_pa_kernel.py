@@ -22,25 +22,22 @@ the order the row loop adds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from stream_perceptron import native
 from stream_perceptron.lazy_numpy import np
 from stream_perceptron.learners._binary_kernel import (
     BinaryKernelModel,
     checked_block,
     predictions,
-    refusal,
     run_kernel,
     sparse_block,
 )
 from stream_perceptron.learners._multiclass_kernel import (
+    MulticlassKernelModel,
     checked_multiclass_block,
-    class_arrays,
-    class_codes,
     sparse_module,
-    write_sparse_classes,
 )
+from stream_perceptron.learners._multiclass_kernel import run_kernel as run_multiclass
 from stream_perceptron.learners._pa_blocks import VARIANT_CODES
 
 if TYPE_CHECKING:
@@ -53,21 +50,6 @@ __all__ = [
     "learn_sparse",
     "learn_sparse_multiclass",
 ]
-
-
-
-class MulticlassPaKernelModel(Protocol):
-    """What this glue reads and sets of a multi-class passive-aggressive learner (its fields:
-    that rule is not yet behind methods, as the binary learners' are; see issue 43)."""
-
-    C: float
-    variant: str
-    _w: dict[Any, dict[Any, float]]
-    _b: dict[Any, float]
-    _bias_mode: str
-    _max_norm: float
-    _n_seen: int
-    _n_mistakes: int
 
 
 def learn_dense(
@@ -83,54 +65,14 @@ def learn_dense(
 
 
 def learn_dense_multiclass(
-    model: MulticlassPaKernelModel, features: Sequence[Any], X: Any, labels: Sequence[Any]
+    model: MulticlassKernelModel, features: Sequence[Any], X: Any, labels: Sequence[Any]
 ) -> list[Any]:
-    """:meth:`MulticlassPassiveAggressive.learn_dense`'s work (the C extension built)."""
-    _, features, X = checked_multiclass_block(features, X, labels)
-    return _learn_multiclass(model, features, X, None, None, labels)
-
-
-def _learn_multiclass(
-    model: MulticlassPaKernelModel, names: list[Any], X: Any, indptr: Any, slots: Any,
-    labels: Sequence[Any],
-) -> list[Any]:  # fmt: skip
-    """``kernel_pa_multiclass`` over a block (dense: ``indptr`` None; sparse: ``X`` the CSR
-    values), the model's classes as arrays of ``names``' cells, each class's new keys then
+    """:meth:`MulticlassPassiveAggressive.learn_dense`'s work (the C extension built): the
+    model's classes and cells given to ``kernel_pa_multiclass`` and taken back learned
+    (:class:`~stream_perceptron.learners._pa_blocks.PaMultiBlockModel`), each class's new keys
     entering its dict in the order the ``predict_learn_one`` loop adds them."""
-    c = native.dense
-    assert c is not None  # checked by the callers
-    n, m = len(labels), len(names)
-    known = len(model._w)
-    classes, codes = class_codes(list(model._w), labels)
-    k = len(classes)
-    W, present = class_arrays(list(model._w.values()), names, k)
-    had = present.copy()
-    bias = np.zeros(k)
-    bias[:known] = [model._b[cl] for cl in model._w]
-    joined, n_joined = np.empty((2 * k, m), dtype=np.int64), np.zeros(2 * k, dtype=np.int64)
-    preds = np.empty(n, dtype=np.int64)
-    rule = (
-        VARIANT_CODES[model.variant], float(model.C), model._bias_mode == "learned",
-        float(model._max_norm), int(model._n_seen), int(model._n_mistakes), known,
-    )  # fmt: skip
-    empty = np.empty(0)
-    rule, _, stopped, why = c.kernel_pa_multiclass(
-        X, indptr, slots, codes, W, empty, bias, np.zeros(k), present, joined, n_joined, preds,
-        empty, n, m, k, rule,
-    )  # fmt: skip
-    if stopped >= 0:  # the kernel stopped at that row: nothing is written back
-        if why == 2:
-            raise ValueError("rows have non-finite values")
-        raise refusal(int(stopped))
-    _, _, _, max_norm, n_seen, n_mistakes, n_active = rule
-    every = np.ones(k, dtype=np.uint8)  # unmoved classes keep their values
-    write_sparse_classes(model, classes[known:n_active], classes[:n_active], names, W, bias,
-                         every[:n_active], had, joined, n_joined)  # fmt: skip
-    model._max_norm = float(max_norm)
-    model._n_seen = int(n_seen)
-    model._n_mistakes = int(n_mistakes)
-    named = [None, *classes]
-    return list(map(named.__getitem__, (preds + 1).tolist()))
+    _, features, X = checked_multiclass_block(features, X, labels)
+    return run_multiclass(model, features, X, None, None, labels, "kernel_pa_multiclass", False)
 
 
 _SIGN_BYTES = b"\x00\x01\xff"  # 0, +1, -1 as int8
@@ -162,7 +104,7 @@ def learn_sparse(model: BinaryKernelModel, features: Sequence[Any], rows: Sparse
 
 
 def learn_sparse_multiclass(
-    model: MulticlassPaKernelModel, features: Sequence[Any], rows: SparseRows,
+    model: MulticlassKernelModel, features: Sequence[Any], rows: SparseRows,
     labels: Sequence[Any],
 ) -> list[Any]:  # fmt: skip
     """:func:`learn_dense_multiclass` of a sparse block (``rows``' slots index ``features``):
@@ -171,4 +113,5 @@ def learn_sparse_multiclass(
     sparse_module(rows, labels)
     if len(rows) == 0:
         return []
-    return _learn_multiclass(model, list(features), rows.values, rows.indptr, rows.slots, labels)
+    return run_multiclass(model, list(features), rows.values, rows.indptr, rows.slots, labels,
+                          "kernel_pa_multiclass", False)  # fmt: skip

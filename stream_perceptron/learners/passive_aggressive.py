@@ -21,7 +21,7 @@ from stream_perceptron.learners._maths import (
     sq_norm_of,
     too_large,
 )
-from stream_perceptron.learners._pa_blocks import PaBlockModel
+from stream_perceptron.learners._pa_blocks import PaBlockModel, PaMultiBlockModel
 from stream_perceptron.learners._state import class_entries, pairs, registered, to_json_key
 from stream_perceptron.learners.binary_blocks import BinaryBlocks
 from stream_perceptron.learners.labels import BinaryLabels
@@ -264,7 +264,7 @@ class PassiveAggressive(PaBlockModel, BinaryBlocks, BinaryLinearModel):
 
 
 @registered
-class MulticlassPassiveAggressive(MulticlassLinearModel):
+class MulticlassPassiveAggressive(PaMultiBlockModel, MulticlassLinearModel):
     """Multi-class passive-aggressive classifier (Crammer et al. 2006, section 7): one weight
     vector per class, ``argmax_k w_k.x + b_k``.
 
