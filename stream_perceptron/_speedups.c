@@ -3092,6 +3092,9 @@ multiclass_learn(MulticlassCore *self, CoreState *st, PyObject *x, PyObject *y,
     Items *it = &h->memo.items;
     int result = 0;
     PyObject *seen = NULL, *norm = NULL, *mistakes = NULL, *new_ref = NULL;
+    /* x's squared norm first: its fold's chain of additions runs while the labels are
+     * compared and looked up (nothing below depends on it until the rule) */
+    double sq = items_sq(it);
     PyObject *predicted = store_label(store, best);
     /* y_hat == y and y_hat is not None and y in store.classes: the label classes are compared
      * only when they are plain values (no Python code runs) */
@@ -3133,8 +3136,7 @@ multiclass_learn(MulticlassCore *self, CoreState *st, PyObject *x, PyObject *y,
     r.avg_ref = st->forgetting ? st->avg_ref : 0;
     r.n_active = store->nc;
     MultiStep s;
-    if (!multi_rule_learn(&r, ry >= 0 ? ry : store->nc, rh, items_sq(it), store->B, store->UB,
-                          &s) ||
+    if (!multi_rule_learn(&r, ry >= 0 ? ry : store->nc, rh, sq, store->B, store->UB, &s) ||
         (s.mistake && !lr_ok)) {
         goto done; /* refused (Python raises), or a rule Python's code decides */
     }
