@@ -13,6 +13,9 @@ import os
 # a 1M-line run's CPU samples on two cores). A value the user set is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from stream_perceptron.cli.main import build_parser, main  # noqa: E402
+from stream_perceptron.cli._gc import imports_without_gc  # noqa: E402
+
+with imports_without_gc():
+    from stream_perceptron.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main"]

@@ -128,8 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command == "run":
-        from stream_perceptron.allocator import tune_malloc
-        from stream_perceptron.cli.run import run_command
+        from stream_perceptron.cli._gc import imports_without_gc
+
+        with imports_without_gc(freeze=True):  # the modules never garbage: out of its sight
+            from stream_perceptron.allocator import tune_malloc
+            from stream_perceptron.cli.run import run_command
 
         tune_malloc()
         return run_command(args, parser)

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors import (
     BlockSource,
@@ -26,8 +26,6 @@ from connectors import (
 )
 from stream_perceptron.checkpoint import CheckpointCoordinator, RunState
 from stream_perceptron.engine.blocks import BlockPath, RecordRun, Run, runs_of
-from stream_perceptron.engine.delayed import DelayedLabels
-from stream_perceptron.engine.delayed_blocks import JoinBlockPath
 from stream_perceptron.engine.outcomes import EngineError, Outcomes
 from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.engine.window import RecentWindow
@@ -35,9 +33,13 @@ from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats import Parser
 from stream_perceptron.formats.base import UNPARSEABLE, DenseParser, KeyedParser
 from stream_perceptron.formats.delimited import CsvHeaderError
-from stream_perceptron.join import PendingJoin
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
+
+if TYPE_CHECKING:  # imported where a join is asked for: 2 ms of every command's start else
+    from stream_perceptron.engine.delayed import DelayedLabels
+    from stream_perceptron.engine.delayed_blocks import JoinBlockPath
+    from stream_perceptron.join import PendingJoin
 
 # A block the block path does not take goes the per-record way in batches of this many lines.
 BLOCK_BATCH_SIZE = 256
@@ -136,6 +138,8 @@ class Engine:
         )
         self.delayed: DelayedLabels | None = None
         if join is not None:
+            from stream_perceptron.engine.delayed import DelayedLabels
+
             key = getattr(parser, "key", None)
             if not isinstance(parser, KeyedParser) or key is None:
                 raise ValueError("a join needs a parser with a join key (csv or jsonl)")
@@ -154,6 +158,8 @@ class Engine:
         self._blocks: BlockPath | JoinBlockPath | None = None
         resume_from = self.coordinator.resume_from
         if dense and self.delayed is not None:
+            from stream_perceptron.engine.delayed_blocks import JoinBlockPath
+
             self._blocks = JoinBlockPath.of(learner, parser, self.delayed, resume_from)
         elif dense:
             self._blocks = BlockPath.of(learner, parser, self.outcomes, resume_from)
