@@ -154,7 +154,8 @@ static inline Py_ssize_t read_digits(const unsigned char *buf, Py_ssize_t i, Py_
                                      uint64_t *man)
 {
     uint64_t m = *man, eight;
-    while (i + 8 <= size && eight_digits(buf + i, &eight)) {
+    /* eight at a time while there are (a shorter run: its eighth byte says so, one test) */
+    while (i + 8 <= size && (unsigned)buf[i + 7] - '0' <= 9 && eight_digits(buf + i, &eight)) {
         m = m * 100000000u + eight;
         i += 8;
     }
@@ -418,6 +419,10 @@ done:
 
 static inline Py_ssize_t skip_ws(const unsigned char *buf, Py_ssize_t i)
 {
+    if (buf[i] > ' ') /* the usual case: no whitespace, one comparison */
+        return i;
+    if (buf[i] == ' ' && buf[i + 1] > ' ') /* one space (buf ends with a newline) */
+        return i + 1;
     while (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r')
         i++;
     return i;
@@ -1029,6 +1034,7 @@ done:
 
 typedef struct {
     uint64_t hash;
+    uint64_t kword;                        /* a key of 7 bytes or fewer: them (tail_word) */
     Py_ssize_t kstart, klen, vstart, vlen; /* vlen -1: a key's own entry */
     int32_t slot;                          /* the feature's local slot; -1: none yet */
     Py_ssize_t stamp;                      /* the last row (+1) that had it */
@@ -1075,29 +1081,51 @@ static inline long hex4(const unsigned char *p)
     return v;
 }
 
+/* Whether byte c may stand in a JSON string as itself: not a quote, a backslash or a control
+   character (one table look-up a byte instead of three comparisons). */
+static const unsigned char string_byte[256] = {
+#define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+    R16(0), R16(0),                                         /* 0x00-0x1F: control */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,         /* 0x20-0x2F: '"' */
+    R16(1),                                                 /* 0x30-0x3F */
+    R16(1),                                                 /* 0x40-0x4F */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,         /* 0x50-0x5F: '\\' */
+    R16(1), R16(1),                                         /* 0x60-0x7F */
+    R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), /* 0x80-0xFF */
+#undef R16
+};
+
+static Py_ssize_t sparse_string_escaped(SparseTable *t, Py_ssize_t start, Py_ssize_t *off,
+                                        Py_ssize_t *len);
+
 /* A JSON string at buf[i] == '"': the index after its closing quote, its text's offset and
    length into *off, *len (in the block when it holds no escape, else decoded into the arena as
    UTF-8, as json.loads decodes it); -1 when json.loads would refuse it (a control character, a
    bad escape) or it is not text (a lone surrogate escape: the record path says invalid_utf8),
    -2 no memory. The block ends with a newline, so every loop stops. */
-static Py_ssize_t sparse_string(SparseTable *t, Py_ssize_t i, Py_ssize_t *off, Py_ssize_t *len)
+static inline __attribute__((always_inline)) Py_ssize_t
+sparse_string(SparseTable *t, Py_ssize_t i, Py_ssize_t *off, Py_ssize_t *len)
 {
     const unsigned char *buf = t->buf;
     Py_ssize_t start = ++i;
-    for (;;) {
-        unsigned char c = buf[i];
-        if (c == '"') {
-            *off = start;
-            *len = i - start;
-            return i + 1;
-        }
-        if (c < 0x20)
-            return -1;
-        if (c == '\\')
-            break;
+    while (string_byte[buf[i]])
         i++;
+    if (buf[i] == '"') {
+        *off = start;
+        *len = i - start;
+        return i + 1;
     }
-    /* escapes: decode the whole string into the arena */
+    if (buf[i] < 0x20)
+        return -1;
+    return sparse_string_escaped(t, start, off, len); /* a backslash */
+}
+
+/* sparse_string's string from its start, holding an escape: decoded whole into the arena. */
+static __attribute__((noinline)) Py_ssize_t
+sparse_string_escaped(SparseTable *t, Py_ssize_t start, Py_ssize_t *off, Py_ssize_t *len)
+{
+    const unsigned char *buf = t->buf;
+    Py_ssize_t i;
     Py_ssize_t need = t->arena_len + (t->size - start); /* decoded text is never longer */
     if (need > t->arena_cap) {
         Py_ssize_t cap = need > 2 * t->arena_cap ? need : 2 * t->arena_cap;
@@ -1179,9 +1207,24 @@ static Py_ssize_t sparse_string(SparseTable *t, Py_ssize_t i, Py_ssize_t *off, P
     return i + 1;
 }
 
+/* The n < 8 bytes at p as a little-endian word, zero-padded: one load when `room` (8 bytes
+   at p are readable), else a byte at a time. */
+static inline uint64_t tail_word(const unsigned char *p, Py_ssize_t n, int room)
+{
+    uint64_t w = 0;
+    if (room) {
+        memcpy(&w, p, 8);
+        return n ? w & (~0ull >> (64 - 8 * n)) : 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        w |= (uint64_t)p[k] << (8 * k);
+    return w;
+}
+
 /* A hash of the n bytes at p, continuing from h: eight bytes a step (feature names are
-   short: one or two steps). */
-static inline uint64_t text_hash(uint64_t h, const unsigned char *p, Py_ssize_t n)
+   short: one or two steps), the last (n % 8) bytes as one word (tail_word; `room`: 8 bytes
+   readable from there). */
+static inline uint64_t text_hash(uint64_t h, const unsigned char *p, Py_ssize_t n, int room)
 {
     h ^= (uint64_t)n * 0xFF51AFD7ED558CCDull;
     while (n >= 8) {
@@ -1192,9 +1235,7 @@ static inline uint64_t text_hash(uint64_t h, const unsigned char *p, Py_ssize_t 
         p += 8;
         n -= 8;
     }
-    uint64_t w = 0;
-    for (Py_ssize_t k = 0; k < n; k++)
-        w |= (uint64_t)p[k] << (8 * k);
+    uint64_t w = tail_word(p, n, room);
     h = (h ^ w) * 0x9E3779B97F4A7C15ull;
     return h ^ (h >> 32);
 }
@@ -1234,21 +1275,28 @@ static int sparse_grow(SparseTable *t)
 /* The entry of key buf[ks:ks+kl] (vl < 0) or of the string feature key=value; NULL: no memory.
    An empty place in the table has hash 0 (a used entry's hash is odd). A pointer returned
    stays valid until the next call (which may grow the table). */
-static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, Py_ssize_t vs,
-                                 Py_ssize_t vl)
+static inline __attribute__((always_inline)) SparseEntry *
+sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, Py_ssize_t vs, Py_ssize_t vl)
 {
     if (2 * (t->count + 1) > t->cap && sparse_grow(t) < 0)
         return NULL;
     const unsigned char *key = sparse_text(t, ks), *value = vl >= 0 ? sparse_text(t, vs) : NULL;
-    uint64_t h = text_hash(1469598103934665603ull, key, kl);
-    if (vl >= 0)
-        h = text_hash(h ^ 0x3D3D3D3D3D3D3D3Dull, value, vl);
+    /* 8 bytes readable at a name's last word: in the block, which goes on past it (a quote) */
+    const Py_ssize_t kend = ks + (kl & ~(Py_ssize_t)7);
+    uint64_t h = text_hash(1469598103934665603ull, key, kl, kend + 8 <= t->size);
+    /* a short key: its bytes, hashed as they are compared (one word, no loop) */
+    const uint64_t kword = kl < 8 ? tail_word(key, kl, kend + 8 <= t->size) : 0;
+    if (vl >= 0) {
+        const Py_ssize_t vend = vs + (vl & ~(Py_ssize_t)7);
+        h = text_hash(h ^ 0x3D3D3D3D3D3D3D3Dull, value, vl, vend + 8 <= t->size);
+    }
     h |= 1; /* never 0: 0 marks an empty slot */
     size_t j = (size_t)h & (t->cap - 1);
     for (;;) {
         SparseEntry *e = &t->entries[j];
         if (e->hash == 0) {
             e->hash = h;
+            e->kword = kword;
             e->kstart = ks;
             e->klen = kl;
             e->vstart = vs;
@@ -1259,7 +1307,7 @@ static SparseEntry *sparse_entry(SparseTable *t, Py_ssize_t ks, Py_ssize_t kl, P
             return e;
         }
         if (e->hash == h && e->klen == kl && e->vlen == vl &&
-            same_text(sparse_text(t, e->kstart), key, kl) &&
+            (kl < 8 ? e->kword == kword : same_text(sparse_text(t, e->kstart), key, kl)) &&
             (vl <= 0 || same_text(sparse_text(t, e->vstart), value, vl)))
             return e;
         j = (j + 1) & (t->cap - 1);
