@@ -6,6 +6,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from stream_perceptron.errors import RecordError
@@ -24,6 +25,7 @@ from stream_perceptron.formats.base import (
     decode_utf8,
     join_key,
 )
+from stream_perceptron.formats.label_cells import distinct_cells
 
 __all__ = ["JsonLinesParser"]
 
@@ -85,7 +87,7 @@ class JsonLinesParser:
         """Label cell -> parsed label, for the dense path (see :class:`DenseParser`)."""
         return self._labels
 
-    def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, list[bytes]] | None:
+    def parse_dense(self, values: list[bytes]) -> tuple[list[str], Any, Sequence[bytes]] | None:
         """:meth:`parse_dense_block` of a list of lines."""
         block = b"\n".join(values) + b"\n"
         if block.count(b"\n") != len(values):
@@ -94,7 +96,7 @@ class JsonLinesParser:
 
     def parse_dense_block(
         self, block: bytes, n: int | None, values: list[bytes] | None = None
-    ) -> tuple[list[str], Any, list[bytes]] | None:
+    ) -> tuple[list[str], Any, Sequence[bytes]] | None:
         """``n`` lines (each ending with a newline) as one dense float64 matrix, when they are
         all flat objects with the same keys in the same order, the label among them and
         numbers or booleans as the other values: ``(feature names, X, raw label values)``,
@@ -137,13 +139,13 @@ class JsonLinesParser:
             return None
         names, X, cells = dense
         try:
-            for cell in set(cells):
+            for cell in distinct_cells(cells):
                 self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
         except (ValueError, RecordError):  # UnicodeDecodeError and JSONDecodeError are ones
             return None
         return names, X, cells
 
-    def _dense_block(self, block: bytes, n: int) -> tuple[list[str], Any, list[bytes]] | None:
+    def _dense_block(self, block: bytes, n: int) -> tuple[list[str], Any, Sequence[bytes]] | None:
         """The block as a dense matrix, when its lines are flat objects with the same keys in
         the same order and numbers or booleans as values; ``None`` otherwise."""
         from stream_perceptron.formats import scan

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-__all__ = ["LabelCells"]
+__all__ = ["LabelCells", "distinct_cells"]
 
 
 class LabelCells(Sequence[bytes]):
@@ -61,3 +61,8 @@ class LabelCells(Sequence[bytes]):
 
     def __repr__(self) -> str:
         return f"LabelCells({len(self)} rows, distinct={self.distinct!r})"
+
+
+def distinct_cells(cells: Sequence[bytes]) -> set[bytes] | list[bytes]:
+    """Each distinct cell of ``cells`` once (a :class:`LabelCells`' own list: no row read)."""
+    return cells.distinct if isinstance(cells, LabelCells) else set(cells)

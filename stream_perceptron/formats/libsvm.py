@@ -14,6 +14,7 @@ from stream_perceptron.formats.base import (
     parse_label,
     to_number,
 )
+from stream_perceptron.formats.label_cells import distinct_cells
 
 __all__ = ["LibsvmParser"]
 
@@ -79,7 +80,7 @@ class LibsvmParser:
         if sparse is None:
             return None
         try:
-            for cell in set(sparse[2]):
+            for cell in distinct_cells(sparse[2]):
                 self._labels[cell]  # noqa: B018 - parses it, or raises for a bad one
         except (ValueError, RecordError):  # UnicodeDecodeError is a ValueError
             return None

@@ -237,7 +237,7 @@ def parse_jsonl_block(
 
 def parse_sparse_libsvm_block(
     block: bytes, n: int
-) -> tuple[list[str], SparseRows, list[bytes]] | None:
+) -> tuple[list[str], SparseRows, Sequence[bytes]] | None:
     """``n`` libsvm lines (each ending with a newline) as sparse rows, as
     :func:`parse_sparse_jsonl_block` gives JSON lines: the features
     :class:`~stream_perceptron.formats.LibsvmParser` gives each line, in its order, with the
@@ -248,17 +248,22 @@ def parse_sparse_libsvm_block(
 
 def parse_sparse_jsonl_block(
     block: bytes, n: int, label: str | None
-) -> tuple[list[str], SparseRows, list[bytes]] | None:
+) -> tuple[list[str], SparseRows, Sequence[bytes]] | None:
     """``n`` JSON objects, one a line (each line ending with a newline), of any key set and
     order, flat or in the nested ``{"x": {...}, "y": label}`` form, as sparse rows:
     ``(feature names, rows, raw label values)``, the features of each row those
     :class:`~stream_perceptron.formats.JsonLinesParser` gives it, in the same order, with the
     same floats (strings as ``name=value`` at 1.0, booleans 1.0/0.0, null left out); a row
-    without a label has the label text ``null``. ``None`` when a line is of another form (the
-    record path then gives each its reason), or without the C extension. ``label`` None: the
-    lines are libsvm (:func:`parse_sparse_libsvm_block`)."""
+    without a label has the label text ``null``; the label values come as
+    :class:`~stream_perceptron.formats.label_cells.LabelCells` when the block holds at most 64
+    distinct ones (no bytes object, hash or look-up a row), else as a list. ``None`` when a
+    line is of another form (the record path then gives each its reason), or without the C
+    extension. ``label`` None: the lines are libsvm (:func:`parse_sparse_libsvm_block`)."""
     scanned = _parse_sparse(block, n, label, None)
-    return None if scanned is None else scanned[:3]
+    if scanned is None:
+        return None
+    names, rows, labels, _ = scanned
+    return names, rows, _label_cells(labels, n)
 
 
 def parse_keyed_jsonl_block(
@@ -273,12 +278,13 @@ def parse_keyed_jsonl_block(
         return None
     names, rows, labels, keys = scanned
     assert keys is not None
-    return names, rows, labels, keys
+    return names, rows, labels.split(b"\n"), keys
 
 
 def _parse_sparse(
     block: bytes, n: int, label: str | None, join_key: str | None
-) -> tuple[list[str], SparseRows, list[bytes], list[str | None] | None] | None:
+) -> tuple[list[str], SparseRows, bytes, list[str | None] | None] | None:
+    """The two above's work: ``(names, rows, label values joined by newlines, keys)``."""
     c = native.dense
     if c is None or not n:
         return None
@@ -295,8 +301,7 @@ def _parse_sparse(
         part = _sparse_part(block, 0, size, n, key, by)
         if part is None:
             return None
-        names, rows, labels, keys = part
-        return names, rows, labels.split(b"\n"), keys
+        return part
     # two halves at once, this thread and the helper (the scanner runs without the GIL), each
     # with slots of its own; the second half's slots then renumbered as the block's
     first_n = _count_lines(block, 0, cut)
@@ -327,7 +332,17 @@ def _parse_sparse(
     )
     if keys is not None and more_keys is not None:
         keys += more_keys
-    return names, joined, (labels + b"\n" + more_labels).split(b"\n"), keys
+    return names, joined, labels + b"\n" + more_labels, keys
+
+
+def _label_cells(joined: bytes, n: int) -> Sequence[bytes]:
+    """The ``n`` label values joined by newlines, as :class:`LabelCells` when they are few
+    distinct ones (each at most 64 bytes), else as a list."""
+    ids = _empty(4 * n)  # int32, a row each
+    distinct = _intern_lines(joined, ids, _DISTINCT_CELLS)
+    if distinct is None:
+        return joined.split(b"\n")
+    return LabelCells(distinct, memoryview(ids).cast("i"))
 
 
 def _sparse_part(
