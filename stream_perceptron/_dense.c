@@ -2039,6 +2039,38 @@ static PyObject *py_remap_slots(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(shift_indptr_doc,
+"shift_indptr(dst, src, delta) -> None\n\n"
+"``dst[k] = src[k] + delta`` for each int64 of ``src`` (``dst`` as long at least; the two may\n"
+"overlap, ``dst`` starting at or before ``src``): a piece's row starts as the block's.");
+
+static PyObject *py_shift_indptr(PyObject *self, PyObject *args)
+{
+    PyObject *o_dst, *o_src;
+    long long delta;
+    if (!PyArg_ParseTuple(args, "OOL", &o_dst, &o_src, &delta))
+        return NULL;
+    Py_buffer v[2];
+    if (get_buffer(o_src, &v[1], 0, 0, "src") < 0)
+        return NULL;
+    if (get_buffer(o_dst, &v[0], 1, v[1].len, "dst") < 0) {
+        PyBuffer_Release(&v[1]);
+        return NULL;
+    }
+    int64_t *dst = v[0].buf;
+    const int64_t *src = v[1].buf;
+    if ((const char *)dst > (const char *)src && (const char *)dst < (const char *)src + v[1].len) {
+        release_buffers(v, 2);
+        PyErr_SetString(PyExc_ValueError, "dst must not start inside src");
+        return NULL;
+    }
+    Py_ssize_t n = v[1].len / (Py_ssize_t)sizeof(int64_t);
+    for (Py_ssize_t k = 0; k < n; k++)
+        dst[k] = src[k] + delta;
+    release_buffers(v, 2);
+    Py_RETURN_NONE;
+}
+
 /* -- the other learners over sparse rows ------------------------------------------------------
  *
  * The multi-class kernels' rules over CSR rows, as _rules.h's rules do the binary learners':
@@ -3130,6 +3162,7 @@ static PyMethodDef methods[] = {
     {"scan_sparse", py_scan_sparse, METH_VARARGS, scan_sparse_doc},
     {"scan_sparse_csv", py_scan_sparse_csv, METH_VARARGS, scan_sparse_csv_doc},
     {"remap_slots", py_remap_slots, METH_VARARGS, remap_slots_doc},
+    {"shift_indptr", py_shift_indptr, METH_VARARGS, shift_indptr_doc},
     {"join_plan", py_join_plan, METH_VARARGS, join_plan_doc},
     {"join_served", py_join_served, METH_VARARGS, join_served_doc},
     {NULL, NULL, 0, NULL},
