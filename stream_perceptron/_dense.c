@@ -1657,6 +1657,19 @@ static inline int split_space(unsigned char c)
     return c == ' ' || (c >= 9 && c <= 13) || (c >= 28 && c <= 31);
 }
 
+/* A libsvm token's bytes by class, one look-up each: 0 within a token, 1 a split_space (ends
+   it), 2 '#' (ends it), 3 ':', 4 a byte >= 0x80 (the line is refused). */
+static const unsigned char token_class[256] = {
+#define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0,         /* 0x00-0x0F: 9-13 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1,         /* 0x10-0x1F: 28-31 */
+    1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,         /* 0x20-0x2F: ' ', '#' */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0,         /* 0x30-0x3F: ':' */
+    R16(0), R16(0), R16(0), R16(0),                         /* 0x40-0x7F */
+    R16(4), R16(4), R16(4), R16(4), R16(4), R16(4), R16(4), R16(4), /* 0x80-0xFF */
+#undef R16
+};
+
 static int scan_sparse_libsvm(SparseTable *t, SparseOut *out, const unsigned char *buf,
                               Py_ssize_t size, Py_ssize_t n, int64_t *indptr,
                               unsigned char *labels, Py_ssize_t *n_labels_out)
@@ -1678,16 +1691,38 @@ static int scan_sparse_libsvm(SparseTable *t, SparseOut *out, const unsigned cha
                 break;
             Py_ssize_t start = i, colon = -1;
             int second_colon = 0;
-            while (!split_space(buf[i]) && buf[i] != '#') {
-                if (buf[i] >= 0x80)
-                    return 3;
-                if (buf[i] == ':') {
+            double value = 0.0;
+            int ok = 0, read = 0; /* read: value and ok are json_number's of the whole value */
+            unsigned char k;
+            while ((k = token_class[buf[i]]) == 0)
+                i++;
+            if (k == 3) {
+                /* the usual token, name:number: the number read where it stands, up to the
+                   token's end (its bytes are all of class 0), not scanned twice */
+                colon = i;
+                Py_ssize_t e = json_number(buf, colon + 1, size, &value, &ok);
+                if (e > colon + 1 && (token_class[buf[e]] == 1 || token_class[buf[e]] == 2)) {
+                    i = e;
+                    read = 1;
+                }
+                else {
+                    i = colon + 1;
+                }
+            }
+            for (; !read;) { /* to a split_space or '#' */
+                while ((k = token_class[buf[i]]) == 0)
+                    i++;
+                if (k == 3) {
                     if (colon >= 0)
                         second_colon = 1;
                     else
                         colon = i;
+                    i++;
+                    continue;
                 }
-                i++;
+                if (k == 4)
+                    return 3;
+                break;
             }
             Py_ssize_t end = i;
             tokens++;
@@ -1712,11 +1747,9 @@ static int scan_sparse_libsvm(SparseTable *t, SparseOut *out, const unsigned cha
             int32_t slot = sparse_slot(t, key);
             if (slot < 0)
                 return 4;
-            double value = 0.0;
-            int ok = 0;
             /* the common form at JSON's grammar's speed (an integer's -0 is float()'s -0.0
                here), anything else by the careful parser */
-            if (json_number(buf, colon + 1, size, &value, &ok) != end || !ok)
+            if (!read || !ok)
                 ok = parse_decimal(buf, colon + 1, end, &value);
             else if (value == 0.0 && buf[colon + 1] == '-')
                 value = -0.0;

@@ -74,8 +74,8 @@ class LibsvmParser:
 
         if not self.sparse_blocks:
             return None
-        if n is None:
-            n = block.count(b"\n")
+        if n is None:  # memchr (bytes.count goes a byte at a time: 5 % of row 15d's time)
+            n = scan.count_lines(block)
         sparse = scan.parse_sparse_libsvm_block(block, n)
         if sparse is None:
             return None
