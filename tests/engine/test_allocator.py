@@ -7,22 +7,38 @@ import sys
 
 import pytest
 
-from stream_perceptron import allocator
+from stream_perceptron import allocator, native
+
+
+@pytest.fixture(params=["C", "ctypes"])
+def way(request, monkeypatch):
+    """Each test both ways: mallopt from the C extension, and by ctypes where it is not built."""
+    if request.param == "C" and native.dense is None:
+        pytest.skip("the C extension is not built")
+    if request.param == "ctypes":
+        monkeypatch.setattr(native, "dense", None)
+    return request.param
+
+
+@pytest.fixture
+def by_ctypes(monkeypatch):
+    """mallopt by ctypes (the C extension as if not built): the error paths mock its libc."""
+    monkeypatch.setattr(native, "dense", None)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
-def test_tunes_glibc(monkeypatch):
+def test_tunes_glibc(monkeypatch, way):
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     assert allocator.tune_malloc() is True
 
 
-def test_an_environment_choice_wins(monkeypatch):
+def test_an_environment_choice_wins(monkeypatch, way):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1000000")
     assert allocator.tune_malloc() is False
 
 
-def test_without_glibc_nothing_happens(monkeypatch):
+def test_without_glibc_nothing_happens(monkeypatch, by_ctypes):
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
 
@@ -35,7 +51,7 @@ def test_without_glibc_nothing_happens(monkeypatch):
     assert allocator.tune_malloc() is False
 
 
-def test_mallopt_refusing_is_reported(monkeypatch):
+def test_mallopt_refusing_is_reported(monkeypatch, by_ctypes):
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
 
