@@ -32,7 +32,6 @@ __all__ = [
     "parse_keyed_jsonl_block",
     "parse_sparse_libsvm_block",
     "parse_sparse_csv_block",
-    "count_lines",
 ]
 
 # The CSV scanner parse_csv_block runs; None: float() on every cell (tests set it).
@@ -234,13 +233,6 @@ def parse_jsonl_block(
         return None
     labels = memoryview(label_buf)[:n_labels].tobytes().split(b"\n")
     return memoryview(X).cast("d", (n, width)), labels
-
-
-def count_lines(block: bytes) -> int:
-    """How many newlines ``block`` holds (memchr in C when it is built)."""
-    if _count_lines is None:
-        return block.count(b"\n")
-    return int(_count_lines(block, 0, len(block)))
 
 
 def parse_sparse_libsvm_block(
