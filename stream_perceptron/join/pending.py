@@ -11,8 +11,8 @@ JSON stream with fixed fields). With the key, the served prediction, the arrival
 position, 100,000 events of 20 features took 25.4 bytes per value (``tracemalloc``, each event
 parsed afresh and its parsed record dropped: ``python -m benchmarks.delayed_labels``); a
 million kept by the engine's block path (whose events of a block share one
-:class:`Later` for their predictions), 24.8 bytes a value counted object by object and 26.2
-bytes of the command's peak RSS (546 MiB, against 46 MiB with none kept: benchmarks row 16c);
+:class:`Later` for their predictions), 24.4 bytes a value counted object by object and 26.1
+bytes of the command's peak RSS (539 MiB, against 41 MiB with none kept: benchmarks row 16c);
 a stream whose every event has other feature names adds their tuple, about 8 bytes a value
 more, and the names themselves.
 """
