@@ -20,6 +20,7 @@ from connectors.kafka.kafka_python_internals import (
     keep_join_going,
     require_internals,
 )
+from connectors.kafka.kafka_python_logs import quiet_close_race
 from connectors.kafka.model_log import TOPIC_CONFIG, LogRecord, ModelLogBase
 from connectors.message_block import MessageBlock
 
@@ -109,6 +110,7 @@ class KafkaSource(GroupSource):
     def _open(self) -> Any:
         from kafka.consumer import KafkaConsumer
 
+        quiet_close_race()
         config = self._config
         consumer = make_client(lambda: KafkaConsumer(**config), "consumer",
                                config["bootstrap_servers"], kafka_errors(), config)  # fmt: skip
@@ -295,6 +297,7 @@ class KafkaModelLog(ModelLogBase):
     def _admin(self) -> Any:
         from kafka.admin import KafkaAdminClient
 
+        quiet_close_race()
         security = {k: v for k, v in self._options.items()
                     if k.startswith(("security_", "sasl_", "ssl_"))}  # fmt: skip
         return make_client(lambda: KafkaAdminClient(bootstrap_servers=self._servers, **security),
@@ -338,6 +341,7 @@ class KafkaModelLog(ModelLogBase):
              "isolation_level": "read_committed"},
             _DESERIALIZERS,
         )  # fmt: skip
+        quiet_close_race()
         consumer = KafkaConsumer(**config)
         tp = self._tp()
         consumer.assign([tp])

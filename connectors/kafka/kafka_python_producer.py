@@ -20,6 +20,7 @@ from connectors.errors import ConnectorError
 from connectors.kafka.common import TopicPartitionKey, make_client, merge_client_options
 from connectors.kafka.kafka_python import kafka_errors, offsets_of
 from connectors.kafka.kafka_python_internals import TESTED_WITH, private_method
+from connectors.kafka.kafka_python_logs import quiet_close_race
 from connectors.kafka.topic_sink import TopicSink
 from connectors.kafka.transactions import (
     CALL_TIMEOUT_S,
@@ -142,6 +143,7 @@ class KafkaSink(TopicSink):
         from kafka.errors import KafkaError
         from kafka.producer import KafkaProducer
 
+        quiet_close_race()
         servers = self._config["bootstrap_servers"]
         producer = make_client(
             lambda: KafkaProducer(**self._config), "producer", servers, (KafkaError,), self._config
@@ -216,6 +218,7 @@ class KafkaTransactions(TransactionsBase):
     def _create(self) -> Any:
         from kafka.producer import KafkaProducer
 
+        quiet_close_race()
         producer = KafkaProducer(**self._config)
         require_producer_internals(producer)
         producer.init_transactions()

@@ -14,6 +14,7 @@ import pytest
         "connectors.kafka.common",
         "connectors.kafka.kafka_python",
         "connectors.kafka.kafka_python_internals",
+        "connectors.kafka.kafka_python_logs",
         "connectors.kafka.kafka_python_producer",
         "connectors.kafka.librdkafka",
         "connectors.kafka.librdkafka_producer",
