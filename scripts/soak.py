@@ -14,6 +14,7 @@ import argparse
 import multiprocessing
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -66,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(1, args.runs + 1):
             junit, log = out_dir / f"run{i}.xml", out_dir / f"run{i}.log"
+            # a failed run's tmp dirs (worker logs, model topic records, the broker's log) are
+            # kept here: pytest deletes all but its last three base temp dirs
+            tmp = out_dir / f"run{i}-tmp"
             cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE",
-                   f"--junitxml={junit}", *shlex.split(args.pytest_args),
+                   f"--junitxml={junit}", f"--basetemp={tmp}", *shlex.split(args.pytest_args),
                    *shlex.split(args.test)]  # fmt: skip
             started = time.monotonic()
             with log.open("wb") as f:
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, outcome in run.items():
                 results[name].append(outcome)
             failed = sorted(n for n, (s, _) in run.items() if s == "failed")
+            if code == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
             print(f"run {i}/{args.runs}: exit {code}, {walls[-1]:.1f} s, "
                   f"{len(run) - len(failed)} of {len(run)} passed or skipped"
                   + (f"; failed: {', '.join(failed)} (log: {log})" if failed else ""),

@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gc  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import evidence  # noqa: E402
@@ -46,6 +47,20 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
         ) or broker_running()
         os.environ[_SESSION_ENV] = str(os.getpid())  # the xdist workers inherit it
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A session with a failed test keeps the broker's log (``broker-server.log`` in the base
+    temp dir, beside the failed tests' worker logs), before its state is deleted: a member
+    dropped by the coordinator, a slow request or a long GC pause is told only there."""
+    config = session.config
+    if not _controller(config) or not session.testsfailed:
+        return
+    log = Path(os.environ.get("KAFKA_STATE_DIR") or DEFAULT_STATE_DIR) / "server.log"
+    if log.exists() and (_LEASES / str(os.getpid())).exists():
+        kept = config._tmp_path_factory.getbasetemp() / "broker-server.log"  # type: ignore[attr-defined]
+        shutil.copyfile(log, kept)
+        print(f"\nthe broker's log is kept: {kept}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
