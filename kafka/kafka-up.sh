@@ -404,13 +404,16 @@ fi
 log "starting Kafka ${KAFKA_VERSION} on 127.0.0.1:${PORT} (controller 127.0.0.1:${CPORT}), state in $STATE_DIR"
 read -r -a HEAP <<<"${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 read -r -a EXTRA_JVM <<<"${KAFKA_JVM_OPTS-$FAST_JVM}"
+# The JVM's pauses (garbage collections, safepoints), for a member dropped or a request slow
+# while the broker stood still: the test session keeps it with server.log when a test failed.
+GC_LOG=(-Xlog:gc,safepoint:file="$STATE_DIR/gc.log":time,uptime:filecount=2,filesize=10m)
 printf '==== %s start (port %s) ====\n' "$(date -Is)" "$PORT" >>"$OUT_LOG"
 rm -f "$PID_FILE.tmp"
 # New session (setsid) so it outlives the caller; its own shell writes its pid then execs java.
 # stdin/stdout/stderr are detached from the caller (so a subprocess pipe is not held open).
 # shellcheck disable=SC2016  # $$ and $@ are for the child shell, on purpose
 nohup setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE.tmp" \
-  "$JAVA" "${HEAP[@]}" "${EXTRA_JVM[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.Kafka "$PROPS" \
+  "$JAVA" "${HEAP[@]}" "${EXTRA_JVM[@]}" "${GC_LOG[@]}" "${JAVA_COMMON[@]}" -cp "$CP" kafka.Kafka "$PROPS" \
   </dev/null >>"$OUT_LOG" 2>&1 9>&- &
 JOB_PID=$!
 for _ in $(seq 1 100); do [[ -s "$PID_FILE.tmp" ]] && break; sleep 0.05; done

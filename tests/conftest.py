@@ -50,17 +50,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A session with a failed test keeps the broker's log (``broker-server.log`` in the base
-    temp dir, beside the failed tests' worker logs), before its state is deleted: a member
-    dropped by the coordinator, a slow request or a long GC pause is told only there."""
+    """A session with a failed test keeps the broker's logs (``broker-server.log`` and
+    ``broker-gc.log`` in the base temp dir, beside the failed tests' worker logs), before its
+    state is deleted: a member dropped by the coordinator, a slow request or a long pause of
+    the JVM is told only there."""
     config = session.config
     if not _controller(config) or not session.testsfailed:
         return
-    log = Path(os.environ.get("KAFKA_STATE_DIR") or DEFAULT_STATE_DIR) / "server.log"
-    if log.exists() and (_LEASES / str(os.getpid())).exists():
-        kept = config._tmp_path_factory.getbasetemp() / "broker-server.log"  # type: ignore[attr-defined]
-        shutil.copyfile(log, kept)
-        print(f"\nthe broker's log is kept: {kept}")
+    state = Path(os.environ.get("KAFKA_STATE_DIR") or DEFAULT_STATE_DIR)
+    if not (_LEASES / str(os.getpid())).exists():
+        return
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    for name in ("server.log", "gc.log"):
+        if (state / name).exists():
+            shutil.copyfile(state / name, base / f"broker-{name}")
+            print(f"\nthe broker's {name} is kept: {base / f'broker-{name}'}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
