@@ -65,7 +65,7 @@ def _summary(value: bytes | None) -> str:
         return "tombstone"
     try:
         doc = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile record nested past the decoder's depth
         return f"{len(value)} bytes, not JSON: {value[:80]!r}"
     if not isinstance(doc, dict):
         return f"{len(value)} bytes: {type(doc).__name__}"
