@@ -163,7 +163,20 @@ class KafkaSource(GroupSource):
         return True
 
     def _group_metadata(self, consumer: Any) -> Any:
-        return consumer.group_metadata()
+        """The consumer's membership, refused once it says "no generation": kafka-python resets
+        it when a heartbeat or a commit learns that the group dropped this member (its session
+        expired), and the broker does not check a transaction's offsets that carry no
+        generation, member or instance id: the commit of a member the group has moved on from
+        would land (measured on the test broker: accepted while another member owned the
+        partition; with the generation it is refused, as KIP-447 says)."""
+        metadata = consumer.group_metadata()
+        if getattr(metadata, "generation_id", -1) < 0 or not getattr(metadata, "member_id", ""):
+            raise ConnectorError(
+                f"group {self.group_id!r} dropped this member (its session expired?): its "
+                "offsets are not committed, nor what it did since its last commit; whoever "
+                "owns its partitions now reads them again from there"
+            )
+        return metadata
 
     def _close_client(self, consumer: Any) -> None:
         try:

@@ -8,6 +8,12 @@ itself exactly there (:mod:`paused_commit_worker`), so every run tries the worst
 continues, its transaction must be refused (the group generation it carries is gone) and it
 exits 1; the chain of mixtures only moves forward and every record is learned and predicted
 exactly once.
+
+The second test stops a dynamic member (no ``--instance-id``) at the start of a commit: once
+continued, kafka-python's heartbeat has learnt that the group dropped it and its membership
+snapshot says "no generation", which the broker does not check in a transaction's offsets (its
+commit landed: the group learned those records twice, before
+``connectors.kafka.kafka_python.KafkaSource._group_metadata`` refused such a snapshot).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from paused_commit_worker import CLAIM
+from paused_commit_worker import AT, CLAIM
 from shared_model_helpers import (
     PARTITIONS,
     make_topics,
@@ -59,26 +65,11 @@ def test_a_leader_stopped_inside_a_mixtures_commit_is_refused(
         for i in ids
     }  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while not (stopped := [i for i in ids if "PAUSED-COMMIT: stopping" in logs[i].read_text()]):
-            assert time.monotonic() < deadline, "no worker mixed"
-            time.sleep(0.05)
-        zombie = stopped[0]
-        while not _stopped(procs[zombie].pid):
-            assert procs[zombie].poll() is None, logs[zombie].read_text()[-3000:]
-            time.sleep(0.01)
+        zombie = _stopped_worker(procs, logs)
         produce(kafka_bootstrap, topic, data[10_000:20_000], start=10_000)
         time.sleep(HOLD_S)
         procs[zombie].send_signal(signal.SIGCONT)
-        try:
-            code = procs[zombie].wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            code = None  # still running: its transaction went through
-        assert code == 1, (
-            f"the stopped leader's transaction was not refused (exit code {code}):\n"
-            + logs[zombie].read_text()[-3000:]
-        )
-        assert "PAUSED-COMMIT: continued" in logs[zombie].read_text()
+        _refused(procs[zombie], logs[zombie])
         produce(kafka_bootstrap, topic, data[20_000:], start=20_000)
         procs[zombie] = start_worker([*args, "--instance-id", zombie], logs[zombie])
         _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
@@ -90,3 +81,67 @@ def test_a_leader_stopped_inside_a_mixtures_commit_is_refused(
     versions = _mixture_versions(kafka_bootstrap, model_topic)
     assert len(versions) >= 3 and versions == sorted(set(versions)), versions
     _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
+
+
+def test_a_dynamic_member_stopped_past_its_session_commits_nothing(
+    kafka_bootstrap, tmp_path, kafka_client
+):
+    """Without ``--instance-id`` (dynamic members): a worker stopped at the start of a commit,
+    past its session timeout and within the transaction timeout, comes back with its
+    transaction open and its membership lost; its client, told so by a heartbeat, then says
+    "no generation", which the broker does not check in a transaction's offsets. It must commit
+    nothing (exit 1); every record learned and predicted exactly once."""
+    data = sparse_examples(30_000, seed=23, noise=0.05)
+    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
+    args, model_topic, group = streaming_workers(
+        kafka_bootstrap, topic, predictions, kafka_client, mix_every=500
+    )
+    produce(kafka_bootstrap, topic, data[:10_000])
+    ids = ["w0", "w1", "w2"]
+    logs = {i: tmp_path / f"{i}.log" for i in ids}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", CLAIM: str(tmp_path / "claim"), AT: "save"}
+    procs = {i: subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.DEVNULL,
+                                 stderr=logs[i].open("ab"), env=env)
+             for i in ids}  # fmt: skip
+    try:
+        victim = _stopped_worker(procs, logs)
+        produce(kafka_bootstrap, topic, data[10_000:20_000], start=10_000)
+        time.sleep(HOLD_S)
+        procs[victim].send_signal(signal.SIGCONT)
+        _refused(procs[victim], logs[victim])
+        produce(kafka_bootstrap, topic, data[20_000:], start=20_000)
+        procs[victim] = start_worker(args, logs[victim])
+        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+    versions = _mixture_versions(kafka_bootstrap, model_topic)
+    assert len(versions) >= 3 and versions == sorted(set(versions)), versions
+    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
+
+
+def _stopped_worker(procs: dict[str, subprocess.Popen], logs: dict[str, Path]) -> str:
+    """The worker that stopped itself (once it is stopped)."""
+    deadline = time.monotonic() + 120
+    while not (stopped := [i for i in procs if "PAUSED-COMMIT: stopping" in logs[i].read_text()]):
+        assert time.monotonic() < deadline, "no worker got to its stopping point"
+        time.sleep(0.05)
+    while not _stopped(procs[stopped[0]].pid):
+        assert procs[stopped[0]].poll() is None, logs[stopped[0]].read_text()[-3000:]
+        time.sleep(0.01)
+    return stopped[0]
+
+
+def _refused(proc: subprocess.Popen, log: Path) -> None:
+    """The continued worker's transaction was refused: it exits 1."""
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        code = None  # still running: its transaction went through
+    assert code == 1, (
+        f"the stopped worker's transaction was not refused (exit code {code}):\n"
+        + log.read_text()[-3000:]
+    )
+    assert "PAUSED-COMMIT: continued" in log.read_text()
