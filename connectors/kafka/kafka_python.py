@@ -96,8 +96,14 @@ class KafkaSource(GroupSource):
                 "allow_auto_create_topics": False,
             },
             client_options,
+            # read_committed, as librdkafka's default: no record of an aborted transaction is
+            # learned, and the group's committed offsets are asked for stable ones only (KIP-447):
+            # a new owner waits for the transaction of a member the group dropped while its
+            # offsets were in it, instead of reading from the last commit before it (read
+            # uncommitted, a worker stopped inside its commit had its records learned twice)
             {"bootstrap_servers": bootstrap_servers, "group_id": self.group_id,
-             "enable_auto_commit": False, "max_poll_records": self._max_poll_records},
+             "enable_auto_commit": False, "max_poll_records": self._max_poll_records,
+             "isolation_level": "read_committed"},
             _DESERIALIZERS,
         )  # fmt: skip
 
