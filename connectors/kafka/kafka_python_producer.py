@@ -236,6 +236,9 @@ class KafkaTransactions(TransactionsBase):
     def _undelivered(self, delivery: Any) -> bool:
         return delivery is not None and bool(delivery.is_done) and bool(delivery.failed())
 
+    def _pending(self, delivery: Any) -> bool:
+        return delivery is not None and not delivery.is_done
+
     def _send_offsets(
         self, producer: Any, offsets: dict[TopicPartitionKey, int], group_metadata: Any
     ) -> None:

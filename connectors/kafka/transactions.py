@@ -268,6 +268,11 @@ class TransactionsBase(Closing):
             ) from exc
         self.in_doubt = False
         self._open_txn = False
+        pending = sum(self._pending(d) for d in self._deliveries)
+        if pending:  # neither delivered nor failed when its commit was done: evidence
+            logger.warning("%d messages of the transaction of %r that was in doubt were still "
+                           "undelivered when its commit was done", pending,
+                           self.transactional_id)  # fmt: skip
         lost = [m for m, d in zip(self._sent, self._deliveries) if self._undelivered(d)]
         self._sent, self._deliveries = [], []
         logger.info("the commit of %r that was in doubt is done", self.transactional_id)
@@ -399,6 +404,11 @@ class TransactionsBase(Closing):
 
     def _undelivered(self, delivery: Any) -> bool:
         """Whether a message whose ``_send`` returned ``delivery`` is known not delivered."""
+        return False
+
+    def _pending(self, delivery: Any) -> bool:
+        """Whether a message whose ``_send`` returned ``delivery`` is neither delivered nor
+        failed yet."""
         return False
 
     def _abort(self, producer: Any) -> None:

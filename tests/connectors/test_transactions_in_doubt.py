@@ -21,6 +21,7 @@ class Scripted(TransactionsBase):
     def __init__(self, timeouts: int, lost: set[bytes], refusals: int = 0) -> None:
         super().__init__("h:9", "t")
         self.timeouts, self.lost, self.refusals = timeouts, lost, refusals
+        self.pending: set[bytes] = set()  # deliveries neither done nor failed
         self.log: list[tuple] = []
         self.committed: list[list[bytes]] = []
         self.open: list[bytes] = []
@@ -52,11 +53,17 @@ class Scripted(TransactionsBase):
         self.log.append(("send", value))
         if value in self.lost:
             return ("lost", value)
+        if value in self.pending:
+            self.open.append(value)
+            return ("pending", value)
         self.open.append(value)
         return ("delivered", value)
 
     def _undelivered(self, delivery) -> bool:
         return delivery[0] == "lost"
+
+    def _pending(self, delivery) -> bool:
+        return delivery[0] == "pending"
 
     def _send_offsets(self, producer, offsets, group_metadata) -> None:
         pass
@@ -114,3 +121,17 @@ def test_a_transaction_the_client_dropped_is_sent_again_from_a_new_producer() ->
     out.commit({}, None)
     assert out.committed == [[b"a", b"b"]]
     assert [e[0] for e in out.log].count("create") == 2
+
+
+def test_messages_still_pending_when_a_commit_in_doubt_is_done_are_reported(caplog) -> None:
+    out = Scripted(timeouts=1, lost=set())
+    out.pending = {b"b"}
+    for v in (b"a", b"b"):
+        out.send("t", v)
+    with pytest.raises(TransactionFailed):
+        out.commit({}, None)
+    with caplog.at_level("WARNING", logger="connectors.kafka.transactions"):
+        out.retry({}, None)
+    assert "1 messages of the transaction of 't' that was in doubt were still undelivered" in (
+        caplog.text
+    )
