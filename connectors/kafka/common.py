@@ -9,6 +9,7 @@ from connectors.base import PositionKey
 from connectors.errors import ConnectorError
 
 __all__ = [
+    "HEARTBEAT_MS",
     "TopicPartitionKey",
     "check_topic",
     "merge_client_options",
@@ -20,6 +21,13 @@ __all__ = [
 
 #: ``(topic, partition)``: the connectors' position key; a partition is never None here.
 TopicPartitionKey = PositionKey
+
+#: a group consumer's heartbeat interval (both clients' default is 3 s): a member learns that
+#: the group rebalances (a member joining or leaving) from a heartbeat's answer, and the group
+#: waits for every member to rejoin; a worker that joined a running group waited 2-3 s for its
+#: partitions (row 17, 2 workers started at once: 2.0-3.0 s of a 7-10 s run). A heartbeat is a
+#: small request; the session timeout, which says when a member is taken as gone, is apart.
+HEARTBEAT_MS = 500
 
 
 def merge_client_options(

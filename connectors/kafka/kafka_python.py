@@ -12,7 +12,12 @@ from operator import attrgetter
 from typing import Any
 
 from connectors.errors import ConnectorError
-from connectors.kafka.common import TopicPartitionKey, make_client, merge_client_options
+from connectors.kafka.common import (
+    HEARTBEAT_MS,
+    TopicPartitionKey,
+    make_client,
+    merge_client_options,
+)
 from connectors.kafka.group_source import GroupSource
 from connectors.kafka.kafka_python_internals import (
     call_soon_threadsafe,
@@ -94,6 +99,8 @@ class KafkaSource(GroupSource):
                 "auto_offset_reset": "earliest",
                 "reconnect_backoff_max_ms": 5000,
                 "allow_auto_create_topics": False,
+                # a rebalance is learnt from a heartbeat's answer (see HEARTBEAT_MS)
+                "heartbeat_interval_ms": HEARTBEAT_MS,
             },
             client_options,
             # read_committed, as librdkafka's default: no record of an aborted transaction is

@@ -17,6 +17,7 @@ from typing import Any
 
 from connectors.errors import ConnectorError
 from connectors.kafka.common import (
+    HEARTBEAT_MS,
     TopicPartitionKey,
     make_client,
     merge_client_options,
@@ -112,6 +113,8 @@ class RdKafkaSource(GroupSource):
                 # (default 1 s): draining faster than that, a consumer would wait half the
                 # time (measured: 120k messages/s instead of 200k here).
                 "fetch.queue.backoff.ms": 10,
+                # a member learns of a rebalance from its heartbeat's answer (see HEARTBEAT_MS)
+                "heartbeat.interval.ms": HEARTBEAT_MS,
                 **QUIET_LOGS,
             },
             client_options,

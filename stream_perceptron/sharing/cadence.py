@@ -75,6 +75,10 @@ class SharedCadence(SharedMixing):
         if not self.mix_every or self.peek_s is None or not self.is_leader:
             return False
         now = time.monotonic()
+        # counted from the end of the last read of the model topic, a commit's included (see
+        # _read_log): a read can wait for the broker longer than peek_s, and the engine hands
+        # over a block a partition, several a poll: from a peek's start, every block would
+        # read the log
         if now - self._last_peek < self.peek_s:
             return False
         try:
@@ -82,11 +86,6 @@ class SharedCadence(SharedMixing):
         except ConnectorError as e:  # the commit, when due, says so
             logger.debug("worker %s did not read the model topic: %s", self.worker, e)
             return False
-        finally:
-            # counted from the end of the read: a read can wait for the broker longer than
-            # peek_s (behind the log consumer's fetch), and the engine hands over a block a
-            # partition, several a poll: from its start, every block would read the log
-            self._last_peek = time.monotonic()
         return self._chain_read() and self.mix_due(self.view.fresh(), now)
 
     def hold_at_end(self) -> bool:
@@ -140,6 +139,12 @@ class SharedCadence(SharedMixing):
             self.after_batch(state.stats.records)
         elif self._mix_waiting():
             self.save()
+        elif self.is_leader and self._unconfirmed is None and self.view.mixture is not None \
+                and self.view.mixture.version > self.version:
+            # its last look read back the mixture its last commit made (a commit reads
+            # before its transaction): nothing learned since, the model moves onto it now
+            with state.lock:
+                self._move_onto_head(state.learner)
         elif self.due(state.stats.records):
             if self.is_leader or self.view.replayed_partitions & self.owned:
                 self.save()

@@ -43,6 +43,7 @@ from connectors.kafka.transactions import TransactionFailed
 from stream_perceptron.errors import EngineError
 from stream_perceptron.sharing import PartitionState
 from stream_perceptron.sharing.cadence import SharedCadence
+from stream_perceptron.sharing.coordinator_base import AROUND_COMMIT_STABLE_WAIT_S
 from stream_perceptron.sharing.increments import Form, form, to_state, translate, with_history
 from stream_perceptron.sharing.states import (
     SharedModelMismatch,
@@ -241,11 +242,14 @@ class SharedModelCoordinator(SharedCadence):
         if state is None:
             raise RuntimeError("SharedModelCoordinator.save before attach()")
         mixture, retired = None, []
-        leader = self.is_leader
-        if leader:
-            # read before this transaction writes to the model topic: a read_committed reader
-            # waits for every open transaction on it, its own one too
-            leader = self._try_read_log()
+        # the one read of the model topic a commit makes, before its transaction: the others'
+        # increments for the leader's fold, the leader's last mixture read back, and a newer
+        # mixture to move onto once the increment is out. Read after the commit instead, a
+        # worker's own records were often not there yet (the broker writes a transaction's
+        # markers after its commit returns): the leader then read again before its next
+        # commit, 2.5 reads a commit (row 17)
+        read = self._try_read_log()
+        leader = self.is_leader and read
         with state.lock, self.timeline.phase("transaction"):
             offsets = {k: self.positions[k] for k in sorted(self.owned, key=repr)
                        if k in self.positions}  # fmt: skip
@@ -254,6 +258,8 @@ class SharedModelCoordinator(SharedCadence):
                 record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
                 self._send(record.key, record.encode())
             self._publish(state.learner)
+            if read:  # what it learned is in its increment: onto the newest mixture now
+                self._move_onto_head(state.learner)
             # the leader writes to the chain only in a transaction that sends consumed offsets:
             # only those carry the group generation check (KIP-447), which fences a former
             # leader that lost its partitions (a zombie) instead of letting it fork the chain
@@ -298,9 +304,14 @@ class SharedModelCoordinator(SharedCadence):
             self.view.ingest([(k.encode(), None) for k in retired], own=True)
             if mixture is not None:  # committed: the chain goes on once it is read back
                 self._unconfirmed = mixture
-        try:
-            self.mix()
-        except ConnectorError as e:  # the broker away: the next commit tries again
+        if not self._final:  # the next commit reads first
+            return
+        try:  # the last commit: onto the newest mixture (the leader's own, read back)
+            self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+            self._read_back()
+            with state.lock:
+                self._move_onto_head(state.learner)
+        except ConnectorError as e:
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
 
     def _ride_out(self, failure: TransactionFailed, offsets: dict[PositionKey, int],

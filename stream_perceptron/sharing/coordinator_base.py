@@ -85,7 +85,7 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         self.committed: dict[PositionKey, int] = {}  # offsets committed, per partition
         self._seq = 0  # of this worker's last increment
         self._last_mix_time = time.monotonic()
-        self._last_peek = 0.0  # the leader's last look for a mix due between its commits
+        self._last_peek = 0.0  # the last read of the model topic (the leader's look for a mix)
         self._others_seq: dict[str, int] = {}  # the other workers' newest increments seen
         self._others_at = 0.0  # when one of them was first seen (monotonic)
         self._holding = False  # the mixer stays at the end of its partitions for the others
@@ -150,8 +150,12 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         to wait for others' open transactions (default: the log's own, for restores)."""
         # a restore's reads are the restore's
         timed = self.timeline.current() != "restore"
-        with self.timeline.phase("read") if timed else nullcontext():
-            self._read_new(stable_wait_s)
+        try:
+            with self.timeline.phase("read") if timed else nullcontext():
+                self._read_new(stable_wait_s)
+        finally:
+            # a read, whatever made it, is the leader's look for a mix due (see _mix_waiting)
+            self._last_peek = time.monotonic()
 
     def _read_new(self, stable_wait_s: float | None) -> None:
         wait = getattr(self.log, "stable_wait_s", None)

@@ -52,15 +52,21 @@ class SharedMixing(SharedCoordinatorBase):
         try:
             self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
             if self._final:  # the last commit mixes what is fresh: on its last mixture, read back
-                deadline = time.monotonic() + READ_BACK_WAIT_S
-                with self.timeline.phase("wait"):  # its reads are reads
-                    while not self._chain_read() and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                        self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
+                self._read_back()
         except ConnectorError as e:
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
             return False
         return True
+
+    def _read_back(self) -> None:
+        """Read the model topic until the leader's last mixture is read back (up to
+        :data:`READ_BACK_WAIT_S`): the broker marks a transaction committed in the log just
+        after its commit returns."""
+        deadline = time.monotonic() + READ_BACK_WAIT_S
+        with self.timeline.phase("wait"):  # its reads are reads
+            while not self._chain_read() and time.monotonic() < deadline:
+                time.sleep(0.01)
+                self._read_log(AROUND_COMMIT_STABLE_WAIT_S)
 
     def _publish(self, learner: StreamClassifier) -> None:
         """This worker's increment since its last one, into the open transaction."""
@@ -184,14 +190,19 @@ class SharedMixing(SharedCoordinatorBase):
             state = self._state
             assert state is not None
             with state.lock:
-                mixture = self.view.mixture
-                if mixture is None or mixture.version <= self.version:
-                    return False
-                with self.timeline.phase("move"):
-                    self._move_onto(state.learner, mixture)
-            return True
+                return self._move_onto_head(state.learner)
         finally:
             self.mix_seconds += time.perf_counter() - started
+
+    def _move_onto_head(self, learner: StreamClassifier) -> bool:
+        """Move onto the newest mixture read, if newer than the model's (the state's lock
+        held); True if it moved."""
+        mixture = self.view.mixture
+        if mixture is None or mixture.version <= self.version:
+            return False
+        with self.timeline.phase("move"):
+            self._move_onto(learner, mixture)
+        return True
 
     def _move_onto(self, learner: StreamClassifier, mixture: Mixture) -> None:
         """The model becomes ``mixture`` plus what this worker learned that it does not hold."""

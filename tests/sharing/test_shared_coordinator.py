@@ -234,9 +234,9 @@ def test_each_increment_is_folded_in_once() -> None:
     ca.assigned([(TOPIC, 0)])  # owns partition 0 again (its counts restored)
     ca.mix_interval = 0.0  # a mix is due now
     ca.save()  # folds b's increments and its own into mixture 1, in its transaction
+    assert ca.version == 0  # its model moves onto it once read back: its next commit reads
+    ca.save()  # reads mixture 1 back and moves onto it; nothing new: no second fold
     assert ca.version == 1 and ca.divergence > 0
-    ca.save()  # nothing new since: no second fold of the same increments
-    assert ca.version == 1
     view = ModelView()
     view.ingest([(k, v) for k, v, _ in cluster.topics[MODEL_TOPIC]])
     assert view.mixture is not None and view.mixture.version == 1
@@ -541,7 +541,10 @@ def test_an_idle_leader_still_mixes_and_an_idle_worker_moves_onto_the_mixture() 
     for _ in range(10):
         worker.step(data, {0: 5, 1: 300}, rng)  # only the worker's partition has records
     assert leader.engine.stats.records == 5 and leader.coordinator.version == 0
-    leader.coordinator.idle()  # an empty poll of the leader's source
+    leader.coordinator.idle()  # an empty poll of the leader's source: it mixes
+    assert leader.coordinator.version == 0
+    leader.coordinator.peek_s = 0.0
+    leader.coordinator.idle()  # the next one reads mixture 1 back and moves onto it
     assert leader.coordinator.version == 1
     assert leader.engine.learner.n_seen == 305  # its 5 and the worker's 300, mixed
     assert worker.coordinator.version == 0
@@ -746,7 +749,8 @@ def test_the_leader_mixes_when_the_others_committed_enough_with_no_records_of_it
     lead.coordinator.idle()  # looks are off (None): nothing happens
     assert lead.coordinator.version == version
     lead.coordinator.peek_s = 0.0
-    lead.coordinator.idle()
+    lead.coordinator.idle()  # mixes
+    lead.coordinator.idle()  # reads its mixture back and moves onto it
     assert lead.coordinator.version == version + 1
     other.coordinator.peek_s = 0.0
     commits = other.coordinator.commits
