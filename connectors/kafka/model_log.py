@@ -240,6 +240,18 @@ class ModelLogBase:
             self._reopen()
             raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
 
+    def read_fetched(self) -> list[tuple[bytes | None, bytes | None]]:
+        """The committed records after the last ones read that the reader already holds, with
+        no request to the broker: a prefix of the log (what :meth:`read_new` reads when not
+        waiting for open transactions, ``stable_wait_s`` 0, minus what its fetches have not
+        brought in yet). This client has no fetches of its own between calls: it reads as
+        :meth:`read_new` with ``stable_wait_s`` 0."""
+        wait, self.stable_wait_s = self.stable_wait_s, 0.0
+        try:
+            return self.read_new()
+        finally:
+            self.stable_wait_s = wait
+
     def _reopen(self) -> None:
         """Drop the reader (the next read opens a new one at ``_next``)."""
         try:

@@ -257,7 +257,7 @@ def _transactions_class(client: str) -> Any:
 def _model_log_class(client: str) -> Any:
     """The :class:`~connectors.kafka.model_log.ModelLog` of ``client``."""
     if client == CONFLUENT_KAFKA:
-        from connectors.kafka.librdkafka import RdKafkaModelLog
+        from connectors.kafka.librdkafka_model_log import RdKafkaModelLog
 
         return RdKafkaModelLog
     from connectors.kafka.kafka_python import KafkaModelLog

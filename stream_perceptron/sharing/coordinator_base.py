@@ -158,6 +158,13 @@ class SharedCoordinatorBase(CheckpointCoordinator):
             self._last_peek = time.monotonic()
 
     def _read_new(self, stable_wait_s: float | None) -> None:
+        fetched = getattr(self.log, "read_fetched", None)
+        if stable_wait_s is not None and stable_wait_s <= 0 and fetched is not None:
+            # not waiting for open transactions: what the reader's fetches brought in (a
+            # prefix of the log, as a read that asks the broker for the end is)
+            self.view.ingest(fetched())
+            self._note_others()
+            return
         wait = getattr(self.log, "stable_wait_s", None)
         if stable_wait_s is None or wait is None:
             self.view.ingest(self.log.read_new())

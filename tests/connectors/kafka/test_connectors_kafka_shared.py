@@ -12,7 +12,7 @@ import pytest
 from connectors import ConnectorError
 from connectors.kafka.kafka_python import KafkaModelLog
 from connectors.kafka.kafka_python_producer import KafkaTransactions
-from connectors.kafka.librdkafka import RdKafkaModelLog
+from connectors.kafka.librdkafka_model_log import RdKafkaModelLog
 from connectors.kafka.librdkafka_producer import RdKafkaTransactions
 from connectors.kafka.model_log import ModelLog
 from connectors.kafka.transactions import TransactionalOutput
