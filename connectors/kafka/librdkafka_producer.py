@@ -167,6 +167,12 @@ class RdKafkaTransactions(TransactionsBase):
         return merge_client_options(
             {
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                # a transaction begun just after the last one committed meets the broker still
+                # writing that one's markers (CONCURRENT_TRANSACTIONS) and retries: after
+                # 100 ms by default, most of a commit's time when commits come every 10-30 ms
+                # (row 17, 2 workers: 20-30 ms a commit; 10-14 ms with 5). The backoff doubles
+                # on each retry up to retry.backoff.max.ms (1 s), as when the broker is away.
+                "retry.backoff.ms": 5,
                 "linger.ms": 5,
                 "message.max.bytes": MAX_MESSAGE_BYTES + 1024 * 1024,  # room for the headers
                 "reconnect.backoff.max.ms": 5000,
