@@ -27,9 +27,10 @@ one chain, the model topic's order: the leader mixes again only once it read its
 back, and of two mixtures of one version (two leaders around a rebalance) the first in the log
 is the chain's for every reader. An increment is deleted (a tombstone, in a later transaction
 of the leader) only once the mixture that holds it was read back as the head, so a mixture
-refused as stale takes nothing with it. Every worker, after each commit, moves onto a newer
-mixture when there is one: its model becomes the mixture plus what it learned that the
-mixture does not hold yet, exactly.
+refused as stale takes nothing with it. Every worker, at each commit (once its increment is
+in the transaction), moves onto the newest mixture its one read of the model topic before
+that transaction found: its model becomes the mixture plus what it learned that the mixture
+does not hold yet, exactly.
 """
 
 from __future__ import annotations
@@ -220,8 +221,9 @@ class SharedModelCoordinator(SharedCadence):
     def save(self) -> None:
         """One transaction: what was output since the last one, the owned partitions' records,
         this worker's increment, when this worker is the leader tombstones for the increments
-        the head holds and the next mixture when a mix is due, and the consumed offsets; then
-        move onto the newest mixture."""
+        the head holds and the next mixture when a mix is due, and the consumed offsets. The
+        model topic is read once, before it; the model moves onto the newest mixture read once
+        the increment is sent (the last commit's reads its own mixture back after it)."""
         with self._saving:  # one save at a time (a revocation's comes from a helper thread)
             if self._failed is not None:
                 # what was learned since the last commit went with the failed transaction (its

@@ -27,8 +27,8 @@ __all__ = ["SharedCoordinatorBase"]
 
 logger = logging.getLogger(__name__)
 
-#: how long the reads around a commit (the leader's before it, everyone's after it, to move
-#: onto a newer mixture) wait for others' open transactions: not at all. What is committed is
+#: how long the reads around a commit (each worker's one before its transaction, the leader's
+#: looks between its commits) wait for others' open transactions: not at all. What is committed is
 #: a prefix of each worker's records (a worker's transactions are sequential), so the leader
 #: folds what it can read and the rest at its next commit, and a worker moves onto the newest
 #: mixture it can read, a newer one next time. Waiting (the leader up to 2 s, the others up to

@@ -90,6 +90,48 @@ def test_model_log_and_transactions(kafka_bootstrap, kafka_client):
         again.close()
 
 
+def test_read_fetched_takes_what_is_committed_in_order_never_the_aborted_or_the_open(
+    kafka_bootstrap, kafka_client
+):
+    """The reads around a commit (``read_fetched``: with confluent-kafka what the reader's own
+    fetches brought in, no request to the broker) return committed records only, in the log's
+    order, each once, and the records a commit made come in without any other read."""
+    topic = f"test-model-{uuid.uuid4().hex[:12]}"
+    log = LOGS[kafka_client](kafka_bootstrap, topic)
+    out = TRANSACTIONS[kafka_client](kafka_bootstrap, f"test-txn-{uuid.uuid4().hex[:12]}")
+
+    def fetched_until(n: int) -> list:
+        got: list = []
+        deadline = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < deadline:
+            got += log.read_fetched()
+            time.sleep(0.02)
+        return got
+
+    try:
+        log.ensure()
+        out.start()
+        out.send(topic, b"v1", b"k1")
+        out.commit({}, None)
+        assert log.read_new() == [(b"k1", b"v1")]  # the reader is open, at the end
+        out.send(topic, b"v2", b"k2")
+        out.abort()
+        out.send(topic, b"v3", b"k3")
+        out.send(topic, b"v4", b"k4")
+        time.sleep(1.0)  # delivered, not committed
+        assert log.read_fetched() == []  # aborted and open: nothing
+        out.commit({}, None)
+        assert fetched_until(2) == [(b"k3", b"v3"), (b"k4", b"v4")]
+        out.send(topic, None, b"k3")  # a tombstone
+        out.commit({}, None)
+        assert fetched_until(1) == [(b"k3", None)]
+        time.sleep(0.3)
+        assert log.read_fetched() == [] and log.read_new() == []  # nothing twice
+    finally:
+        out.close()
+        log.close()
+
+
 def test_a_read_waits_for_the_transactions_open_when_it_began_not_for_a_quiet_log(
     kafka_bootstrap, kafka_client
 ):
