@@ -50,37 +50,7 @@ def _stopped(pid: int) -> bool:
 def test_a_leader_stopped_inside_a_mixtures_commit_is_refused(
     kafka_bootstrap, tmp_path, kafka_client
 ):
-    data = sparse_examples(30_000, seed=19, noise=0.05)
-    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    args, model_topic, group = streaming_workers(
-        kafka_bootstrap, topic, predictions, kafka_client, mix_every=500
-    )
-    produce(kafka_bootstrap, topic, data[:10_000])
-    ids = ["w0", "w1", "w2"]
-    logs = {i: tmp_path / f"{i}.log" for i in ids}
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", CLAIM: str(tmp_path / "claim")}
-    procs = {
-        i: subprocess.Popen([sys.executable, str(WORKER), *args, "--instance-id", i],
-                            stdout=subprocess.DEVNULL, stderr=logs[i].open("ab"), env=env)
-        for i in ids
-    }  # fmt: skip
-    try:
-        zombie = _stopped_worker(procs, logs)
-        produce(kafka_bootstrap, topic, data[10_000:20_000], start=10_000)
-        time.sleep(HOLD_S)
-        procs[zombie].send_signal(signal.SIGCONT)
-        _refused(procs[zombie], logs[zombie])
-        produce(kafka_bootstrap, topic, data[20_000:], start=20_000)
-        procs[zombie] = start_worker([*args, "--instance-id", zombie], logs[zombie])
-        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-    versions = _mixture_versions(kafka_bootstrap, model_topic)
-    assert len(versions) >= 3 and versions == sorted(set(versions)), versions
-    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
+    _stop_one_then_check(kafka_bootstrap, tmp_path, kafka_client, seed=19, at="end", static=True)
 
 
 def test_a_dynamic_member_stopped_past_its_session_commits_nothing(
@@ -91,35 +61,44 @@ def test_a_dynamic_member_stopped_past_its_session_commits_nothing(
     transaction open and its membership lost; its client, told so by a heartbeat, then says
     "no generation", which the broker does not check in a transaction's offsets. It must commit
     nothing (exit 1); every record learned and predicted exactly once."""
-    data = sparse_examples(30_000, seed=23, noise=0.05)
-    topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    args, model_topic, group = streaming_workers(
-        kafka_bootstrap, topic, predictions, kafka_client, mix_every=500
-    )
-    produce(kafka_bootstrap, topic, data[:10_000])
+    _stop_one_then_check(kafka_bootstrap, tmp_path, kafka_client, seed=23, at="save", static=False)
+
+
+def _stop_one_then_check(
+    bootstrap: str, tmp_path: Path, client: str, *, seed: int, at: str, static: bool
+) -> None:
+    """Three workers (``static``: with ``--instance-id``); the one that gets to the stopping
+    point ``at`` first stops itself there for HOLD_S, then must exit 1 and is restarted; then
+    the chain only moved forward and every record was learned and predicted once."""
+    data = sparse_examples(30_000, seed=seed, noise=0.05)
+    topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
+    args, model_topic, group = streaming_workers(bootstrap, topic, predictions, client,
+                                                 mix_every=500)  # fmt: skip
+    produce(bootstrap, topic, data[:10_000])
     ids = ["w0", "w1", "w2"]
+    member = {i: [*args, "--instance-id", i] if static else args for i in ids}
     logs = {i: tmp_path / f"{i}.log" for i in ids}
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", CLAIM: str(tmp_path / "claim"), AT: "save"}
-    procs = {i: subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.DEVNULL,
-                                 stderr=logs[i].open("ab"), env=env)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", CLAIM: str(tmp_path / "claim"), AT: at}
+    procs = {i: subprocess.Popen([sys.executable, str(WORKER), *member[i]],
+                                 stdout=subprocess.DEVNULL, stderr=logs[i].open("ab"), env=env)
              for i in ids}  # fmt: skip
     try:
-        victim = _stopped_worker(procs, logs)
-        produce(kafka_bootstrap, topic, data[10_000:20_000], start=10_000)
+        stopped = _stopped_worker(procs, logs)
+        produce(bootstrap, topic, data[10_000:20_000], start=10_000)
         time.sleep(HOLD_S)
-        procs[victim].send_signal(signal.SIGCONT)
-        _refused(procs[victim], logs[victim])
-        produce(kafka_bootstrap, topic, data[20_000:], start=20_000)
-        procs[victim] = start_worker(args, logs[victim])
-        _drain(kafka_bootstrap, group, topic, len(data), list(procs.values()))
+        procs[stopped].send_signal(signal.SIGCONT)
+        _refused(procs[stopped], logs[stopped])
+        produce(bootstrap, topic, data[20_000:], start=20_000)
+        procs[stopped] = start_worker(member[stopped], logs[stopped])
+        _drain(bootstrap, group, topic, len(data), list(procs.values()))
     finally:
         for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
-    versions = _mixture_versions(kafka_bootstrap, model_topic)
+    versions = _mixture_versions(bootstrap, model_topic)
     assert len(versions) >= 3 and versions == sorted(set(versions)), versions
-    _check_exact(kafka_bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client)
+    _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, client)
 
 
 def _stopped_worker(procs: dict[str, subprocess.Popen], logs: dict[str, Path]) -> str:
