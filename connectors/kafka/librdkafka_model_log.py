@@ -142,20 +142,12 @@ class RdKafkaModelLog(ModelLogBase):
         if self._consumer is None:  # not open yet (or dropped by a failure): a full read
             return super().read_fetched()
         out, self._carry = self._carry, []
-        try:
+        with self._keeping(out):
             while True:
                 got = self._take(self._consumer.consume(10_000, 0))
                 out += got
                 if len(got) < 10_000:
                     return out
-        except ConnectorError:
-            self._carry = out
-            self._reopen()
-            raise
-        except self._client_errors() as exc:
-            self._carry = out
-            self._reopen()
-            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
 
     def _poll(self) -> list[tuple[bytes | None, bytes | None]]:
         # consume(n, timeout) waits for n messages or the timeout (asked for 10,000 with 200

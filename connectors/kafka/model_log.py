@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from connectors.errors import ConnectorError
@@ -201,7 +202,7 @@ class ModelLogBase:
         stable_by = time.monotonic() + self.stable_wait_s
         out, self._carry = self._carry, []
         target: int | None = None  # the log's end when the read began (open transactions in)
-        try:
+        with self._keeping(out):
             while True:
                 # read_committed: the end is the last stable offset (open transactions excluded)
                 end = self._stable_end()
@@ -231,14 +232,6 @@ class ModelLogBase:
                     )  # fmt: skip
                     return out
                 time.sleep(0.1)
-        except ConnectorError:
-            self._carry = out
-            self._reopen()
-            raise
-        except self._client_errors() as exc:
-            self._carry = out
-            self._reopen()
-            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
 
     def read_fetched(self) -> list[tuple[bytes | None, bytes | None]]:
         """The committed records after the last ones read that the reader already holds, with
@@ -251,6 +244,22 @@ class ModelLogBase:
             return self.read_new()
         finally:
             self.stable_wait_s = wait
+
+    @contextmanager
+    def _keeping(self, out: list[tuple[bytes | None, bytes | None]]) -> Iterator[None]:
+        """A read that fails keeps what it read (``out``, grown in place) for the next read,
+        drops its reader (the next read opens a new one where it stopped) and raises a
+        ConnectorError."""
+        try:
+            yield
+        except ConnectorError:
+            self._carry = out
+            self._reopen()
+            raise
+        except self._client_errors() as exc:
+            self._carry = out
+            self._reopen()
+            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
 
     def _reopen(self) -> None:
         """Drop the reader (the next read opens a new one at ``_next``)."""
