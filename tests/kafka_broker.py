@@ -7,9 +7,11 @@ Usable from any test folder as ``import kafka_broker`` (``tests/conftest.py`` pu
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,7 @@ __all__ = [
     "BrokerError",
     "SecuredBroker",
     "broker_running",
+    "crash_broker",
     "free_port",
     "start_broker",
     "start_secured_broker",
@@ -131,6 +134,24 @@ def stop_broker(state_dir: Path | None = None, timeout: float = 120, clean: bool
     """Stop the broker of ``state_dir`` (``kafka-down.sh``); harmless if none runs. ``clean``:
     delete its state dir afterwards (its topics, logs and ports)."""
     _run(KAFKA_DOWN, _env(state_dir, None), timeout, *(["--clean"] if clean else []))
+
+
+def crash_broker(state_dir: Path, timeout: float = 30) -> None:
+    """Kill the broker of ``state_dir`` with SIGKILL (a crash: no controlled shutdown, its
+    in-doubt transactions finished from its logs when it starts again); wait until it is gone."""
+    pid = int((state_dir / "kafka.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+        except OSError:
+            break  # gone
+        if stat.rsplit(") ", 1)[-1].startswith("Z"):
+            break  # dead, not yet reaped
+        if time.monotonic() > deadline:
+            raise BrokerError(f"broker pid {pid} still alive {timeout:g} s after SIGKILL")
+        time.sleep(0.1)
 
 
 def broker_running(state_dir: Path | None = None) -> bool:
