@@ -2998,7 +2998,7 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
             int bad = packed == NULL || offset == NULL || join_bump(shapes, names, 1, &shared) < 0;
             Py_DECREF(names);
             PyObject *event = bad ? NULL : ((PyTypeObject *)event_type)->tp_alloc(
-                                               (PyTypeObject *)event_type, 6);
+                                               (PyTypeObject *)event_type, 7);
             if (event == NULL) {
                 Py_XDECREF(packed);
                 Py_XDECREF(offset);
@@ -3014,6 +3014,8 @@ static PyObject *py_join_plan(PyObject *self, PyObject *args)
             PyTuple_SET_ITEM(event, 3, shared);
             PyTuple_SET_ITEM(event, 4, packed);
             PyTuple_SET_ITEM(event, 5, later);
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(event, 6, Py_None); /* no timestamp: the block path's lines */
             /* no cycle can hold an event (nothing it holds refers back to events): out of the
                collector's lists, so collections do not walk the thousands waiting */
             PyObject_GC_UnTrack(event);

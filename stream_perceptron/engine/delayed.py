@@ -114,7 +114,8 @@ class DelayedLabels:
                 outcome = pending.take_outcome(key, now)
                 prediction = self._learn(record, learner, x, outcome.label, line=True)
                 if prediction is not _REFUSED:
-                    self._joined(prediction, outcome.label, 0)
+                    stamp = record.timestamp
+                    self._joined(prediction, outcome.label, 0, _ms(outcome.stamp, stamp))
                 return
             if pending.has_event(key):
                 counts.duplicate_event += 1
@@ -122,7 +123,7 @@ class DelayedLabels:
                 return
             prediction = learner.predict_one(x)
             pending.add_event(key, x, prediction, (position.source, position.partition),
-                              position.offset, now)  # fmt: skip
+                              position.offset, now, record.timestamp)  # fmt: skip
             outcomes.predicted(record, prediction, waiting=True)
         else:  # an outcome
             counts.outcomes += 1
@@ -130,14 +131,15 @@ class DelayedLabels:
                 event = pending.take_event(key, now)
                 learned = self._learn(record, learner, event.features(), y, line=False)
                 if learned is not _REFUSED:
-                    self._joined(event.served, y, now - event.arrival)
+                    self._joined(event.served, y, now - event.arrival,
+                                 _ms(record.timestamp, event.stamp))  # fmt: skip
                 return
             if pending.outcome_waiting(key) or pending.joined_recently(key):
                 counts.duplicate_outcome += 1
                 self.stats.count_waiting()
                 return
             pending.add_outcome(key, y, record.value, (position.source, position.partition),
-                                position.offset, now)  # fmt: skip
+                                position.offset, now, record.timestamp)  # fmt: skip
             self.stats.count_waiting()
         gone = pending.overflow()
         if gone:
@@ -154,11 +156,13 @@ class DelayedLabels:
         self.outcomes.learned(record, x, y, prediction, line=line)
         return prediction
 
-    def _joined(self, served: Any, y: Any, delay: int) -> None:
+    def _joined(self, served: Any, y: Any, delay: int, ms: int | None) -> None:
         counts = self.counts
         counts.joined += 1
         counts.served_mistakes += served != y
         counts.observe_delay(delay)
+        if ms is not None:
+            counts.observe_delay_ms(ms)
 
     def _dropped(self, gone: list[Expired]) -> None:
         """Count (and dead-letter) what a bound dropped."""
@@ -188,3 +192,16 @@ class _Refused:
 
 
 _REFUSED = _Refused()
+
+
+def _ms(outcome: int | None, event: int | None) -> int | None:
+    """The label delay in time: from the event's timestamp to the outcome's, in milliseconds,
+    0 for an outcome stamped before its event (as an outcome that came first has 0 records);
+    ``None`` unless both have one.
+
+    >>> _ms(1_500, 1_000), _ms(1_000, 1_500), _ms(None, 1_000), _ms(1_000, None)
+    (500, 0, None, None)
+    """
+    if outcome is None or event is None:
+        return None
+    return max(0, outcome - event)

@@ -8,8 +8,9 @@ the engine's step is :mod:`stream_perceptron.engine.delayed` (a record) and
 
 from __future__ import annotations
 
-from stream_perceptron.join.counts import DELAY_BUCKETS, JoinCounts
+from stream_perceptron.join.counts import DELAY_BUCKETS, DELAY_SECONDS_BUCKETS, JoinCounts
 from stream_perceptron.join.pending import Expired, PendingEvent, PendingJoin, PendingOutcome
 
-__all__ = ["DELAY_BUCKETS", "Expired", "JoinCounts", "PendingEvent", "PendingJoin",
+__all__ = ["DELAY_BUCKETS",
+    "DELAY_SECONDS_BUCKETS", "Expired", "JoinCounts", "PendingEvent", "PendingJoin",
            "PendingOutcome"]  # fmt: skip

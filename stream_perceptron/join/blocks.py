@@ -202,7 +202,8 @@ def _plan(
             if shape is None:
                 shape = shapes[names] = [names, 0]
             shape[1] += 1
-            events[key] = new(PendingEvent, (now, origin, offsets[i], shape[0], values, later))
+            fields = (now, origin, offsets[i], shape[0], values, later, None)  # lines: no stamp
+            events[key] = new(PendingEvent, fields)
             if key in joined:
                 del joined[key]
             if due > now + wait:

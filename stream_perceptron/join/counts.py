@@ -9,14 +9,22 @@ from itertools import repeat
 from typing import Any
 
 from stream_perceptron.errors import StateError
-from stream_perceptron.state import MAX_COUNT
+from stream_perceptron.state import MAX_COUNT, short
 
-__all__ = ["DELAY_BUCKETS", "JoinCounts"]
+__all__ = ["DELAY_BUCKETS", "DELAY_SECONDS_BUCKETS", "JoinCounts"]
 
 #: Upper bounds (inclusive, in records) of the label delay histogram's buckets; +Inf follows.
 DELAY_BUCKETS: tuple[int, ...] = (
     0, 1, 10, 50, 100, 500, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000
 )
+
+#: Upper bounds (inclusive, in seconds) of the label delay's histogram in time (from the
+#: records' timestamps: Kafka's); +Inf follows. A minute to a week: clicks to chargebacks.
+DELAY_SECONDS_BUCKETS: tuple[float, ...] = (
+    0, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3_600, 21_600, 86_400, 604_800
+)
+#: The same in milliseconds (the timestamps' unit: counted exactly, in integers).
+_DELAY_MS_BUCKETS = tuple(round(b * 1000) for b in DELAY_SECONDS_BUCKETS)
 
 #: The counters :meth:`JoinCounts.get_state` saves, in this order.
 _FIELDS = ("records", "events", "outcomes", "joined", "served_mistakes", "expired",
@@ -45,6 +53,11 @@ class JoinCounts:
     delay_buckets, delay_sum
         The label delay of each pair, in records from its event to its outcome (0 when the
         outcome came first): counts per bucket of :data:`DELAY_BUCKETS` (the last: past them).
+    delay_ms_buckets, delay_ms_sum
+        The label delay in time of each pair whose event and outcome both have a timestamp
+        (Kafka's messages; stdin lines have none), in milliseconds from the event's timestamp
+        to the outcome's (0 when the outcome came first, or is stamped earlier): counts per
+        bucket of :data:`DELAY_SECONDS_BUCKETS`.
 
     Examples
     --------
@@ -53,6 +66,9 @@ class JoinCounts:
     >>> counts.observe_delay(0); counts.observe_delay(7); counts.observe_delay(10**7)
     >>> counts.delay_buckets[:3], counts.delay_buckets[-1], counts.delay_sum
     ([1, 0, 1], 1, 10000007)
+    >>> counts.observe_delay_ms(250); counts.observe_delay_ms(7_200_000)
+    >>> counts.delay_ms_buckets[:4], counts.delay_ms_buckets[11], counts.delay_ms_sum
+    ([0, 0, 1, 0], 1, 7200250)
     >>> JoinCounts.from_state(counts.get_state()).get_state() == counts.get_state()
     True
 
@@ -70,6 +86,8 @@ class JoinCounts:
         self.duplicate_event = 0
         self.delay_sum = 0
         self.delay_buckets = [0] * (len(DELAY_BUCKETS) + 1)
+        self.delay_ms_sum = 0
+        self.delay_ms_buckets = [0] * (len(DELAY_SECONDS_BUCKETS) + 1)
 
     def observe_delay(self, records: int) -> None:
         """One pair's label delay, in records."""
@@ -82,6 +100,11 @@ class JoinCounts:
         for i, n in Counter(map(bisect_left, repeat(DELAY_BUCKETS), delays)).items():
             buckets[i] += n  # counted by Counter in C, then a few additions
         self.delay_sum += sum(delays)
+
+    def observe_delay_ms(self, ms: int) -> None:
+        """One pair's label delay in time, in milliseconds (``>= 0``)."""
+        self.delay_ms_buckets[bisect_left(_DELAY_MS_BUCKETS, ms)] += 1
+        self.delay_ms_sum += ms
 
     @property
     def served_accuracy(self) -> float | None:
@@ -96,11 +119,17 @@ class JoinCounts:
             **{str(b): n for b, n in zip(DELAY_BUCKETS, self.delay_buckets)},
             "+Inf": self.delay_buckets[-1],
         }
+        out["delay_seconds_buckets"] = {
+            **{f"{b:g}": n for b, n in zip(DELAY_SECONDS_BUCKETS, self.delay_ms_buckets)},
+            "+Inf": self.delay_ms_buckets[-1],
+        }
+        out["delay_seconds_sum"] = self.delay_ms_sum / 1000
         return out
 
     def get_state(self) -> dict[str, Any]:
         return {**{name: getattr(self, name) for name in _FIELDS},
-                "delay_buckets": list(self.delay_buckets)}  # fmt: skip
+                "delay_buckets": list(self.delay_buckets), "delay_ms_sum": self.delay_ms_sum,
+                "delay_ms_buckets": list(self.delay_ms_buckets)}  # fmt: skip
 
     @classmethod
     def from_state(cls, state: Any) -> JoinCounts:
@@ -116,6 +145,14 @@ class JoinCounts:
         counts.delay_buckets = [_count(n, "delay_buckets") for n in buckets]
         if sum(counts.delay_buckets) != counts.joined or counts.served_mistakes > counts.joined:
             raise StateError("corrupt join counters: the delays or mistakes do not add up")
+        if "delay_ms_buckets" in state or "delay_ms_sum" in state:  # a checkpoint before: none
+            counts.delay_ms_sum = _count(state.get("delay_ms_sum"), "delay_ms_sum")
+            ms = state.get("delay_ms_buckets")
+            if not isinstance(ms, list) or len(ms) != len(counts.delay_ms_buckets):
+                raise StateError(f"corrupt join counters: delay_ms_buckets is {short(ms)}")
+            counts.delay_ms_buckets = [_count(n, "delay_ms_buckets") for n in ms]
+            if sum(counts.delay_ms_buckets) > counts.joined:
+                raise StateError("corrupt join counters: more delays in time than pairs joined")
         return counts
 
 

@@ -51,7 +51,8 @@ class Later:
 
 class PendingEvent(NamedTuple):
     """An event waiting for its outcome: when it came (the join's clock, in records), where
-    from, its features (names shared, values packed) and the prediction served for it."""
+    from, its features (names shared, values packed), the prediction served for it and its
+    record's timestamp in milliseconds (``None``: it had none)."""
 
     arrival: int
     origin: Origin
@@ -59,6 +60,7 @@ class PendingEvent(NamedTuple):
     names: tuple[str, ...]
     values: bytes
     prediction: Any
+    stamp: int | None = None
 
     @property
     def served(self) -> Any:
@@ -73,13 +75,15 @@ class PendingEvent(NamedTuple):
 
 class PendingOutcome(NamedTuple):
     """An outcome waiting for its event: when it came, where from, its label and its record's
-    bytes (small: a key and a label; kept for a dead letter)."""
+    bytes (small: a key and a label; kept for a dead letter) and its timestamp (milliseconds,
+    or ``None``)."""
 
     arrival: int
     origin: Origin
     offset: int
     label: Any
     raw: bytes
+    stamp: int | None = None
 
 
 class Expired(NamedTuple):
@@ -147,13 +151,15 @@ class PendingJoin:
         return key in self._events
 
     def add_event(self, key: str, x: dict[Any, float], prediction: Any, origin: Origin,
-                  offset: int, now: int) -> None:  # fmt: skip
-        """Keep an event (its key not waiting yet) until its outcome comes."""
+                  offset: int, now: int, stamp: int | None = None) -> None:  # fmt: skip
+        """Keep an event (its key not waiting yet) until its outcome comes; ``stamp``: its
+        record's timestamp in milliseconds."""
         self.keep_event(key, tuple(x), array("d", x.values()).tobytes(), prediction, origin,
-                        offset, now)  # fmt: skip
+                        offset, now, stamp)  # fmt: skip
 
     def keep_event(self, key: str, names: tuple[str, ...], values: bytes, prediction: Any,
-                   origin: Origin, offset: int, now: int) -> PendingEvent:  # fmt: skip
+                   origin: Origin, offset: int, now: int,
+                   stamp: int | None = None) -> PendingEvent:  # fmt: skip
         """:meth:`add_event` of features given packed: their names and their float64 values
         as bytes (the block path's form); returns the entry kept."""
         shape = self._shapes.get(names)
@@ -162,7 +168,7 @@ class PendingJoin:
         shape[1] += 1
         origin = self._origins.setdefault(origin, origin)
         event = self._events[key] = PendingEvent(now, origin, offset, shape[0], values,
-                                                 prediction)  # fmt: skip
+                                                 prediction, stamp)  # fmt: skip
         self._joined.pop(key, None)  # a key used again: a later outcome is this event's
         return event
 
@@ -182,10 +188,10 @@ class PendingJoin:
         return key in self._joined
 
     def add_outcome(self, key: str, label: Any, raw: bytes, origin: Origin, offset: int,
-                    now: int) -> None:  # fmt: skip
+                    now: int, stamp: int | None = None) -> None:  # fmt: skip
         """Keep an outcome (its key not waiting yet) until its event comes."""
         origin = self._origins.setdefault(origin, origin)
-        self._outcomes[key] = PendingOutcome(now, origin, offset, label, bytes(raw))
+        self._outcomes[key] = PendingOutcome(now, origin, offset, label, bytes(raw), stamp)
 
     def take_outcome(self, key: str, now: int) -> PendingOutcome:
         """The outcome waiting for ``key``'s event, which came at ``now``."""
@@ -271,11 +277,12 @@ class PendingJoin:
             "shapes": [list(names) for names in shapes],
             "events": [
                 [k, e.arrival, *e.origin, e.offset, shapes[e.names],
-                 array("d", e.values).tolist(), e.served]
+                 array("d", e.values).tolist(), e.served, e.stamp]
                 for k, e in self._events.items()
             ],  # fmt: skip
             "outcomes": [
-                [k, o.arrival, *o.origin, o.offset, o.label, o.raw.decode("utf-8", "replace")]
+                [k, o.arrival, *o.origin, o.offset, o.label, o.raw.decode("utf-8", "replace"),
+                 o.stamp]
                 for k, o in self._outcomes.items()
             ],
             "joined": [[k, t] for k, t in self._joined.items()],
@@ -290,9 +297,9 @@ class PendingJoin:
         for pending in (self._events, self._outcomes, self._joined, self._shapes):
             pending.clear()
         for item in _list(state, "events"):
-            if not isinstance(item, list) or len(item) != 8:
+            if not isinstance(item, list) or len(item) not in (8, 9):  # 8: without its stamp
                 raise StateError(f"join.events holds {short(item)}")
-            key, arrival, source, partition, offset, shape, values, prediction = item
+            key, arrival, source, partition, offset, shape, values, prediction = item[:8]
             if _key(key) in self._events:
                 raise StateError(f"join.events has the key {short(key)} twice")
             shape = count(shape, "join.events shape", len(shapes) - 1)
@@ -301,18 +308,20 @@ class PendingJoin:
             x = {n: number(v, "join.events value") for n, v in zip(shapes[shape], values)}
             self.add_event(_key(key), x, json_key(prediction, "join.events"),
                            _origin(source, partition), count(offset, "join.events offset"),
-                           count(arrival, "join.events arrival"))  # fmt: skip
+                           count(arrival, "join.events arrival"),
+                           _stamp(item[8:], "join.events"))  # fmt: skip
         for item in _list(state, "outcomes"):
-            if not isinstance(item, list) or len(item) != 7:
+            if not isinstance(item, list) or len(item) not in (7, 8):  # 7: without its stamp
                 raise StateError(f"join.outcomes holds {short(item)}")
-            key, arrival, source, partition, offset, label, raw = item
+            key, arrival, source, partition, offset, label, raw = item[:7]
             if _key(key) in self._outcomes:
                 raise StateError(f"join.outcomes has the key {short(key)} twice")
             if not isinstance(raw, str):
                 raise StateError(f"join.outcomes: {short(key)} has the record {short(raw)}")
             self.add_outcome(_key(key), json_key(label, "join.outcomes"), raw.encode(),
                              _origin(source, partition), count(offset, "join.outcomes offset"),
-                             count(arrival, "join.outcomes arrival"))  # fmt: skip
+                             count(arrival, "join.outcomes arrival"),
+                             _stamp(item[7:], "join.outcomes"))  # fmt: skip
         for item in _list(state, "joined"):
             if not isinstance(item, list) or len(item) != 2:
                 raise StateError(f"join.joined holds {short(item)}")
@@ -353,6 +362,14 @@ def _key(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise StateError(f"join holds the key {short(value)}, not a non-empty string")
     return value
+
+
+def _stamp(rest: list[Any], where: str) -> int | None:
+    """A saved entry's timestamp (milliseconds, or ``None``: none, or saved before stamps)."""
+    stamp = rest[0] if rest else None
+    if stamp is not None and type(stamp) is not int:
+        raise StateError(f"{where} holds the timestamp {short(stamp)}, not milliseconds")
+    return stamp
 
 
 def _origin(source: Any, partition: Any) -> Origin:

@@ -18,7 +18,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from stream_perceptron import __version__
-from stream_perceptron.join import DELAY_BUCKETS, JoinCounts
+from stream_perceptron.join import DELAY_BUCKETS, DELAY_SECONDS_BUCKETS, JoinCounts
 from stream_perceptron.metrics.model_view import ModelView, model_view, top_weights
 
 __all__ = ["EngineCollector", "top_weights", "PREFIX"]
@@ -161,15 +161,18 @@ class EngineCollector(Collector):
                 "Share of joined outcomes the prediction served for their event had right.",
                 value=counts.served_accuracy,
             )
-        cumulative, buckets = 0, []
-        for bound, n in zip((*map(float, DELAY_BUCKETS), "+Inf"), counts.delay_buckets):
-            cumulative += n
-            buckets.append((str(bound), float(cumulative)))
         yield HistogramMetricFamily(
             f"{PREFIX}_label_delay_records",
             "Records from an event to its outcome (0: the outcome came first).",
-            buckets=buckets,
+            buckets=_cumulative(DELAY_BUCKETS, counts.delay_buckets),
             sum_value=float(counts.delay_sum),
+        )
+        yield HistogramMetricFamily(
+            f"{PREFIX}_label_delay_seconds",
+            "Seconds from an event's timestamp to its outcome's, of the pairs whose records "
+            "have timestamps (Kafka's messages; stdin lines have none).",
+            buckets=_cumulative(DELAY_SECONDS_BUCKETS, counts.delay_ms_buckets),
+            sum_value=counts.delay_ms_sum / 1000,
         )
 
     def _model(self, view: ModelView) -> Iterator[Metric]:
@@ -251,3 +254,12 @@ class EngineCollector(Collector):
             "Partition assignment changes seen.",
             value=float(state.get("rebalances", 0)),
         )
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
+    """A histogram's buckets as Prometheus has them: each bound with the count up to it."""
+    total, out = 0, []
+    for bound, n in zip((*map(float, bounds), "+Inf"), counts):
+        total += n
+        out.append((str(bound), float(total)))
+    return out

@@ -33,7 +33,8 @@ The document (``schema_version`` 1) is stable for scripts:
     counters of ``/metrics``), and ``delay``: the label delay in records, ``buckets``
     (``[[upper bound, pairs], ...]``, the last bound ``"+Inf"``), ``count``, ``sum``, ``mean``
     and ``median``, ``p90`` (estimated from the buckets as Prometheus' ``histogram_quantile``
-    does, so the page and a Grafana panel agree; null before the first pair).
+    does, so the page and a Grafana panel agree; null before the first pair); ``delay_seconds``
+    the same in seconds, of the pairs whose records have timestamps (Kafka's messages).
 
 However often it is requested, the document is computed at most every 0.5 s (a request within
 that time gets the last one), so polling it cannot slow learning.
@@ -59,7 +60,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from stream_perceptron.join import DELAY_BUCKETS, JoinCounts
+from stream_perceptron.join import DELAY_BUCKETS, DELAY_SECONDS_BUCKETS, JoinCounts
 from stream_perceptron.metrics.model_view import model_view
 
 __all__ = ["LiveState", "PAGE", "bucket_quantile"]
@@ -257,7 +258,6 @@ def _join(counts: JoinCounts, pending: Any) -> dict[str, Any]:
     """``--join-key``'s part: what waits (``pending``: the engine's store), what the join did,
     the label delay (called under the engine's lock)."""
     buckets = counts.delay_buckets
-    joined = sum(buckets)
     return {
         "events_waiting": pending.events,
         "outcomes_waiting": pending.outcomes,
@@ -272,23 +272,33 @@ def _join(counts: JoinCounts, pending: Any) -> dict[str, Any]:
         "unmatched_outcomes": counts.unmatched_outcome,
         "duplicate_outcomes": counts.duplicate_outcome,
         "duplicate_events": counts.duplicate_event,
-        "delay": {
-            "buckets": [[b, n] for b, n in zip((*DELAY_BUCKETS, "+Inf"), buckets)],
-            "count": joined,
-            "sum": counts.delay_sum,
-            "mean": counts.delay_sum / joined if joined else None,
-            "median": bucket_quantile(0.5, buckets),
-            "p90": bucket_quantile(0.9, buckets),
-        },
+        "delay": _delay(DELAY_BUCKETS, buckets, counts.delay_sum),
+        "delay_seconds": _delay(DELAY_SECONDS_BUCKETS, counts.delay_ms_buckets,
+                                counts.delay_ms_sum / 1000),  # fmt: skip
     }
 
 
-def bucket_quantile(q: float, counts: list[int]) -> float | None:
+def _delay(bounds: tuple[float, ...], buckets: list[int], total: float) -> dict[str, Any]:
+    """A label delay histogram for the page: its buckets, count, sum, mean and quantiles."""
+    n = sum(buckets)
+    return {
+        "buckets": [[b, c] for b, c in zip((*bounds, "+Inf"), buckets)],
+        "count": n,
+        "sum": total,
+        "mean": total / n if n else None,
+        "median": bucket_quantile(0.5, buckets, bounds),
+        "p90": bucket_quantile(0.9, buckets, bounds),
+    }
+
+
+def bucket_quantile(
+    q: float, counts: list[int], bounds: tuple[float, ...] = DELAY_BUCKETS
+) -> float | None:
     """The ``q`` quantile of the label delay from its bucket ``counts`` (one per bound of
-    :data:`~stream_perceptron.join.DELAY_BUCKETS`, then +Inf), estimated as Prometheus'
-    ``histogram_quantile`` does: linear within the bucket that holds the rank, the upper bound
-    of a first bucket whose bound is 0, the largest finite bound past them all; None when
-    empty.
+    ``bounds``, :data:`~stream_perceptron.join.DELAY_BUCKETS` unless said, then +Inf),
+    estimated as Prometheus' ``histogram_quantile`` does: linear within the bucket that holds
+    the rank, the upper bound of a first bucket whose bound is 0, the largest finite bound past
+    them all; None when empty.
 
     Examples
     --------
@@ -307,14 +317,14 @@ def bucket_quantile(q: float, counts: list[int]) -> float | None:
     rank = q * total
     below = 0
     for i, n in enumerate(counts):
-        if below + n >= rank and i < len(DELAY_BUCKETS):
-            upper = float(DELAY_BUCKETS[i])
+        if below + n >= rank and i < len(bounds):
+            upper = float(bounds[i])
             if i == 0 and upper <= 0:
                 return upper
-            lower = 0.0 if i == 0 else float(DELAY_BUCKETS[i - 1])
+            lower = 0.0 if i == 0 else float(bounds[i - 1])
             return lower + (upper - lower) * (rank - below) / n
         below += n
-    return float(DELAY_BUCKETS[-1])
+    return float(bounds[-1])
 
 
 def _thin(curve: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -38,7 +38,8 @@ RULES_FILE = DEPLOY / "prometheus" / "rules.yml"
 DASHBOARD_DIR = DEPLOY / "grafana" / "dashboards"
 DASHBOARD = DASHBOARD_DIR / "stream-perceptron.json"
 
-_HISTOGRAMS = ("stream_perceptron_batch_duration_seconds", "stream_perceptron_label_delay_records")
+_HISTOGRAMS = ("stream_perceptron_batch_duration_seconds", "stream_perceptron_label_delay_records",
+               "stream_perceptron_label_delay_seconds")
 
 #: The engine's metric names as Prometheus stores them (the exposition contract).
 ENGINE_METRICS: frozenset[str] = frozenset(

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from cli_helpers import kill_9_and_resume, model_of, run_cli
 
-from connectors import MemorySink, MemorySource
+from connectors import MemorySink, MemorySource, Position, Record
 from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine, Outputs
 from stream_perceptron.errors import StateError
 from stream_perceptron.formats import make_parser
-from stream_perceptron.join import DELAY_BUCKETS, PendingJoin
+from stream_perceptron.join import DELAY_BUCKETS, DELAY_SECONDS_BUCKETS, PendingJoin
 
 # -- the stream -------------------------------------------------------------------------------
 
@@ -394,11 +394,73 @@ def test_the_pending_state_round_trips_and_a_corrupt_one_is_refused() -> None:
     again.load_state(state)
     assert again.get_state() == state
     assert again.take_event("3", now=9).features() == {"a": 1e-300}
-    for broken in ({**state, "events": [state["events"][0][:5]]},
+    # a checkpoint written before the timestamps (an event of 8 items, an outcome of 7) loads
+    old = {**state, "events": [e[:8] for e in state["events"]],
+           "outcomes": [o[:7] for o in state["outcomes"]]}  # fmt: skip
+    again.load_state(old)
+    assert again.get_state() == state
+    for broken in ({**state, "events": [[*state["events"][0][:8], "soon"]]},
+                   {**state, "outcomes": [[*state["outcomes"][0][:7], 1.5]]},
+                   {**state, "events": [state["events"][0][:5]]},
                    {**state, "events": [[*state["events"][0][:6], [float("nan")], 1]]},
                    {**state, "events": state["events"] * 2}, {**state, "shapes": "x"}):  # fmt: skip
         with pytest.raises(StateError):
             PendingJoin(100, 100).load_state(json.loads(json.dumps(broken)))
+
+
+class _Stamped:
+    """A source of one batch of records with timestamps (as a Kafka source gives them)."""
+
+    name = "stamped"
+
+    def __init__(self, lines: list[tuple[str, int | None]]) -> None:
+        self.lines = lines
+
+    def batches(self):
+        yield [Record(line.encode(), Position("t", i, 0), None, None, stamp)
+               for i, (line, stamp) in enumerate(self.lines)]  # fmt: skip
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+def test_the_label_delay_in_seconds_comes_from_the_records_timestamps() -> None:
+    """Event to outcome in milliseconds of their timestamps, bucketed in seconds; 0 for an
+    outcome that came first; a pair with a record without a timestamp not counted in time; a
+    resumed join keeps the waiting event's timestamp."""
+    lines = [(ev("a"), 1_000), (ev("b"), 2_000), (out("c"), 2_500), (out("a"), 1_250),
+             (ev("c"), 9_000), (ev("d"), None), (out("d"), 9_100), (ev("e"), 10_000),
+             (out("b"), 9_502_000)]  # fmt: skip
+    preds, dead = MemorySink(), MemorySink()
+    engine = Engine(Perceptron(), make_parser("jsonl", "y", "id"), Outputs(preds, dead),
+                    join=PendingJoin(100, 100), dense=False)  # the record path, as on Kafka
+    engine.run(_Stamped(lines[:-1]))
+    join = engine.stats.join
+    # a: 250 ms; c: the outcome first (0); d: its event has no timestamp (not counted)
+    assert (join.joined, join.delay_ms_sum) == (3, 250)
+    assert sum(join.delay_ms_buckets) == 2
+    assert join.delay_ms_buckets[:3] == [1, 0, 1]  # 0 s; (0.1 s, 0.5 s]
+    state = json.loads(json.dumps(engine.delayed.pending.get_state()))
+    assert [e[-1] for e in state["events"]] == [2_000, 10_000]
+    again = PendingJoin(100, 100)
+    again.load_state(state)
+    assert again.take_event("b", now=9).stamp == 2_000
+    # b's outcome after 9,500 s (in (3600, 21600]); e still waits
+    engine.run(_Stamped(lines[-1:]))
+    assert (join.joined, join.delay_ms_sum) == (4, 9_500_250)
+    want = [0] * (len(DELAY_SECONDS_BUCKETS) + 1)
+    for seconds in (0, 0.25, 9_500):
+        want[next(i for i, b in enumerate(DELAY_SECONDS_BUCKETS) if seconds <= b)] += 1
+    assert join.delay_ms_buckets == want
+    summary = join.summary()
+    assert summary["delay_seconds_sum"] == 9_500.25
+    assert list(summary["delay_seconds_buckets"].values()) == want
 
 
 def test_pending_features_take_at_most_32_bytes_a_value() -> None:

@@ -26,7 +26,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from test_engine_kafka import _name, _scrape, _wait, kafka_args, make_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
-from test_delayed_labels import delayed_stream, to_lines  # noqa: E402
+from test_delayed_labels import delayed_stream, reference_of, to_lines  # noqa: E402
+
+from stream_perceptron.cli.run_checks import DEFAULT_MAX_PENDING  # noqa: E402
+from stream_perceptron.join import DELAY_SECONDS_BUCKETS  # noqa: E402
 
 PARTITIONS = 3
 BASE_MS = 1_700_000_000_000
@@ -123,7 +126,17 @@ def test_two_co_partitioned_topics_merged_by_timestamp_give_the_stdin_run(
 
     want = json.loads(stdin["summary"].read_text())
     assert min(want["join"][k] for k in ("expired", "unmatched_outcome", "joined")) > 20
-    assert counters(json.loads(summary.read_text())) == counters(want)
+    got = json.loads(summary.read_text())
+    assert counters(got) == counters(want)
+    # the label delay in time, from the messages' timestamps (record i stamped BASE_MS + i ms):
+    # each pair's delay in records (the reference's) as milliseconds; stdin lines have none
+    ref = reference_of(objs, DEFAULT_MAX_PENDING, wait)
+    seconds = [0] * (len(DELAY_SECONDS_BUCKETS) + 1)
+    for d in ref.delays:
+        seconds[next((i for i, b in enumerate(DELAY_SECONDS_BUCKETS) if d / 1000 <= b), -1)] += 1
+    assert list(got["join"]["delay_seconds_buckets"].values()) == seconds
+    assert got["join"]["delay_seconds_sum"] == pytest.approx(sum(ref.delays) / 1000)
+    assert sum(seconds[1:]) > 20 and sum(want["join"]["delay_seconds_buckets"].values()) == 0
     assert model_of(ck).get_state() == model_of(stdin["ck"]).get_state()
     # the same prediction for each event, in the same order (one line an event)
     assert predictions_by_line(preds, where) == predictions_by_line(stdin["preds"], None)
