@@ -7,9 +7,10 @@ count, dead-letter).
 
 Memory: an event's features are kept as one ``bytes`` of float64 values (8 bytes a value)
 beside the tuple of its feature names, which events of one shape share (a CSV file's rows, a
-JSON stream with fixed fields). With the key, the served prediction, the arrival clock and the
-position, 100,000 events of 20 features took 25.4 bytes per value (``tracemalloc``, each event
-parsed afresh and its parsed record dropped: ``python -m benchmarks.delayed_labels``); a
+JSON stream with fixed fields). With the key, the served prediction, the arrival clock, the
+position and the timestamp, 100,000 events of 20 features took 25.8 bytes per value
+(``tracemalloc``, each event parsed afresh and its parsed record dropped:
+``python -m benchmarks.delayed_labels``); a
 million kept by the engine's block path (whose events of a block share one
 :class:`Later` for their predictions), 24.4 bytes a value counted object by object and 26.1
 bytes of the command's peak RSS (539 MiB, against 41 MiB with none kept: benchmarks row 16c);
