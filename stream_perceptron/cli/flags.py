@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 __all__ = [
     "MAX_SECONDS",
+    "Millis",
     "add_client_flag",
     "add_security_flags",
     "float_upto",
@@ -19,6 +20,7 @@ __all__ = [
     "logging_options",
     "positive_float",
     "positive_int",
+    "records_or_duration",
     "text",
 ]
 
@@ -56,6 +58,41 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+class Millis(int):
+    """A duration given on the command line, in milliseconds (an ``int`` told apart from a
+    count by its type)."""
+
+
+#: A duration's units, in milliseconds.
+_UNITS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def records_or_duration(text: str) -> int:
+    """An argument type: a whole number of records, or a duration (a number and a unit: ms, s,
+    m, h or d), returned as :class:`Millis`.
+
+    >>> records_or_duration("5000"), records_or_duration("90s"), records_or_duration("1.5h")
+    (5000, 90000, 5400000)
+    >>> type(records_or_duration("7d")).__name__
+    'Millis'
+    """
+    text = text.strip()
+    unit = next((u for u in ("ms", "s", "m", "h", "d") if text.endswith(u)), None)
+    if unit is None and text.lstrip("+-").isdigit():
+        return int_in(0, 1 << 62)(text)
+    try:
+        value = float(text[: -len(unit)]) if unit is not None else float("nan")
+    except ValueError:
+        value = float("nan")
+    ms = value * _UNITS[unit or "ms"]
+    if not 0 <= ms <= 1 << 62:  # NaN too
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a whole number of records nor a duration such as 90s, 30m, "
+            "2h or 7d (from 0 to 2**62 milliseconds)"
+        )
+    return Millis(round(ms))
 
 
 def float_upto(high: float) -> Callable[[str], float]:

@@ -19,6 +19,7 @@ from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.checkpoint.coordinator import InputChangedError
 from stream_perceptron.checkpoint.lock import CheckpointLock, CheckpointLockedError
 from stream_perceptron.checkpoint.store import Checkpoint
+from stream_perceptron.cli.flags import Millis
 from stream_perceptron.cli.learner_flags import LearnerFlags, make_learner, warn_ignored_flags
 from stream_perceptron.cli.run_checks import checked_run_args
 from stream_perceptron.drift import DriftMonitor
@@ -342,7 +343,8 @@ def _pending_join(args: argparse.Namespace, checkpoint: Checkpoint | None) -> Pe
                 "with --join-key): give --join-key FIELD, or --fresh to start a new model"
             )
         return None
-    join = PendingJoin(args.max_pending, args.label_wait)
+    by_time = isinstance(args.label_wait, Millis)  # a duration: the records' time
+    join = PendingJoin(args.max_pending, args.label_wait, by_time=by_time)
     if saved is not None:
         join.load_state(saved)
     return join

@@ -16,6 +16,7 @@ from stream_perceptron.cli.flags import (
     listen_host,
     logging_options,
     positive_int,
+    records_or_duration,
     text,
 )
 from stream_perceptron.drift import DETECTORS, REFERENCE_AFTER
@@ -83,11 +84,12 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     )
     join.add_argument(
         "--label-wait",
-        type=int_in(0, 1 << 62),
+        type=records_or_duration,
         default=None,  # DEFAULT_LABEL_WAIT, set once checked
-        metavar="N",
+        metavar="N|DURATION",
         help="an event waits for its outcome, and an outcome for its event, at most N records "
-        "(default 1,000,000)",
+        "(default 1,000,000), or a DURATION of the records' time (90s, 30m, 2h, 7d; --source "
+        "kafka: the messages' timestamps, the largest read so far being the stream's time)",
     )
     join.add_argument(
         "--labels-topic",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from stream_perceptron.cli.flags import Millis
 from stream_perceptron.drift import REFERENCE_AFTER
 from stream_perceptron.paths import (
     READ,
@@ -147,6 +148,10 @@ def _check_join(args: argparse.Namespace, parser: argparse.ArgumentParser, fmt: 
         args.max_pending = DEFAULT_MAX_PENDING
     if args.label_wait is None:
         args.label_wait = DEFAULT_LABEL_WAIT
+    if isinstance(args.label_wait, Millis) and args.source != "kafka":
+        parser.error(f"--label-wait as a duration counts the records' time, their timestamps: "
+                     f"--source kafka (the lines of {args.source} have none); give a number of "
+                     "records")  # fmt: skip
 
 
 def _check_labels_topic(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

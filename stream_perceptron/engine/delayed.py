@@ -93,6 +93,7 @@ class DelayedLabels:
         """One parsed record: ``key`` (``None``: none), features ``x``, label ``y``."""
         now = self.stats.records
         pending = self.pending
+        stamp = pending.tick(record.timestamp)  # the stream's time: the entries' stamp
         gone = pending.expire(now)
         if gone:
             self._dropped(gone)
@@ -114,7 +115,6 @@ class DelayedLabels:
                 outcome = pending.take_outcome(key, now)
                 prediction = self._learn(record, learner, x, outcome.label, line=True)
                 if prediction is not _REFUSED:
-                    stamp = record.timestamp
                     self._joined(prediction, outcome.label, 0, _ms(outcome.stamp, stamp))
                 return
             if pending.has_event(key):
@@ -123,7 +123,7 @@ class DelayedLabels:
                 return
             prediction = learner.predict_one(x)
             pending.add_event(key, x, prediction, (position.source, position.partition),
-                              position.offset, now, record.timestamp)  # fmt: skip
+                              position.offset, now, stamp)  # fmt: skip
             outcomes.predicted(record, prediction, waiting=True)
         else:  # an outcome
             counts.outcomes += 1
@@ -132,14 +132,14 @@ class DelayedLabels:
                 learned = self._learn(record, learner, event.features(), y, line=False)
                 if learned is not _REFUSED:
                     self._joined(event.served, y, now - event.arrival,
-                                 _ms(record.timestamp, event.stamp))  # fmt: skip
+                                 _ms(stamp, event.stamp))  # fmt: skip
                 return
             if pending.outcome_waiting(key) or pending.joined_recently(key):
                 counts.duplicate_outcome += 1
                 self.stats.count_waiting()
                 return
             pending.add_outcome(key, y, record.value, (position.source, position.partition),
-                                position.offset, now, record.timestamp)  # fmt: skip
+                                position.offset, now, stamp)  # fmt: skip
             self.stats.count_waiting()
         gone = pending.overflow()
         if gone:
@@ -172,8 +172,10 @@ class DelayedLabels:
             counts.expired += events
             counts.unmatched_outcome += len(gone) - events
             return
-        wait, most = self.pending.label_wait, self.pending.max_pending
-        why = f"within --label-wait {wait} records and --max-pending {most}"
+        pending = self.pending
+        wait = pending.label_wait
+        wait_text = f"{wait / 1000:g} s" if pending.by_time else f"{wait} records"
+        why = f"within --label-wait {wait_text} and --max-pending {pending.max_pending}"
         for key, entry in gone:
             position = Position(entry.origin[0], entry.offset, entry.origin[1])
             if isinstance(entry, PendingEvent):
@@ -195,8 +197,8 @@ _REFUSED = _Refused()
 
 
 def _ms(outcome: int | None, event: int | None) -> int | None:
-    """The label delay in time: from the event's timestamp to the outcome's, in milliseconds,
-    0 for an outcome stamped before its event (as an outcome that came first has 0 records);
+    """The label delay in time: from the event's stamp (the stream's time when it came) to the
+    outcome's, in milliseconds, 0 for an outcome that came first (as its delay in records);
     ``None`` unless both have one.
 
     >>> _ms(1_500, 1_000), _ms(1_000, 1_500), _ms(None, 1_000), _ms(1_000, None)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from stream_perceptron.errors import StateError
@@ -103,12 +103,22 @@ class PendingJoin:
     wait, the oldest go (:meth:`expire`, :meth:`overflow`). The keys joined within the same
     bounds are remembered, so a later outcome of one is known as a duplicate.
 
+    With ``by_time``, ``label_wait`` is in milliseconds of the records' time instead: the
+    stream's time, the largest timestamp read so far (:meth:`tick`; Kafka Streams' stream
+    time), which every entry is stamped with when it comes; an entry is dropped once the
+    stream's time is more than ``label_wait`` past its stamp. A late record (stamped before
+    the stream's time) counts from the stream's time, so the entries stay in the order they
+    came and the oldest go first.
+
     Parameters
     ----------
     max_pending
         At most this many events and outcomes wait (the oldest go first).
     label_wait
-        In records: how long an event waits for its outcome, and an outcome for its event.
+        How long an event waits for its outcome, and an outcome for its event: in records, or
+        with ``by_time`` in milliseconds.
+    by_time
+        Count ``label_wait`` in the records' time (their timestamps) rather than in records.
 
     Examples
     --------
@@ -123,11 +133,14 @@ class PendingJoin:
 
     """
 
-    def __init__(self, max_pending: int, label_wait: int) -> None:
+    def __init__(self, max_pending: int, label_wait: int, by_time: bool = False) -> None:
         if max_pending < 1 or label_wait < 0:
             raise ValueError("max_pending must be at least 1 and label_wait at least 0")
         self.max_pending = max_pending
         self.label_wait = label_wait
+        self.by_time = by_time
+        #: the stream's time: the largest record timestamp read (milliseconds), None before one
+        self.time: int | None = None
         self._events: OrderedDict[str, PendingEvent] = OrderedDict()
         self._outcomes: OrderedDict[str, PendingOutcome] = OrderedDict()
         self._joined: OrderedDict[str, int] = OrderedDict()  # key -> clock when joined
@@ -146,6 +159,24 @@ class PendingJoin:
     @property
     def outcomes(self) -> int:
         return len(self._outcomes)
+
+    def tick(self, timestamp: int | None) -> int | None:
+        """A record's ``timestamp`` (milliseconds, ``None``: it has none) read: the stream's
+        time after it, which the record's entry is stamped with."""
+        if timestamp is not None and (self.time is None or timestamp > self.time):
+            self.time = timestamp
+        return self.time
+
+    def _clock(self, now: int) -> int:
+        """What the bounds count from: ``now`` (records), or the stream's time."""
+        if not self.by_time:
+            return now
+        return 0 if self.time is None else self.time
+
+    def _when(self, entry: PendingEvent | PendingOutcome) -> int:
+        if not self.by_time:
+            return entry.arrival
+        return 0 if entry.stamp is None else entry.stamp
 
     # -- events --------------------------------------------------------------------------------
     def has_event(self, key: str) -> bool:
@@ -177,7 +208,7 @@ class PendingJoin:
         """The event of ``key``, which its outcome, come at ``now``, takes."""
         event = self._events.pop(key)
         self._release(event)
-        self._remember(key, now)
+        self._remember(key, self._clock(now))
         return event
 
     # -- outcomes ------------------------------------------------------------------------------
@@ -197,7 +228,7 @@ class PendingJoin:
     def take_outcome(self, key: str, now: int) -> PendingOutcome:
         """The outcome waiting for ``key``'s event, which came at ``now``."""
         outcome = self._outcomes.pop(key)
-        self._remember(key, now)
+        self._remember(key, self._clock(now))
         return outcome
 
     def _remember(self, key: str, now: int) -> None:
@@ -206,15 +237,17 @@ class PendingJoin:
 
     # -- bounds --------------------------------------------------------------------------------
     def expire(self, now: int) -> list[Expired]:
-        """Drop what came before ``now - label_wait``, oldest first."""
-        oldest = now - self.label_wait
+        """Drop what came before ``now - label_wait`` (with ``by_time``: what was stamped
+        before the stream's time less ``label_wait``), oldest first."""
+        oldest = self._clock(now) - self.label_wait
         events, outcomes, joined = self._events, self._outcomes, self._joined
-        if ((not events or next(iter(events.values())).arrival >= oldest)
-                and (not outcomes or next(iter(outcomes.values())).arrival >= oldest)
+        when = self._when
+        if ((not events or when(next(iter(events.values()))) >= oldest)
+                and (not outcomes or when(next(iter(outcomes.values()))) >= oldest)
                 and (not joined or next(iter(joined.values())) >= oldest)):  # fmt: skip
             return []  # the usual case: nothing old enough
-        gone = [Expired(k, e) for k, e in _older(self._events, oldest)]
-        gone += [Expired(k, o) for k, o in _older(self._outcomes, oldest)]
+        gone = [Expired(k, e) for k, e in _older(self._events, oldest, when)]
+        gone += [Expired(k, o) for k, o in _older(self._outcomes, oldest, when)]
         for entry in gone:
             self._drop(entry)
         old = 0
@@ -234,9 +267,9 @@ class PendingJoin:
         events and outcomes waiting (``entries``), of the keys joined (``joined``)."""
         first = [next(iter(self._joined.values()))] if joined and self._joined else []
         if entries and self._events:
-            first.append(next(iter(self._events.values())).arrival)
+            first.append(self._when(next(iter(self._events.values()))))
         if entries and self._outcomes:
-            first.append(next(iter(self._outcomes.values())).arrival)
+            first.append(self._when(next(iter(self._outcomes.values()))))
         return min(first) + self.label_wait + 1 if first else float("inf")
 
     def overflow(self) -> list[Expired]:
@@ -275,6 +308,8 @@ class PendingJoin:
         return {
             "max_pending": self.max_pending,
             "label_wait": self.label_wait,
+            "clock": "time" if self.by_time else "records",
+            "time": self.time,
             "shapes": [list(names) for names in shapes],
             "events": [
                 [k, e.arrival, *e.origin, e.offset, shapes[e.names],
@@ -294,6 +329,16 @@ class PendingJoin:
         go at the next record); :class:`StateError` naming what is wrong."""
         if not isinstance(state, dict):
             raise StateError(f"join is {short(state)}, not an object")
+        clock = state.get("clock", "records")  # a checkpoint before durations: records
+        if clock not in ("records", "time"):
+            raise StateError(f"join.clock is {short(clock)}, not records or time")
+        if (clock == "time") != self.by_time:
+            saved, now = ("a duration", "records") if clock == "time" else ("records", "a duration")
+            raise StateError(f"the checkpoint's join counts --label-wait in {saved}, this run in "
+                             f"{now}: give --label-wait as it was, or --fresh")  # fmt: skip
+        time = state.get("time")
+        if time is not None and type(time) is not int:
+            raise StateError(f"join.time is {short(time)}, not milliseconds")
         shapes = [_names(s, i) for i, s in enumerate(_list(state, "shapes"))]
         for pending in (self._events, self._outcomes, self._joined, self._shapes):
             pending.clear()
@@ -327,20 +372,23 @@ class PendingJoin:
             if not isinstance(item, list) or len(item) != 2:
                 raise StateError(f"join.joined holds {short(item)}")
             self._joined[_key(item[0])] = count(item[1], "join.joined")
+        self.time = time
         waiting: list[OrderedDict[str, Any]] = [self._events, self._outcomes, self._joined]
-        if not all(map(_ordered, waiting)):
+        if not all(_ordered(entries, self._when) for entries in waiting):
             raise StateError("join: the pending entries are not in the order they came")
 
 
-def _older(entries: OrderedDict[str, Any], oldest: int) -> Iterator[tuple[str, Any]]:
+def _older(
+    entries: OrderedDict[str, Any], oldest: int, when: Callable[[Any], int]
+) -> Iterator[tuple[str, Any]]:
     for key, entry in entries.items():
-        if entry.arrival >= oldest:
+        if when(entry) >= oldest:
             return
         yield key, entry
 
 
-def _ordered(entries: OrderedDict[str, Any]) -> bool:
-    arrivals = [e if type(e) is int else e.arrival for e in entries.values()]
+def _ordered(entries: OrderedDict[str, Any], when: Callable[[Any], int]) -> bool:
+    arrivals = [e if type(e) is int else when(e) for e in entries.values()]
     return arrivals == sorted(arrivals)
 
 

@@ -27,7 +27,8 @@ The document (``schema_version`` 1) is stable for scripts:
     ``path`` and ``age_seconds`` (null before the first).
 ``join``
     null without ``--join-key``, else the join (labels that come later): ``events_waiting``,
-    ``outcomes_waiting``, ``max_pending``, ``label_wait`` (records), ``events``, ``outcomes``,
+    ``outcomes_waiting``, ``max_pending``, ``label_wait`` (in ``label_wait_unit``: records or
+    ms), ``events``, ``outcomes``,
     ``joined``, ``served_mistakes``, ``served_accuracy`` (null before the first pair),
     ``expired``, ``unmatched_outcomes``, ``duplicate_outcomes``, ``duplicate_events`` (the
     counters of ``/metrics``), and ``delay``: the label delay in records, ``buckets``
@@ -263,6 +264,7 @@ def _join(counts: JoinCounts, pending: Any) -> dict[str, Any]:
         "outcomes_waiting": pending.outcomes,
         "max_pending": pending.max_pending,
         "label_wait": pending.label_wait,
+        "label_wait_unit": "ms" if pending.by_time else "records",
         "events": counts.events,
         "outcomes": counts.outcomes,
         "joined": counts.joined,

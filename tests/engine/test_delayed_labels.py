@@ -430,37 +430,71 @@ class _Stamped:
         pass
 
 
+def _stamped_engine(join: PendingJoin) -> tuple[Engine, MemorySink, MemorySink]:
+    preds, dead = MemorySink(), MemorySink()
+    engine = Engine(Perceptron(), make_parser("jsonl", "y", "id"), Outputs(preds, dead),
+                    join=join, dense=False)  # the record path, as on Kafka
+    return engine, preds, dead
+
+
 def test_the_label_delay_in_seconds_comes_from_the_records_timestamps() -> None:
-    """Event to outcome in milliseconds of their timestamps, bucketed in seconds; 0 for an
-    outcome that came first; a pair with a record without a timestamp not counted in time; a
-    resumed join keeps the waiting event's timestamp."""
+    """Event to outcome in the stream's time (the largest timestamp read: a late record counts
+    from it), bucketed in seconds; 0 for an outcome that came first; a resumed join keeps the
+    waiting event's stamp and the stream's time."""
     lines = [(ev("a"), 1_000), (ev("b"), 2_000), (out("c"), 2_500), (out("a"), 1_250),
              (ev("c"), 9_000), (ev("d"), None), (out("d"), 9_100), (ev("e"), 10_000),
              (out("b"), 9_502_000)]  # fmt: skip
-    preds, dead = MemorySink(), MemorySink()
-    engine = Engine(Perceptron(), make_parser("jsonl", "y", "id"), Outputs(preds, dead),
-                    join=PendingJoin(100, 100), dense=False)  # the record path, as on Kafka
+    engine, _, _ = _stamped_engine(PendingJoin(100, 100))
     engine.run(_Stamped(lines[:-1]))
     join = engine.stats.join
-    # a: 250 ms; c: the outcome first (0); d: its event has no timestamp (not counted)
-    assert (join.joined, join.delay_ms_sum) == (3, 250)
-    assert sum(join.delay_ms_buckets) == 2
-    assert join.delay_ms_buckets[:3] == [1, 0, 1]  # 0 s; (0.1 s, 0.5 s]
+    # a: late, 2,500 - 1,000; c: the outcome first (0); d: its event stamped 9,000, the
+    # stream's time, though it had no timestamp
+    assert (join.joined, join.delay_ms_sum) == (3, 1_500 + 0 + 100)
+    assert join.delay_ms_buckets[:5] == [1, 1, 0, 0, 1]  # 0; (0, 0.1 s]; (1 s, 5 s]
     state = json.loads(json.dumps(engine.delayed.pending.get_state()))
     assert [e[-1] for e in state["events"]] == [2_000, 10_000]
+    assert (state["clock"], state["time"]) == ("records", 10_000)
     again = PendingJoin(100, 100)
     again.load_state(state)
-    assert again.take_event("b", now=9).stamp == 2_000
+    assert again.time == 10_000 and again.take_event("b", now=9).stamp == 2_000
     # b's outcome after 9,500 s (in (3600, 21600]); e still waits
     engine.run(_Stamped(lines[-1:]))
-    assert (join.joined, join.delay_ms_sum) == (4, 9_500_250)
+    assert (join.joined, join.delay_ms_sum) == (4, 9_501_600)
     want = [0] * (len(DELAY_SECONDS_BUCKETS) + 1)
-    for seconds in (0, 0.25, 9_500):
+    for seconds in (1.5, 0, 0.1, 9_500):
         want[next(i for i, b in enumerate(DELAY_SECONDS_BUCKETS) if seconds <= b)] += 1
     assert join.delay_ms_buckets == want
     summary = join.summary()
-    assert summary["delay_seconds_sum"] == 9_500.25
+    assert summary["delay_seconds_sum"] == 9_501.6
     assert list(summary["delay_seconds_buckets"].values()) == want
+
+
+def test_label_wait_as_a_duration_counts_the_stream_time_inclusive() -> None:
+    """``--label-wait 5s``: an entry goes once the stream's time is more than 5,000 ms past
+    its stamp; a late record is stamped with the stream's time; a checkpoint of one clock is
+    refused by a join of the other."""
+    lines = [(ev("a"), 0), (ev("b"), 3_000), (out("a"), 5_000), (ev("c"), 6_000),
+             (ev("late"), 1_000), (out("b"), 8_001), (out("c"), 11_000),
+             (out("late"), 11_001)]  # fmt: skip
+    engine, _, dead = _stamped_engine(PendingJoin(100, 5_000, by_time=True))
+    engine.run(_Stamped(lines[:5]))
+    stamps = [e[-1] for e in engine.delayed.pending.get_state()["events"]]
+    assert stamps == [3_000, 6_000, 6_000]  # b, c, and late stamped with the stream's time
+    engine.run(_Stamped(lines[5:]))
+    join = engine.stats.join
+    # a: 5,000 ms, on time; b: expired at 8,001; c: 5,000 ms; late: stamped 6,000, its
+    # outcome 5,001 ms after that: expired; the outcomes of b and late wait
+    assert (join.joined, join.expired, join.delay_ms_sum) == (2, 2, 10_000)
+    assert [r for _, r in reasons(dead)] == ["no_outcome", "no_outcome"]
+    assert "--label-wait 5 s" in json.loads(dead.lines[0])["detail"]
+    assert (engine.delayed.pending.outcomes, engine.delayed.pending.time) == (2, 11_001)
+    state = json.loads(json.dumps(engine.delayed.pending.get_state()))
+    assert state["clock"] == "time"
+    with pytest.raises(StateError, match="in a duration, this run in records"):
+        PendingJoin(100, 5_000).load_state(state)
+    again = PendingJoin(100, 5_000, by_time=True)
+    again.load_state(state)
+    assert again.get_state() == state
 
 
 def test_pending_features_take_at_most_32_bytes_a_value() -> None:
@@ -492,6 +526,10 @@ def test_pending_features_take_at_most_32_bytes_a_value() -> None:
      (["--format", "csv", "--max-pending", "5"], "--max-pending needs --join-key"),
      (["--format", "csv", "--label-wait", "5"], "--label-wait needs --join-key"),
      (["--format", "csv", "--join-key", "y"], "the key is not the label"),
+     (["--format", "csv", "--join-key", "id", "--label-wait", "30m"],
+      "--label-wait as a duration counts the records' time"),
+     (["--format", "csv", "--join-key", "id", "--label-wait", "soon"],
+      "neither a whole number of records nor a duration"),
      (["--source", "kafka", "--format", "jsonl", "--join-key", "id"],
       "--join-key with --source kafka needs --labels-topic")],
 )  # fmt: skip

@@ -44,21 +44,23 @@ JOIN = ("events", "outcomes", "joined", "served_mistakes", "expired", "unmatched
 
 
 def write_topics(
-    bootstrap: str, objs: list[dict[str, Any]], partitions: int = PARTITIONS, labels: int = 0
-) -> tuple[str, str, dict[tuple[int, int], int]]:
+    bootstrap: str, objs: list[dict[str, Any]], partitions: int = PARTITIONS, labels: int = 0,
+    ms_apart: int = 1,
+) -> tuple[str, str, dict[tuple[int, int], int]]:  # fmt: skip
     """``objs`` as an events topic (records with features) and a labels topic (the key and a
     label), made here; returns the topics and each event's (partition, offset) -> i."""
     events = make_topic(bootstrap, partitions, KEEP)
     outcomes = make_topic(bootstrap, labels or partitions, KEEP)
-    return events, outcomes, produce_stream(bootstrap, objs, events, outcomes, labels)
+    return events, outcomes, produce_stream(bootstrap, objs, events, outcomes, labels,
+                                            ms_apart=ms_apart)  # fmt: skip
 
 
 def produce_stream(
     bootstrap: str, objs: list[dict[str, Any]], events: str, outcomes: str, labels: int = 0,
-    partitions: int = PARTITIONS,
+    partitions: int = PARTITIONS, ms_apart: int = 1,
 ) -> dict[tuple[int, int], int]:  # fmt: skip
-    """``objs`` produced, record i stamped ``BASE_MS + i``, keyed and partitioned by its key;
-    returns each event's (partition, offset) -> i."""
+    """``objs`` produced, record i stamped ``BASE_MS + i * ms_apart``, keyed and partitioned
+    by its key; returns each event's (partition, offset) -> i."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     sent = []
     try:
@@ -68,7 +70,8 @@ def produce_stream(
             topic, count = (outcomes, labels or partitions) if is_outcome else (events, partitions)
             partition = (zlib.crc32(key) if key is not None else i) % count
             future = producer.send(topic, value=json.dumps(obj).encode(), key=key,
-                                   partition=partition, timestamp_ms=BASE_MS + i)  # fmt: skip
+                                   partition=partition,
+                                   timestamp_ms=BASE_MS + i * ms_apart)  # fmt: skip
             sent.append((i, is_outcome, future))
         producer.flush()
     finally:
@@ -108,17 +111,20 @@ def predictions_by_line(path: Path, where: dict[tuple[int, int], int] | None) ->
     return out
 
 
+@pytest.mark.parametrize("label_wait, ms_apart", [("1200", 1), ("2.4s", 2)])
 def test_two_co_partitioned_topics_merged_by_timestamp_give_the_stdin_run(
-    kafka_bootstrap, tmp_path, kafka_client
+    kafka_bootstrap, tmp_path, kafka_client, label_wait, ms_apart
 ):
+    """With ``--label-wait 2.4s`` too: record i stamped ``BASE_MS + 2 i`` ms, 2,400 ms of the
+    stream's time are 1,200 records, and the join drops what the stdin run drops."""
     objs = delayed_stream(4000, seed=11, max_late=1500)
     wait = 1200  # some outcomes come too late: expired and unmatched are exercised
     stdin = stdin_run(tmp_path, objs, wait)
-    events, outcomes, where = write_topics(kafka_bootstrap, objs)
+    events, outcomes, where = write_topics(kafka_bootstrap, objs, ms_apart=ms_apart)
 
     ck, preds, summary = tmp_path / "ck.json", tmp_path / "preds.jsonl", tmp_path / "s.json"
     args = kafka_args(kafka_bootstrap, events, _name("group"), "--labels-topic", outcomes,
-                      "--join-key", "id", "--label-wait", str(wait), "--exit-at-end",
+                      "--join-key", "id", "--label-wait", label_wait, "--exit-at-end",
                       "--checkpoint", str(ck), "--predictions", str(preds),
                       "--summary-json", str(summary), client=kafka_client)  # fmt: skip
     proc = run_cli(*args, timeout=120)
@@ -128,14 +134,16 @@ def test_two_co_partitioned_topics_merged_by_timestamp_give_the_stdin_run(
     assert min(want["join"][k] for k in ("expired", "unmatched_outcome", "joined")) > 20
     got = json.loads(summary.read_text())
     assert counters(got) == counters(want)
-    # the label delay in time, from the messages' timestamps (record i stamped BASE_MS + i ms):
-    # each pair's delay in records (the reference's) as milliseconds; stdin lines have none
+    # the label delay in time, from the messages' timestamps (record i stamped BASE_MS + i
+    # ms_apart): each pair's delay in records (the reference's) in milliseconds; stdin lines
+    # have none
     ref = reference_of(objs, DEFAULT_MAX_PENDING, wait)
     seconds = [0] * (len(DELAY_SECONDS_BUCKETS) + 1)
     for d in ref.delays:
-        seconds[next((i for i, b in enumerate(DELAY_SECONDS_BUCKETS) if d / 1000 <= b), -1)] += 1
+        s = d * ms_apart / 1000
+        seconds[next((i for i, b in enumerate(DELAY_SECONDS_BUCKETS) if s <= b), -1)] += 1
     assert list(got["join"]["delay_seconds_buckets"].values()) == seconds
-    assert got["join"]["delay_seconds_sum"] == pytest.approx(sum(ref.delays) / 1000)
+    assert got["join"]["delay_seconds_sum"] == pytest.approx(sum(ref.delays) * ms_apart / 1000)
     assert sum(seconds[1:]) > 20 and sum(want["join"]["delay_seconds_buckets"].values()) == 0
     assert model_of(ck).get_state() == model_of(stdin["ck"]).get_state()
     # the same prediction for each event, in the same order (one line an event)
