@@ -190,10 +190,13 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
     if exporter is not None:
         batch_hooks.append(exporter.observe_batch)
 
+    signalled: list[int] = []  # a stop asked for ends the process: no --ui linger after it
+
     def stop(signum: int, _frame: Any) -> None:
         logger.warning(
             "%s received: stopping after the current record", signal.Signals(signum).name
         )
+        signalled.append(signum)
         engine.request_stop()
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -234,7 +237,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
             write_json(args.summary_json, summary)
         if not args.quiet:
             print(stats.format_human(), file=sys.stderr)
-        if args.ui and exporter is not None:
+        if args.ui and exporter is not None and not signalled:
             _linger(args.ui_linger)
     finally:
         if exporter is not None and (failure is not None or args.ui):

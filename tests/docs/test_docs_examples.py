@@ -111,6 +111,27 @@ def test_serving_example_serves(example: Example, data_dir: Path, tmp_path: Path
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    # every process of the example ends on SIGTERM (a `run --ui` once served on: session 26)
+    deadline = time.monotonic() + 20
+    while (left := _alive_in_group(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"{example.id}: still running 20 s after SIGTERM: {left}")
+
+
+def _alive_in_group(pgid: int) -> list[str]:
+    """The command lines of the live (not zombie) processes of process group ``pgid``."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes()
+                alive.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return alive
 
 
 def _kafka_script(code: str, bootstrap: str, suffix: str) -> tuple[str, set[str]]:

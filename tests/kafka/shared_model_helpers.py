@@ -155,16 +155,17 @@ def produce(bootstrap: str, topic: str, data: list[tuple[dict, int]], start: int
 
 def worker_args(
     bootstrap: str, topic: str, group: str, model_topic: str, *extra: str,
-    client: str = "kafka-python",
+    client: str = "kafka-python", session_ms: int = 6000,
 ) -> list[str]:  # fmt: skip
-    """A worker's command line; ``client`` is its ``--kafka-client`` (options in its naming)."""
+    """A worker's command line; ``client`` is its ``--kafka-client`` (options in its naming);
+    ``session_ms`` its group session (short: the failover tests wait for one to end)."""
     sep = "." if client == "confluent-kafka" else "_"
     keep_topic(bootstrap, model_topic)  # its records in the report if the test fails
     return [
         "run", "--source", "kafka", "--bootstrap-servers", bootstrap, "--topic", topic,
         "--group", group, "--format", "jsonl", "--metrics-port", "-1",
         "--model-topic", model_topic, "--kafka-client", client,
-        "--kafka-option", f"session{sep}timeout{sep}ms=6000",
+        "--kafka-option", f"session{sep}timeout{sep}ms={session_ms}",
         "--kafka-option", f"heartbeat{sep}interval{sep}ms=1000",
         *_mixing(extra),
     ]  # fmt: skip
@@ -187,14 +188,16 @@ def _mixing(extra: tuple[str, ...]) -> list[str]:
 
 
 def streaming_workers(
-    bootstrap: str, topic: str, predictions: str, client: str, mix_every: int = 2000
-) -> tuple[list[str], str, str]:
+    bootstrap: str, topic: str, predictions: str, client: str, mix_every: int = 2000,
+    session_ms: int = 6000,
+) -> tuple[list[str], str, str]:  # fmt: skip
     """``(args, model topic, group)`` of averaged workers that commit every 0.5 s, publish
     predictions and log their commits (``-v``): the failover tests' workers."""
     model_topic, group = name("model"), name("group")
     args = worker_args(
         bootstrap, topic, group, model_topic, "--averaged", "--mix-every", str(mix_every),
         "--checkpoint-interval", "0.5", "--predictions-topic", predictions, "-v", client=client,
+        session_ms=session_ms,
     )  # fmt: skip
     return args, model_topic, group
 
