@@ -153,6 +153,14 @@ def produce(bootstrap: str, topic: str, data: list[tuple[dict, int]], start: int
         producer.close()
 
 
+#: The group session of workers in a test where no member stops or dies (the hostile-record,
+#: signature and compaction tests): the failover tests' 6 s ends a member's session in a
+#: 5.5 s broker stall, which the soak beside two CPU hogs (load up to 41) made: the controller
+#: logged "Exceptionally slow controller event ... took 5511 ms" and "controller event queue
+#: overloaded", its gc.log no pause, and three members were fenced at once (evidence-26)
+STEADY_SESSION_MS = 30_000
+
+
 def worker_args(
     bootstrap: str, topic: str, group: str, model_topic: str, *extra: str,
     client: str = "kafka-python", session_ms: int = 6000,

@@ -15,6 +15,7 @@ from kafka.admin import NewTopic
 from model_topic_records import hostile_records
 from shared_model_helpers import (
     PARTITIONS,
+    STEADY_SESSION_MS,
     examples,
     make_topics,
     name,
@@ -39,13 +40,9 @@ def test_hostile_model_topic_records_stop_nothing(kafka_bootstrap, tmp_path, kaf
     sequential model, and pull-model reports what it refused."""
     data = sparse_examples(30_000, seed=13, noise=0.05)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    # no member leaves or dies here, so the group session is the clients' default order (30 s)
-    # rather than the failover tests' 6 s: a soak beside two CPU hogs (load 41) stalled the
-    # broker's controller 5.5 s ("Exceptionally slow controller event", "controller event queue
-    # overloaded"; no GC pause in its gc.log), past three members' 6 s sessions at once, and
-    # all three were fenced (evidence-26); what this test checks is the hostile records
-    args, model_topic, group = streaming_workers(
-        kafka_bootstrap, topic, predictions, kafka_client, mix_every=1000, session_ms=30_000
+    args, model_topic, group = streaming_workers(  # no member stops: a steady session
+        kafka_bootstrap, topic, predictions, kafka_client, mix_every=1000,
+        session_ms=STEADY_SESSION_MS,
     )
     produce(kafka_bootstrap, topic, data[:15_000])
     ids = ["w0", "w1", "w2"]
@@ -171,8 +168,9 @@ def test_compaction_keeps_the_newest_mixture(kafka_bootstrap, tmp_path, kafka_cl
     version 0, and pull-model after compaction holds every record learned."""
     data = examples(12_000, seed=17, noise=0.05)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    args, model_topic, group = streaming_workers(
-        kafka_bootstrap, topic, predictions, kafka_client, mix_every=500
+    args, model_topic, group = streaming_workers(  # no member stops: a steady session
+        kafka_bootstrap, topic, predictions, kafka_client, mix_every=500,
+        session_ms=STEADY_SESSION_MS,
     )
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     try:

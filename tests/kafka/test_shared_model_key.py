@@ -12,6 +12,7 @@ from cli_helpers import run_cli
 from kafka import KafkaProducer
 from shared_model_helpers import (
     PARTITIONS,
+    STEADY_SESSION_MS,
     make_topics,
     produce,
     sparse_examples,
@@ -51,8 +52,9 @@ def test_records_without_the_group_key_are_refused(kafka_bootstrap, tmp_path, ka
     key_file.chmod(0o600)
     data = sparse_examples(24_000, seed=23, noise=0.05)
     topic, predictions = make_topics(kafka_bootstrap, PARTITIONS, 3)
-    args, model_topic, group = streaming_workers(
-        kafka_bootstrap, topic, predictions, kafka_client, mix_every=1000
+    args, model_topic, group = streaming_workers(  # no member stops: a steady session
+        kafka_bootstrap, topic, predictions, kafka_client, mix_every=1000,
+        session_ms=STEADY_SESSION_MS,
     )
     args = [*args, "--model-topic-key-file", str(key_file)]
     produce(kafka_bootstrap, topic, data[:12_000])
