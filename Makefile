@@ -73,11 +73,14 @@ docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # One test (or file, folder, `-m kafka`) N times in a row beside two busy-loop CPU hogs:
-# passes and the slowest run per test; every run's log kept under .soak/.
+# passes and the slowest run per test; every run's log kept under .soak/. It installs what
+# make test installs first (a soak on a new machine once ran without kcat: its test failed).
 # make soak TEST=tests/kafka/test_shared_model.py::test_worker_metrics N=10 [PYTEST_ARGS="-n 2"]
 N ?= 10
 soak: $(BIN)/.installed
 	@[ -n "$(TEST)" ] || { echo 'usage: make soak TEST=path::name [N=10] [PYTEST_ARGS=...]' >&2; exit 2; }
+	scripts/install-system-deps.sh
+	KAFKA_FETCH_ONLY=1 kafka/kafka-up.sh
 	$(BIN)/python scripts/soak.py --runs $(N) --pytest-args="$(PYTEST_ARGS)" "$(TEST)"
 
 # The block path against the record path, byte for byte, on CONFIGS random configurations
