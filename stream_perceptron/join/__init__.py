@@ -1,7 +1,8 @@
 """``--join-key``: events joined to the outcomes that come after them (labels that come later).
 
 :mod:`~stream_perceptron.join.pending` holds what waits, :mod:`~stream_perceptron.join.counts`
-what the join counted, :mod:`~stream_perceptron.join.blocks` plans a block of records at once;
+what the join counted, :mod:`~stream_perceptron.join.blocks` plans a block of records at once,
+:mod:`~stream_perceptron.join.changelog` writes the store as keyed records and reads it back;
 the engine's step is :mod:`stream_perceptron.engine.delayed` (a record) and
 :mod:`stream_perceptron.engine.delayed_blocks` (a block).
 """

@@ -147,6 +147,23 @@ class PendingJoin:
         # feature names -> [the shared tuple, how many pending events use it]
         self._shapes: dict[tuple[str, ...], list[Any]] = {}
         self._origins: dict[Origin, Origin] = {}
+        #: the keys changed since :meth:`changed`, by their last change (None: not tracked)
+        self._changed: OrderedDict[str, None] | None = None
+
+    def track_changes(self) -> None:
+        """From now on remember the keys that change (:mod:`~stream_perceptron.join.changelog`)."""
+        self._changed = OrderedDict() if self._changed is None else self._changed
+
+    def changed(self) -> list[str]:
+        """The keys changed since the last call, in the order of their last change."""
+        keys = list(self._changed or ())
+        self._changed = OrderedDict() if self._changed is not None else None
+        return keys
+
+    def _touch(self, key: str) -> None:
+        if self._changed is not None:
+            self._changed[key] = None
+            self._changed.move_to_end(key)
 
     def __len__(self) -> int:
         """Events and outcomes waiting."""
@@ -202,6 +219,7 @@ class PendingJoin:
         event = self._events[key] = PendingEvent(now, origin, offset, shape[0], values,
                                                  prediction, stamp)  # fmt: skip
         self._joined.pop(key, None)  # a key used again: a later outcome is this event's
+        self._touch(key)
         return event
 
     def take_event(self, key: str, now: int) -> PendingEvent:
@@ -224,6 +242,7 @@ class PendingJoin:
         """Keep an outcome (its key not waiting yet) until its event comes."""
         origin = self._origins.setdefault(origin, origin)
         self._outcomes[key] = PendingOutcome(now, origin, offset, label, bytes(raw), stamp)
+        self._touch(key)
 
     def take_outcome(self, key: str, now: int) -> PendingOutcome:
         """The outcome waiting for ``key``'s event, which came at ``now``."""
@@ -234,6 +253,7 @@ class PendingJoin:
     def _remember(self, key: str, now: int) -> None:
         self._joined[key] = now
         self._joined.move_to_end(key)
+        self._touch(key)
 
     # -- bounds --------------------------------------------------------------------------------
     def expire(self, now: int) -> list[Expired]:
@@ -256,7 +276,7 @@ class PendingJoin:
                 break
             old += 1
         for _ in range(old):
-            joined.popitem(last=False)
+            self._touch(joined.popitem(last=False)[0])
         if len(gone) > 1:
             gone.sort(key=lambda e: e.entry.arrival)
         return gone
@@ -286,7 +306,7 @@ class PendingJoin:
                 gone.append(Expired(*outcome))
             self._drop(gone[-1])
         while len(self._joined) > self.max_pending:
-            self._joined.popitem(last=False)
+            self._touch(self._joined.popitem(last=False)[0])
         return gone
 
     def _drop(self, gone: Expired) -> None:
@@ -294,6 +314,7 @@ class PendingJoin:
             self._release(self._events.pop(gone.key))
         else:
             del self._outcomes[gone.key]
+        self._touch(gone.key)
 
     def _release(self, event: PendingEvent) -> None:
         shape = self._shapes[event.names]
