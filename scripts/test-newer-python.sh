@@ -39,7 +39,7 @@ if [ ! -f "$stamp" ] || [ -n "$(find pyproject.toml setup.py stream_perceptron -
     \( -name '*.c' -o -name pyproject.toml -o -name setup.py \) -newer "$stamp")" ]; then
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e . pytest hypothesis pandas scikit-learn
+  "$venv/bin/python" -m pip install --quiet -e . pytest pytest-timeout hypothesis pandas scikit-learn
   touch "$stamp"
 fi
 "$venv/bin/python" scripts/check_extensions.py
