@@ -11,7 +11,7 @@
 #   KAFKA_CONTROLLER_PORT  CONTROLLER port                       default: previous one, else a free port
 #   KAFKA_LIBS_DIR         broker jars                           default: <repo>/kafka/libs
 #   KAFKA_START_TIMEOUT    seconds to wait for readiness         default: 90
-#   KAFKA_HEAP_OPTS        JVM heap flags                        default: -Xmx512m -Xms256m
+#   KAFKA_HEAP_OPTS        JVM heap flags              default: -Xmx512m -Xms512m -XX:+AlwaysPreTouch
 #   KAFKA_JVM_OPTS         extra JVM flags (replace default)     default: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 #   KAFKA_EXTRA_PROPERTIES extra server.properties lines (newline separated), appended last
 #   KAFKA_NICE             the broker's niceness increment (root only below 0; else it runs at
@@ -410,7 +410,11 @@ fi
 
 # ---------------------------------------------------------------- start
 log "starting Kafka ${KAFKA_VERSION} on 127.0.0.1:${PORT} (controller 127.0.0.1:${CPORT}), state in $STATE_DIR"
-read -r -a HEAP <<<"${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
+# The whole heap committed and touched at start (AlwaysPreTouch): a heap that grew later paused
+# the broker in its first young collection after the growth for 17.7 and 24.4 s on a VM whose
+# fresh pages came slowly from its host (gc.log: "Pause Young ... 343M->227M(427M) 17654.835ms",
+# where the others took 80-100 ms), past every client's timeout.
+read -r -a HEAP <<<"${KAFKA_HEAP_OPTS:--Xmx512m -Xms512m -XX:+AlwaysPreTouch}"
 read -r -a EXTRA_JVM <<<"${KAFKA_JVM_OPTS-$FAST_JVM}"
 # The JVM's pauses (garbage collections, safepoints), for a member dropped or a request slow
 # while the broker stood still: the test session keeps it with server.log when a test failed.
