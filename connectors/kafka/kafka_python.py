@@ -210,8 +210,16 @@ class KafkaSource(GroupSource):
             return {}, {}
         for key, offset in starts.items():
             consumer.seek(_tp(key), offset)
+        # auto_offset_reset applies to the others, here rather than by the client: kafka-python
+        # keeps the position a partition had when the same member is given it again (an eager
+        # rebalance), past records it fetched and nothing processed (a merge's queues, which a
+        # new assignment drops: the labels of a shared-model join were skipped so)
+        fresh = [_tp(k) for k in keys if k not in starts]
+        if fresh:
+            latest = str(self._config.get("auto_offset_reset")) in ("latest", "largest")
+            (consumer.seek_to_end if latest else consumer.seek_to_beginning)(*fresh)
 
-        def reset_positions() -> dict[TopicPartitionKey, int]:  # auto_offset_reset applies
+        def reset_positions() -> dict[TopicPartitionKey, int]:
             found = {k: consumer.position(_tp(k), timeout_ms=REQUEST_TIMEOUT_MS)
                      for k in keys if k not in starts}  # fmt: skip
             if None in found.values():
@@ -337,13 +345,14 @@ class KafkaModelLog(ModelLogBase):
         from kafka.errors import TopicAlreadyExistsError
 
         try:  # replication -1: the cluster's default.replication.factor
-            admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs=TOPIC_CONFIG)])
+            admin.create_topics([NewTopic(self.topic, self.create_partitions, -1,
+                                          topic_configs=TOPIC_CONFIG)])  # fmt: skip
         except TopicAlreadyExistsError:
             return False  # another worker was first: check it as any existing topic
         return True
 
-    def _partitions(self, admin: Any) -> int | None:
-        (described,) = admin.describe_topics([self.topic])
+    def _partitions(self, admin: Any, topic: str | None = None) -> int | None:
+        (described,) = admin.describe_topics([topic or self.topic])
         return len(described["partitions"]) or None
 
     def _cleanup_policy(self, admin: Any) -> str:
@@ -380,7 +389,7 @@ class KafkaModelLog(ModelLogBase):
         return consumer
 
     def _tp(self) -> Any:
-        return _tp((self.topic, 0))
+        return _tp((self.topic, self.partition))
 
     def _stable_end(self) -> int:
         consumer, tp = self._consumer or self._open(), self._tp()

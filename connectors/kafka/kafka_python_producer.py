@@ -229,9 +229,9 @@ class KafkaTransactions(TransactionsBase):
 
     def _send(
         self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        headers: list[tuple[str, bytes]] | None, partition: int | None = None,
     ) -> Any:  # fmt: skip
-        return producer.send(topic, value=value, key=key, headers=headers)
+        return producer.send(topic, value=value, key=key, headers=headers, partition=partition)
 
     def _undelivered(self, delivery: Any) -> bool:
         return delivery is not None and bool(delivery.is_done) and bool(delivery.failed())

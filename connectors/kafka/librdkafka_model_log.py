@@ -65,7 +65,7 @@ class RdKafkaModelLog(ModelLogBase):
         from confluent_kafka.admin import NewTopic
 
         # replication -1: the cluster's default.replication.factor
-        new = NewTopic(self.topic, 1, -1, config=dict(TOPIC_CONFIG))
+        new = NewTopic(self.topic, self.create_partitions, -1, config=dict(TOPIC_CONFIG))
         try:
             admin.create_topics([new])[self.topic].result(REQUEST_TIMEOUT_S)
         except rdkafka_errors() as exc:
@@ -74,8 +74,9 @@ class RdKafkaModelLog(ModelLogBase):
             raise
         return True
 
-    def _partitions(self, admin: Any) -> int | None:
-        topic = admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S).topics.get(self.topic)
+    def _partitions(self, admin: Any, name: str | None = None) -> int | None:
+        name = name or self.topic
+        topic = admin.list_topics(name, timeout=REQUEST_TIMEOUT_S).topics.get(name)
         ok = topic is not None and topic.error is None
         return len(topic.partitions) if ok and topic.partitions else None
 
@@ -109,9 +110,9 @@ class RdKafkaModelLog(ModelLogBase):
         )  # fmt: skip
         consumer = make_client(lambda: ck.Consumer(config), "consumer", self._servers,
                                rdkafka_errors())  # fmt: skip
-        self._tp = ck.TopicPartition(self.topic, 0)
+        self._tp = ck.TopicPartition(self.topic, self.partition)
         start = self._next or ck.OFFSET_BEGINNING
-        consumer.assign([ck.TopicPartition(self.topic, 0, start)])
+        consumer.assign([ck.TopicPartition(self.topic, self.partition, start)])
         self._consumer = consumer
         # the ends are asked by handles that never fetch: behind the reader's own fetch (on its
         # connection), a query waited up to fetch.wait.max.ms, 11 ms a read on average

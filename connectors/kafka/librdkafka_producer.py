@@ -212,11 +212,12 @@ class RdKafkaTransactions(TransactionsBase):
 
     def _send(
         self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        headers: list[tuple[str, bytes]] | None, partition: int | None = None,
     ) -> Any:  # fmt: skip
+        where = {} if partition is None else {"partition": partition}
         while True:
             try:
-                producer.produce(topic, value, key, headers=headers)
+                producer.produce(topic, value, key, headers=headers, **where)
                 return None  # commit_transaction fails when a message was not delivered
             except BufferError:  # the local queue is full: let librdkafka send some
                 producer.poll(FULL_QUEUE_WAIT_S)

@@ -138,8 +138,13 @@ class ModelLogBase:
         topic: str,
         *,
         client_options: dict[str, Any] | None = None,
+        partition: int = 0,
     ) -> None:
         self.topic = check_topic(topic)
+        #: the partition read (a model topic has one; a join changelog one a task)
+        self.partition = partition
+        #: the partition count :meth:`ensure` creates the topic with
+        self.create_partitions = 1
         self._servers = bootstrap_servers
         self._options = dict(client_options or {})
         self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
@@ -166,6 +171,36 @@ class ModelLogBase:
             raise ConnectorError(f"cannot check the model topic {self.topic!r}: {exc!r}") from exc
         finally:
             self._close_admin(admin)
+
+    def ensure_changelog(self, events_topic: str) -> None:
+        """A join changelog topic (shared-model mode's pending events and outcomes): created
+        compacted with as many partitions as ``events_topic`` when missing, else checked to
+        have them (it is co-partitioned with the events) and to be compacted only; a
+        :class:`ModelTopicError` says what is wrong."""
+        admin = self._admin()
+        try:
+            if events_topic not in self._topics(admin):
+                raise ModelTopicError(f"there is no events topic {events_topic!r} (check its "
+                                      "name and the cluster)")  # fmt: skip
+            partitions = self._wait_for_creation(lambda: self._partitions(admin, events_topic))
+            self.create_partitions = partitions
+            if self.topic not in self._topics(admin) and self._create_topic(admin):
+                logger.warning("created the join changelog topic %r (compacted, %d partitions)",
+                               self.topic, partitions)  # fmt: skip
+                return
+            found = self._wait_for_creation(lambda: self._partitions(admin))
+            policy = self._cleanup_policy(admin)
+        except (KeyError, TypeError, ValueError) + self._client_errors() as exc:
+            raise ConnectorError(f"cannot check the topic {self.topic!r}: {exc!r}") from exc
+        finally:
+            self._close_admin(admin)
+        if found != partitions or {p.strip() for p in policy.split(",")} != {"compact"}:
+            raise ModelTopicError(
+                f"the join changelog topic {self.topic!r} has {found} partitions and "
+                f"cleanup.policy={policy}: it must have the events topic's {partitions} and be "
+                "compacted only; give another --join-changelog-topic, or delete it (it is "
+                "created when missing)"
+            )
 
     def _wait_for_creation(
         self, partitions: Callable[[], int | None], timeout_s: float = CREATION_WAIT_S
@@ -284,9 +319,9 @@ class ModelLogBase:
         False when another worker was first."""
         raise NotImplementedError
 
-    def _partitions(self, admin: Any) -> int | None:
-        """The topic's partition count; ``None`` (or ``LookupError``) while it is being
-        created."""
+    def _partitions(self, admin: Any, topic: str | None = None) -> int | None:
+        """The partition count of ``topic`` (default: this log's); ``None`` (or
+        ``LookupError``) while it is being created."""
         raise NotImplementedError
 
     def _cleanup_policy(self, admin: Any) -> str:

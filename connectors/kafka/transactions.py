@@ -77,7 +77,7 @@ class TransactionalOutput(Protocol):
 
     def send(
         self, topic: str, value: bytes | None, key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
     ) -> None: ...  # fmt: skip
 
     def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None: ...
@@ -127,7 +127,7 @@ class TransactionsBase(Closing):
         self._open_txn = False
         self._lock = threading.Lock()
         # the open transaction's messages, to send again if its commit fails
-        self._sent: list[tuple[str, bytes | None, bytes | None, Any]] = []
+        self._sent: list[tuple[str, bytes | None, bytes | None, Any, int | None]] = []
         self._deliveries: list[Any] = []  # per message, the client's delivery handle (or None)
         #: a commit was sent and not answered in time: it may have landed
         self.in_doubt = False
@@ -162,12 +162,14 @@ class TransactionsBase(Closing):
         value: bytes | None,
         key: bytes | None = None,
         headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
     ) -> None:
         """Queue one message in the current transaction (``value`` ``None``: a tombstone, which
-        deletes ``key`` from a compacted topic)."""
+        deletes ``key`` from a compacted topic; ``partition`` ``None``: the client's
+        partitioner chooses)."""
         with self._lock:
             producer = self._ready()
-            message = (topic, None if value is None else bytes(value), key, headers)
+            message = (topic, None if value is None else bytes(value), key, headers, partition)
             self._sent.append(message)
             try:
                 self._deliveries.append(self._send(producer, *message))
@@ -378,10 +380,10 @@ class TransactionsBase(Closing):
 
     def _send(
         self, producer: Any, topic: str, value: bytes | None, key: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        headers: list[tuple[str, bytes]] | None, partition: int | None = None,
     ) -> Any:  # fmt: skip
-        """Queue one message; its delivery handle (``None`` when the client's commit itself
-        fails on an undelivered message)."""
+        """Queue one message (to ``partition``, or where the partitioner says); its delivery
+        handle (``None`` when the client's commit itself fails on an undelivered message)."""
         raise NotImplementedError
 
     def _send_offsets(

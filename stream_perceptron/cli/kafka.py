@@ -311,6 +311,29 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
     return coordinator, outputs
 
 
+def shared_join(args: argparse.Namespace, coordinator: Any) -> Any:
+    """``--join-key`` in shared-model mode: a store per partition task, kept in
+    ``--join-changelog-topic`` (the coordinator writes and restores it)."""
+    from stream_perceptron.cli.flags import Millis
+    from stream_perceptron.join.tasks import JoinTasks
+    from stream_perceptron.sharing.join_changelog import JoinChangelog
+
+    client = args.kafka_client
+    servers = args.bootstrap_servers.split(",")
+    security = client_options(KafkaSecurity.from_args(args), client)
+    by_time = isinstance(args.label_wait, Millis)
+    tasks = JoinTasks(args.max_pending, args.label_wait, args.topic[0], by_time=by_time)
+    log_class = _model_log_class(client)
+
+    def reader(partition: int) -> Any:
+        return log_class(servers, args.join_changelog_topic, client_options=security,
+                         partition=partition)  # fmt: skip
+
+    coordinator.join_log = JoinChangelog(tasks, args.join_changelog_topic, reader,
+                                         coordinator.output)  # fmt: skip
+    return tasks
+
+
 def pull_model_command(args: argparse.Namespace) -> int:
     """``pull-model``, its ``--output`` checked as ``run --checkpoint`` is (a regular file, an
     existing one only with ``--force``) and locked while it is written."""

@@ -142,12 +142,15 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         paths=paths,
     )
     shared = None
+    join_tasks = None
     if kafka:
         from stream_perceptron.cli import kafka as kafka_options
 
         if args.model_topic:
             shared, outputs = kafka_options.shared_model(args, outputs)
             coordinator = shared
+            if join is not None:  # a store per partition task, in Kafka
+                join, join_tasks = None, kafka_options.shared_join(args, shared)
         else:
             outputs = kafka_options.kafka_outputs(args, outputs)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -172,6 +175,7 @@ def _learn(args: argparse.Namespace, fmt: str) -> int:
         # were the test's records deleted by the broker's retention (session 24), not the path.
         dense=args.on_drift == "none" and not (kafka and args.join_key is not None),
         join=join,
+        join_tasks=join_tasks,
     )
     if stats.drift is not None and args.on_drift != "none":
         action = reset_learner if args.on_drift == "reset" else forget_average

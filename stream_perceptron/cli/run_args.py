@@ -97,7 +97,18 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         metavar="TOPIC",
         help="--source kafka: the outcomes' topic, beside one --topic of events, co-partitioned "
         "with it (as many partitions, both keyed by the join key): a worker reads partition p "
-        "of both and merges them by message timestamp (an event first on a tie)",
+        "of both and merges them by message timestamp (an event first on a tie). With "
+        "--model-topic each worker joins the partitions it owns, one store per partition "
+        "(--max-pending and a --label-wait in records count per partition), kept in "
+        "--join-changelog-topic",
+    )
+    join.add_argument(
+        "--join-changelog-topic",
+        type=text,
+        metavar="TOPIC",
+        help="--model-topic with --labels-topic: the compacted topic, co-partitioned with "
+        "--topic, where each commit writes what waits of its partitions for their next owner "
+        "(default: the model topic's name + '-join'; created if missing)",
     )
     kafka = run.add_argument_group(
         "kafka (--source kafka; SASL credentials come from the environment variables "

@@ -130,7 +130,8 @@ def _check_join(args: argparse.Namespace, parser: argparse.ArgumentParser, fmt: 
     """--join-key, --max-pending, --label-wait: usage errors, then the defaults."""
     if args.join_key is None:
         for flag, value in (("--max-pending", args.max_pending), ("--label-wait", args.label_wait),
-                            ("--labels-topic", args.labels_topic)):  # fmt: skip
+                            ("--labels-topic", args.labels_topic),
+                            ("--join-changelog-topic", args.join_changelog_topic)):  # fmt: skip
             if value is not None:
                 parser.error(f"{flag} needs --join-key FIELD")
         return
@@ -163,12 +164,15 @@ def _check_labels_topic(args: argparse.Namespace, parser: argparse.ArgumentParse
         parser.error("--labels-topic goes with one --topic: the events' topic")
     if args.labels_topic in args.topic:
         parser.error("--labels-topic and --topic name one topic: events and outcomes come in two")
-    if args.model_topic:
-        parser.error(
-            "--labels-topic is not for --model-topic yet: the events and outcomes waiting are "
-            "kept in a worker's --checkpoint file, which shared-model mode has not (they would "
-            "be lost when a worker stops or its partitions move)"
-        )
+    if args.join_changelog_topic and not args.model_topic:
+        parser.error("--join-changelog-topic goes with --model-topic (without it, what waits "
+                     "is kept in --checkpoint)")  # fmt: skip
+    if args.model_topic and not args.join_changelog_topic:
+        args.join_changelog_topic = f"{args.model_topic}-join"
+    if args.model_topic and args.join_changelog_topic in (args.model_topic, args.labels_topic,
+                                                          *args.topic):  # fmt: skip
+        parser.error(f"--join-changelog-topic {args.join_changelog_topic!r} is a topic of its "
+                     "own: not the model, events or labels topic")  # fmt: skip
 
 
 def _check_shared_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from stream_perceptron.engine.outcomes import Outcomes
 from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats.base import MISSING_JOIN_KEY
 from stream_perceptron.join import Expired, JoinCounts, PendingEvent, PendingJoin
+from stream_perceptron.join.tasks import JoinTasks
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
 
@@ -55,6 +56,9 @@ class DelayedLabels:
         The engine's outcome path (counts, prediction lines, dead letters).
     key
         The key field's name (for the dead letters of expired events).
+    tasks
+        Shared-model mode: a store per partition task, each with its own clock (the task's
+        records read), instead of ``join`` and the run's clock (``stats.records``).
 
     Examples
     --------
@@ -72,8 +76,10 @@ class DelayedLabels:
 
     """
 
-    def __init__(self, join: PendingJoin, stats: RunStats, outcomes: Outcomes, key: str) -> None:
+    def __init__(self, join: PendingJoin, stats: RunStats, outcomes: Outcomes, key: str,
+                 tasks: JoinTasks | None = None) -> None:  # fmt: skip
         self.pending = join
+        self.tasks = tasks
         self.stats = stats
         if stats.join is None:
             stats.join = JoinCounts()
@@ -86,17 +92,31 @@ class DelayedLabels:
         assert counts is not None
         return counts
 
+    @property
+    def waiting(self) -> PendingJoin | JoinTasks:
+        """What waits (its ``events``, ``outcomes`` and ``max_pending``), for the metrics."""
+        return self.pending if self.tasks is None else self.tasks
+
+    def passed(self, record: Record) -> None:
+        """A record of the stream that is not :meth:`handle`'d (a bad one): its task's clock
+        moves on as the run's does."""
+        if self.tasks is not None:
+            self.tasks.of(record.position).tick()
+
     def handle(
         self, record: Record, learner: StreamClassifier, key: str | None, x: dict[Any, float],
         y: Any,
     ) -> None:  # fmt: skip
         """One parsed record: ``key`` (``None``: none), features ``x``, label ``y``."""
-        now = self.stats.records
-        pending = self.pending
+        if self.tasks is None:
+            now, pending = self.stats.records, self.pending
+        else:
+            task = self.tasks.of(record.position)
+            now, pending = task.tick(), task.store
         stamp = pending.tick(record.timestamp)  # the stream's time: the entries' stamp
         gone = pending.expire(now)
         if gone:
-            self._dropped(gone)
+            self._dropped(pending, gone)
         outcomes = self.outcomes
         if key is None or (y is not None and x):
             if y is None:
@@ -143,7 +163,7 @@ class DelayedLabels:
             self.stats.count_waiting()
         gone = pending.overflow()
         if gone:
-            self._dropped(gone)
+            self._dropped(pending, gone)
 
     def _learn(
         self, record: Record, learner: StreamClassifier, x: dict[Any, float], y: Any, line: bool
@@ -164,7 +184,7 @@ class DelayedLabels:
         if ms is not None:
             counts.observe_delay_ms(ms)
 
-    def _dropped(self, gone: list[Expired]) -> None:
+    def _dropped(self, pending: PendingJoin, gone: list[Expired]) -> None:
         """Count (and dead-letter) what a bound dropped."""
         counts = self.counts
         if not self.outcomes.writes_dead_letters:  # counted only
@@ -172,7 +192,6 @@ class DelayedLabels:
             counts.expired += events
             counts.unmatched_outcome += len(gone) - events
             return
-        pending = self.pending
         wait = pending.label_wait
         wait_text = f"{wait / 1000:g} s" if pending.by_time else f"{wait} records"
         why = f"within --label-wait {wait_text} and --max-pending {pending.max_pending}"

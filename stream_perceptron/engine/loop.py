@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # imported where a join is asked for: 2 ms of every command's
     from stream_perceptron.engine.delayed import DelayedLabels
     from stream_perceptron.engine.delayed_blocks import JoinBlockPath
     from stream_perceptron.join import PendingJoin
+    from stream_perceptron.join.tasks import JoinTasks
 
 # A block the block path does not take goes the per-record way in batches of this many lines.
 BLOCK_BATCH_SIZE = 256
@@ -91,6 +92,9 @@ class Engine:
         :class:`~stream_perceptron.formats.base.KeyedParser` with its key; see
         :mod:`stream_perceptron.engine.delayed`). Runs of keyed JSON lines go the join's block
         path (:mod:`stream_perceptron.engine.delayed_blocks`) when ``dense`` allows.
+    join_tasks
+        Shared-model mode's join: a store per partition task (:mod:`stream_perceptron.join.tasks`),
+        by record (not with ``dense``).
 
     Examples
     --------
@@ -122,6 +126,7 @@ class Engine:
         keep_recent: int = 0,
         dense: bool = True,
         join: PendingJoin | None = None,
+        join_tasks: JoinTasks | None = None,
     ) -> None:
         self.learner = learner
         self.parser = parser
@@ -137,13 +142,17 @@ class Engine:
             self.stats, self.outputs, self.window, on_error, self.coordinator.count_partition
         )
         self.delayed: DelayedLabels | None = None
+        if join is None and join_tasks is not None:  # the run's own store is not used
+            from stream_perceptron.join import PendingJoin
+
+            join = PendingJoin(join_tasks.max_pending, join_tasks.label_wait, join_tasks.by_time)
         if join is not None:
             from stream_perceptron.engine.delayed import DelayedLabels
 
             key = getattr(parser, "key", None)
             if not isinstance(parser, KeyedParser) or key is None:
                 raise ValueError("a join needs a parser with a join key (csv or jsonl)")
-            self.delayed = DelayedLabels(join, self.stats, self.outcomes, key)
+            self.delayed = DelayedLabels(join, self.stats, self.outcomes, key, join_tasks)
         self.coordinator.attach(
             RunState(learner, self.stats, self.outputs, self.lock, join)
         )
@@ -333,11 +342,15 @@ class Engine:
             positions[key] = offset + 1
             if record.error is not None:
                 outcomes.bad(record, record.error, "the line is longer than --max-line-bytes")
+                if delayed is not None:
+                    delayed.passed(record)
                 continue
             if delayed is not None:
                 keyed = self._parse(record, keyed=True)
                 if keyed is not None:
                     delayed.handle(record, learner, keyed[0], *keyed[1])
+                else:
+                    delayed.passed(record)
                 continue
             example = self._parse(record)
             if example is None:

@@ -58,7 +58,7 @@ class EngineCollector(Collector):
             yield from self._counts(engine.stats)
             delayed = getattr(engine, "delayed", None)
             if delayed is not None and engine.stats.join is not None:
-                store = delayed.pending
+                store = delayed.waiting
                 pending = (store.events, store.outcomes, store.max_pending)
                 yield from self._join(engine.stats.join, *pending)
             view = model_view(engine.learner, engine.recent_window(), self.max_weights)

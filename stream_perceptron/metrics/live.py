@@ -147,7 +147,7 @@ class LiveState:
             shared = _shared(coordinator) if _is_shared(coordinator) else None
             delayed = getattr(engine, "delayed", None)
             join = None if delayed is None or stats.join is None else _join(
-                stats.join, delayed.pending
+                stats.join, delayed.waiting
             )
         kafka = None
         lag: dict[tuple[str, int], int] = {}

@@ -111,6 +111,8 @@ class SharedModelCoordinator(SharedCadence):
 
     def _start(self) -> None:
         self.log.ensure()
+        if self.join_log is not None:
+            self.join_log.start()
         self.output.start()
         self._read_log()
         state = self._state
@@ -190,6 +192,8 @@ class SharedModelCoordinator(SharedCadence):
         state = self._state
         assert state is not None
         with state.lock:
+            if self.join_log is not None:  # before the first record of each task
+                self.join_log.restore(p or 0 for _topic, p in partitions)
             for key in partitions:
                 saved = self.view.partitions.get(key)
                 if saved is not None:
@@ -216,6 +220,8 @@ class SharedModelCoordinator(SharedCadence):
             for key in partitions:
                 self.owned.discard(key)
                 self.counts.pop(key, None)
+            if self.join_log is not None:
+                self.join_log.drop(p or 0 for _topic, p in partitions)
 
     # -- commit and mix ------------------------------------------------------------------------
     def save(self) -> None:
@@ -259,6 +265,8 @@ class SharedModelCoordinator(SharedCadence):
                 n, m = self.counts.get((topic, partition), (0, 0))
                 record = PartitionState(topic, partition or 0, offset, n, m, self.worker)
                 self._send(record.key, record.encode())
+            if self.join_log is not None:  # the tasks' changes, with their offsets
+                self.join_log.write(p or 0 for _topic, p in offsets)
             self._publish(state.learner)
             if read:  # what it learned is in its increment: onto the newest mixture now
                 self._move_onto_head(state.learner)

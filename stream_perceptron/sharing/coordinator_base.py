@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors import PositionKey, Source
 from connectors.kafka.model_log import ModelLog
@@ -22,6 +22,9 @@ from stream_perceptron.sharing.records import MIXTURE_KEY
 from stream_perceptron.sharing.states import SharedModelTooLarge
 from stream_perceptron.sharing.timeline import Timeline
 from stream_perceptron.sharing.view import ModelView
+
+if TYPE_CHECKING:
+    from stream_perceptron.sharing.join_changelog import JoinChangelog
 
 __all__ = ["SharedCoordinatorBase"]
 
@@ -107,6 +110,8 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         #: why a save failed: this worker commits nothing more (it is on its way out)
         self._failed: BaseException | None = None
         self.outages = 0  # transactions committed again after a broker outage
+        #: ``--join-key`` with ``--labels-topic``: the tasks' pending stores and their changelog
+        self.join_log: JoinChangelog | None = None
         self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
         self.max_record_bytes = MAX_MESSAGE_BYTES  # the model topic's messages, at most
         self.timeline = Timeline()  # where this worker's time goes, by phase

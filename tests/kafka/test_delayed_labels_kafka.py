@@ -322,8 +322,12 @@ KAFKA = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9", "--group", "
       "--labels-topic goes with one --topic"),
      ([*KAFKA, "--topic", "e", "--join-key", "id", "--labels-topic", "e"],
       "--labels-topic and --topic name one topic"),
-     ([*KAFKA, "--topic", "e", "--join-key", "id", "--labels-topic", "l", "--model-topic", "m"],
-      "--labels-topic is not for --model-topic yet")],
+     ([*KAFKA, "--topic", "e", "--join-key", "id", "--labels-topic", "l",
+       "--join-changelog-topic", "c"], "--join-changelog-topic goes with --model-topic"),
+     ([*KAFKA, "--topic", "e", "--join-key", "id", "--labels-topic", "l", "--model-topic", "m",
+       "--join-changelog-topic", "l"], "--join-changelog-topic 'l' is a topic of its own"),
+     ([*KAFKA, "--topic", "e", "--join-changelog-topic", "c"],
+      "--join-changelog-topic needs --join-key")],
 )  # fmt: skip
 def test_labels_topic_flags_that_cannot_work_are_usage_errors(args, message):
     proc = run_cli("run", *args, stdin=b"")
