@@ -45,7 +45,7 @@ class Scripted(TransactionsBase):
     def _begin(self, producer) -> None:
         self.open = []
 
-    def _send(self, producer, topic, value, key, headers) -> Any:
+    def _send(self, producer, topic, value, key, headers, partition=None) -> Any:
         if self.refusals:  # the client dropped the transaction: "cannot send in state READY"
             self.refusals -= 1
             self.open = []
