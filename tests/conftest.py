@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gc  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import evidence  # noqa: E402
@@ -129,11 +130,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _machine_stalls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A sleeper per test process noting when the machine stood still (a failed test's report
+    shows those of its time: ``evidence.collect``)."""
+    evidence.stall_log = tmp_path_factory.getbasetemp() / f"machine-stalls-{os.getpid()}.txt"
+    sleeper = evidence.watch_machine(evidence.stall_log)
+    try:
+        yield
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 @pytest.fixture(autouse=True)
 def _needs_of_this_test(request: pytest.FixtureRequest) -> Iterator[None]:
     needs.current = frozenset(m.name for m in request.node.iter_markers())
     needs.current_name = request.node.nodeid
     evidence.topics.clear()
+    evidence.test_started = time.time()
     try:
         yield
     finally:

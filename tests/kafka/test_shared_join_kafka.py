@@ -110,8 +110,8 @@ def test_workers_join_their_own_partitions_exactly_once(kafka_bootstrap, tmp_pat
     changelog = f"{model_topic}-join"
     args = worker_args(kafka_bootstrap, events, group, model_topic, "--labels-topic", outcomes,
                        "--join-key", "id", "--label-wait", str(WAIT), "--predictions-topic",
-                       predictions, "--checkpoint-every", "200", "--checkpoint-interval", "0.5", "-v",
-                       client=kafka_client)  # fmt: skip
+                       predictions, "--checkpoint-every", "200", "--checkpoint-interval",
+                       "0.5", "-v", client=kafka_client)  # fmt: skip
     ids = ["w0", "w1"]
     logs = {i: tmp_path / f"{i}.log" for i in ids}
     procs = {i: start_worker([*args, "--instance-id", i], logs[i]) for i in ids}
