@@ -407,7 +407,7 @@ class KafkaModelLog(ModelLogBase):
         position = self._consumer.position(self._tp(), timeout_ms=10_000)
         if position is None:
             raise ConnectorError(
-                f"the model topic {self.topic!r}: the broker gave no read position within 10 s"
+                f"{self.kind} {self.topic!r}: the broker gave no read position within 10 s"
             )
         return int(position)
 

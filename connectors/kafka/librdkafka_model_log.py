@@ -172,7 +172,7 @@ class RdKafkaModelLog(ModelLogBase):
                 # coordinator, which an authorizer refuses; the fetches do not need it)
                 logger.debug("reading the model topic %r: %r (ignored)", self.topic, error)
             elif is_fatal(error):
-                raise ConnectorError(f"reading the model topic {self.topic!r}: {error!r}")
+                raise ConnectorError(f"reading {self.kind} {self.topic!r}: {error!r}")
             else:
                 logger.warning("reading the model topic %r: %r", self.topic, error)
         return out

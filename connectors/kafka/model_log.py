@@ -145,6 +145,8 @@ class ModelLogBase:
         self.partition = partition
         #: the partition count :meth:`ensure` creates the topic with
         self.create_partitions = 1
+        #: what the topic is, in messages
+        self.kind = "the model topic"
         self._servers = bootstrap_servers
         self._options = dict(client_options or {})
         self.stable_wait_s = 25.0  # a dead worker's transaction times out after 10 s
@@ -177,6 +179,7 @@ class ModelLogBase:
         compacted with as many partitions as ``events_topic`` when missing, else checked to
         have them (it is co-partitioned with the events) and to be compacted only; a
         :class:`ModelTopicError` says what is wrong."""
+        self.kind = "the join changelog topic"
         admin = self._admin()
         try:
             if events_topic not in self._topics(admin):
@@ -218,7 +221,7 @@ class ModelLogBase:
                 return int(known)
             if time.monotonic() > deadline:
                 raise ConnectorError(
-                    f"the model topic {self.topic!r} exists but its metadata did not show "
+                    f"{self.kind} {self.topic!r} exists but its metadata did not show "
                     f"within {timeout_s:g} s"
                 )
             time.sleep(0.2)
@@ -245,7 +248,7 @@ class ModelLogBase:
                     if time.monotonic() > deadline:
                         self._carry = out
                         raise ConnectorError(
-                            f"reading the model topic {self.topic!r} to offset {end} took more "
+                            f"reading {self.kind} {self.topic!r} to offset {end} took more "
                             f"than {timeout_s:g} s"
                         )
                     out += self._poll()
@@ -294,7 +297,7 @@ class ModelLogBase:
         except self._client_errors() as exc:
             self._carry = out
             self._reopen()
-            raise ConnectorError(f"reading the model topic {self.topic!r} failed: {exc!r}") from exc
+            raise ConnectorError(f"reading {self.kind} {self.topic!r} failed: {exc!r}") from exc
 
     def _reopen(self) -> None:
         """Drop the reader (the next read opens a new one at ``_next``)."""

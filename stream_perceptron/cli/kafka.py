@@ -326,8 +326,10 @@ def shared_join(args: argparse.Namespace, coordinator: Any) -> Any:
     log_class = _model_log_class(client)
 
     def reader(partition: int) -> Any:
-        return log_class(servers, args.join_changelog_topic, client_options=security,
-                         partition=partition)  # fmt: skip
+        log = log_class(servers, args.join_changelog_topic, client_options=security,
+                        partition=partition)  # fmt: skip
+        log.kind = "the join changelog topic"
+        return log
 
     coordinator.join_log = JoinChangelog(tasks, args.join_changelog_topic, reader,
                                          coordinator.output)  # fmt: skip
