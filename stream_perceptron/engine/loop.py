@@ -145,7 +145,8 @@ class Engine:
         if join is None and join_tasks is not None:  # the run's own store is not used
             from stream_perceptron.join import PendingJoin
 
-            join = PendingJoin(join_tasks.max_pending, join_tasks.label_wait, join_tasks.by_time)
+            join = PendingJoin(join_tasks.task_max_pending, join_tasks.label_wait,
+                               join_tasks.by_time)  # fmt: skip
         if join is not None:
             from stream_perceptron.engine.delayed import DelayedLabels
 

@@ -89,14 +89,15 @@ class JoinTasks:
 
     def __init__(self, max_pending: int, label_wait: int, events_topic: str,
                  by_time: bool = False) -> None:  # fmt: skip
-        self.max_pending = max_pending
+        self.task_max_pending = max_pending
         self.label_wait = label_wait
         self.by_time = by_time
         self.events_topic = events_topic
         self._tasks: dict[int, JoinTask] = {}
 
     def _new(self, records: int = 0) -> JoinTask:
-        return JoinTask(PendingJoin(self.max_pending, self.label_wait, self.by_time), records)
+        return JoinTask(PendingJoin(self.task_max_pending, self.label_wait, self.by_time),
+                        records)  # fmt: skip
 
     def of(self, position: Position) -> JoinTask:
         """The task of a record's position (made empty when new)."""
@@ -120,6 +121,11 @@ class JoinTasks:
 
     def __len__(self) -> int:
         return self.events + self.outcomes
+
+    @property
+    def max_pending(self) -> int:
+        """At most this many wait together here: each task's bound, times the tasks held."""
+        return self.task_max_pending * max(1, len(self._tasks))
 
     # -- the changelog -------------------------------------------------------------------------
     def changes(self, partition: int) -> list[tuple[bytes, bytes | None]]:

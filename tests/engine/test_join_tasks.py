@@ -216,3 +216,13 @@ def test_a_bad_task_record_is_refused_with_its_reason(record: dict, why: str) ->
     with pytest.raises(StateError, match=why):
         joins.restore(0, [(TASK_KEY, json.dumps(record).encode())])
     assert 0 not in joins.tasks()
+
+
+def test_the_metrics_see_the_sums_of_the_tasks_and_their_bounds() -> None:
+    joins = new_tasks()
+    for p in (0, 2):
+        task = joins.of(Position(EVENTS, 0, p))
+        task.store.add_event(f"k{p}", {"f": 1.0}, 0, (EVENTS, p), offset=0, now=task.tick())
+    task.store.add_outcome("o", 1, b"{}", (LABELS, 2), 0, now=task.tick())
+    assert (joins.events, joins.outcomes, len(joins)) == (2, 1, 3)
+    assert joins.max_pending == 2 * MAX_PENDING  # each task's bound, two tasks held
