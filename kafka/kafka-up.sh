@@ -165,12 +165,24 @@ PY
 }
 
 free_ports() { # prints three distinct free loopback ports
+  # below the kernel's range for outgoing connections: a port found by binding port 0 is one
+  # the kernel also gives to clients' connections, and a broker started on it a moment later
+  # could find it taken (tests/kafka_broker.py:free_port says more)
   "$PYTHON" - <<'PY'
-import socket
-socks = []
-for _ in range(3):
+import random, socket
+try:
+    high = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0]) - 1
+except (OSError, ValueError, IndexError):
+    high = 32767
+low, rng, socks = max(1024, high - 12000), random.SystemRandom(), []
+while len(socks) < 3:
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", rng.randint(low, high)))
+    except OSError:
+        s.close()
+        continue
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 for s in socks:

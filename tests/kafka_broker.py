@@ -7,6 +7,7 @@ Usable from any test folder as ``import kafka_broker`` (``tests/conftest.py`` pu
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -170,8 +171,31 @@ def broker_running(state_dir: Path | None = None) -> bool:
     return b"kafka.Kafka" in cmdline
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port of 127.0.0.1 free right now, below the kernel's range for outgoing
+    connections: a port found by binding port 0 is one of that range, which the kernel also
+    gives to clients' connections, and a broker started on it a moment later found it taken
+    (a soak run of session 28: "Address already in use", the test's client then reaching
+    another test's broker there). Picked at random among about 12,000, so that test processes
+    picking at once rarely meet; checked free as the JVM binds (``SO_REUSEADDR``)."""
+    high = _ephemeral_low() - 1
+    low = max(1024, high - 12_000)
+    rng = random.SystemRandom()
+    for _ in range(500):
+        port = rng.randint(low, high)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {low}-{high}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,9 +18,11 @@ import needs
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port outside the kernel's range for outgoing connections
+    (:func:`kafka_broker.free_port`)."""
+    from kafka_broker import free_port as below_ephemeral
+
+    return below_ephemeral()
 
 
 def http_get(url: str, timeout: float = 5.0) -> bytes:
