@@ -257,9 +257,9 @@ class MetricsHTTPServer:
                 idle = self._stale(time.monotonic())
                 if idle is None:
                     return  # all busy or just arrived: the kernel's backlog holds the others
-                # its whole request may be waiting unread in its buffer (a selector starved of
-                # CPU: 38 scrapes of a burst of 1,000 lost so beside 3 busy test processes):
-                # read it first, and only a client still without one makes room
+                # its whole request may be waiting unread in its buffer (sent while this
+                # thread had no CPU): read it first, and only a client still without one
+                # makes room (tests/metrics/test_metrics_burst.py)
                 self._read(idle)
                 if idle not in self._pending:
                     continue
