@@ -30,7 +30,7 @@ from stream_perceptron.engine.outcomes import Outcomes
 from stream_perceptron.errors import LabelError, RecordError
 from stream_perceptron.formats.base import MISSING_JOIN_KEY
 from stream_perceptron.join import Expired, JoinCounts, PendingEvent, PendingJoin
-from stream_perceptron.join.tasks import JoinTasks
+from stream_perceptron.join.tasks import JoinTasks, WorkerJoinCounts
 from stream_perceptron.learners import StreamClassifier
 from stream_perceptron.stats import RunStats
 
@@ -58,7 +58,8 @@ class DelayedLabels:
         The key field's name (for the dead letters of expired events).
     tasks
         Shared-model mode: a store per partition task, each with its own clock (the task's
-        records read), instead of ``join`` and the run's clock (``stats.records``).
+        records read) and counts, instead of ``join``, the run's clock (``stats.records``) and
+        the run's counts (``stats.join`` then sums what this worker's tasks counted).
 
     Examples
     --------
@@ -81,7 +82,9 @@ class DelayedLabels:
         self.pending = join
         self.tasks = tasks
         self.stats = stats
-        if stats.join is None:
+        if tasks is not None:
+            stats.join = WorkerJoinCounts(tasks)
+        elif stats.join is None:
             stats.join = JoinCounts()
         self.outcomes = outcomes
         self.key = key
@@ -109,14 +112,14 @@ class DelayedLabels:
     ) -> None:  # fmt: skip
         """One parsed record: ``key`` (``None``: none), features ``x``, label ``y``."""
         if self.tasks is None:
-            now, pending = self.stats.records, self.pending
+            now, pending, counts = self.stats.records, self.pending, self.counts
         else:
             task = self.tasks.of(record.position)
-            now, pending = task.tick(), task.store
+            now, pending, counts = task.tick(), task.store, task.counts
         stamp = pending.tick(record.timestamp)  # the stream's time: the entries' stamp
         gone = pending.expire(now)
         if gone:
-            self._dropped(pending, gone)
+            self._dropped(counts, pending, gone)
         outcomes = self.outcomes
         if key is None or (y is not None and x):
             if y is None:
@@ -127,7 +130,6 @@ class DelayedLabels:
             else:
                 self._learn(record, learner, x, y, line=True)
             return
-        counts = self.counts
         position = record.position
         if y is None:  # an event
             counts.events += 1
@@ -135,7 +137,8 @@ class DelayedLabels:
                 outcome = pending.take_outcome(key, now)
                 prediction = self._learn(record, learner, x, outcome.label, line=True)
                 if prediction is not _REFUSED:
-                    self._joined(prediction, outcome.label, 0, _ms(outcome.stamp, stamp))
+                    self._joined(counts, prediction, outcome.label, 0,
+                                 _ms(outcome.stamp, stamp))  # fmt: skip
                 return
             if pending.has_event(key):
                 counts.duplicate_event += 1
@@ -151,7 +154,7 @@ class DelayedLabels:
                 event = pending.take_event(key, now)
                 learned = self._learn(record, learner, event.features(), y, line=False)
                 if learned is not _REFUSED:
-                    self._joined(event.served, y, now - event.arrival,
+                    self._joined(counts, event.served, y, now - event.arrival,
                                  _ms(stamp, event.stamp))  # fmt: skip
                 return
             if pending.outcome_waiting(key) or pending.joined_recently(key):
@@ -163,7 +166,7 @@ class DelayedLabels:
             self.stats.count_waiting()
         gone = pending.overflow()
         if gone:
-            self._dropped(pending, gone)
+            self._dropped(counts, pending, gone)
 
     def _learn(
         self, record: Record, learner: StreamClassifier, x: dict[Any, float], y: Any, line: bool
@@ -176,17 +179,16 @@ class DelayedLabels:
         self.outcomes.learned(record, x, y, prediction, line=line)
         return prediction
 
-    def _joined(self, served: Any, y: Any, delay: int, ms: int | None) -> None:
-        counts = self.counts
+    @staticmethod
+    def _joined(counts: JoinCounts, served: Any, y: Any, delay: int, ms: int | None) -> None:
         counts.joined += 1
         counts.served_mistakes += served != y
         counts.observe_delay(delay)
         if ms is not None:
             counts.observe_delay_ms(ms)
 
-    def _dropped(self, pending: PendingJoin, gone: list[Expired]) -> None:
+    def _dropped(self, counts: JoinCounts, pending: PendingJoin, gone: list[Expired]) -> None:
         """Count (and dead-letter) what a bound dropped."""
-        counts = self.counts
         if not self.outcomes.writes_dead_letters:  # counted only
             events = sum(isinstance(entry, PendingEvent) for _, entry in gone)
             counts.expired += events

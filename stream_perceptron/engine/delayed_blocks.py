@@ -184,7 +184,7 @@ class JoinBlockPath:
             run.key, result.mistakes, unlabelled, result.window_rows, prediction_block
         )
         for _, gone in plan.drops:
-            delayed._dropped(delayed.pending, gone)
+            delayed._dropped(delayed.counts, delayed.pending, gone)
         return True
 
     def _cell(self, label: Any) -> bytes:
@@ -247,7 +247,7 @@ class JoinBlockPath:
         predictions: list[Any] = []
         for k, (i, y) in enumerate(zip(plan.rows, row_labels)):
             while drop is not None and drop[0] == k:
-                delayed._dropped(delayed.pending, drop[1])
+                delayed._dropped(delayed.counts, delayed.pending, drop[1])
                 drop = next(drops, None)
             event = plan.pending.get(k)
             record = records[i]
@@ -264,7 +264,7 @@ class JoinBlockPath:
                 continue
             outcomes.learned(record, x, y, predictions[-1], line=event is None)
         while drop is not None:
-            delayed._dropped(delayed.pending, drop[1])
+            delayed._dropped(delayed.counts, delayed.pending, drop[1])
             drop = next(drops, None)
         for _ in range(plan.waiting):
             outcomes.stats.count_waiting()

@@ -142,6 +142,8 @@ class Engine:
             self.stats, self.outputs, self.window, on_error, self.coordinator.count_partition
         )
         self.delayed: DelayedLabels | None = None
+        if join_tasks is not None and dense:
+            raise ValueError("a join of partition tasks goes record by record (dense=False)")
         if join is None and join_tasks is not None:  # the run's own store is not used
             from stream_perceptron.join import PendingJoin
 

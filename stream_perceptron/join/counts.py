@@ -106,6 +106,29 @@ class JoinCounts:
         self.delay_ms_buckets[bisect_left(_DELAY_MS_BUCKETS, ms)] += 1
         self.delay_ms_sum += ms
 
+    def add(self, other: JoinCounts, sign: int = 1) -> None:
+        """Add ``other``'s counts to these (``sign=-1``: take them away).
+
+        >>> a, b = JoinCounts(), JoinCounts()
+        >>> b.joined = 2; b.observe_delay(3); b.observe_delay(3)
+        >>> a.add(b); a.add(b); a.add(b, -1)
+        >>> a.joined, a.delay_buckets[2], a.delay_sum
+        (2, 2, 6)
+        """
+        for name in _FIELDS:
+            setattr(self, name, getattr(self, name) + sign * getattr(other, name))
+        self.delay_ms_sum += sign * other.delay_ms_sum
+        for mine, theirs in ((self.delay_buckets, other.delay_buckets),
+                             (self.delay_ms_buckets, other.delay_ms_buckets)):  # fmt: skip
+            for i, n in enumerate(theirs):
+                mine[i] += sign * n
+
+    def copy(self) -> JoinCounts:
+        """A copy that the counting of these leaves alone."""
+        out = JoinCounts()
+        out.add(self)
+        return out
+
     @property
     def served_accuracy(self) -> float | None:
         """Share of the joined pairs whose served prediction was right."""

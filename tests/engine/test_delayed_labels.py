@@ -94,6 +94,7 @@ class Reference:
                                 "joined", "served_mistakes", "expired", "unmatched_outcome",
                                 "duplicate_outcome", "duplicate_event", "waiting"), 0)  # fmt: skip
         self.delays: list[int] = []
+        self.pairs: list[tuple[int, Any]] = []  # each joined pair: its event's offset, label
 
     def _live(self, name: str) -> dict[str, Any]:
         return {"events": self.events, "outcomes": self.outcomes, "joined": self.joined}[name]
@@ -128,10 +129,11 @@ class Reference:
         self.n["mistakes"] += prediction != y
         return prediction
 
-    def _served(self, served: Any, y: Any, delay: int) -> None:
+    def _served(self, served: Any, y: Any, delay: int, event: int) -> None:
         self.n["joined"] += 1
         self.n["served_mistakes"] += served != y
         self.delays.append(delay)
+        self.pairs.append((event, y))
 
     def record(self, now: int, offset: int, obj: dict[str, Any]) -> None:
         for name in ("events", "outcomes", "joined"):
@@ -159,7 +161,7 @@ class Reference:
                 self._remember(key, now)
                 p = self._learn(x, label)
                 self.lines.append((offset, p, label, p != label))
-                self._served(p, label, 0)
+                self._served(p, label, 0, offset)
                 return
             p = self.model.predict_one(x)
             self.lines.append((offset, p, None, None))
@@ -168,14 +170,14 @@ class Reference:
                 self.n["duplicate_event"] += 1
                 return
             self.joined.pop(key, None)
-            self._put("events", key, (now, x, p), now)
+            self._put("events", key, (now, x, p, offset), now)
         else:
             self.n["outcomes"] += 1
             if key in self.events:
-                arrival, ex, served = self.events.pop(key)
+                arrival, ex, served, event = self.events.pop(key)
                 self._remember(key, now)
                 self._learn(ex, y)
-                self._served(served, y, now - arrival)
+                self._served(served, y, now - arrival, event)
                 return
             self.n["waiting"] += 1
             if key in self.outcomes or key in self.joined:

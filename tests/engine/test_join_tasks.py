@@ -20,7 +20,7 @@ from stream_perceptron import Perceptron
 from stream_perceptron.engine import Engine
 from stream_perceptron.engine.outputs import Outputs
 from stream_perceptron.formats import make_parser
-from stream_perceptron.join import PendingJoin
+from stream_perceptron.join import JoinCounts, PendingJoin
 from stream_perceptron.join.tasks import TASK_KEY, JoinTasks
 
 EVENTS, LABELS = "events", "labels"
@@ -129,6 +129,10 @@ def reference(records: list[Record]) -> tuple[dict, int, dict]:
 def counts(run: Engine) -> dict:
     join = run.stats.join
     assert join is not None
+    return fields(join)
+
+
+def fields(join: JoinCounts) -> dict:
     return {name: getattr(join, name) for name in JOIN_FIELDS}
 
 
@@ -157,9 +161,10 @@ def test_each_task_joins_as_the_ordinary_join_on_its_records_alone(seed: int) ->
     run = engine(joins)
     run.run(Batches(interleaved(tasks, rng)))
     references = {p: reference(records) for p, records in tasks.items()}
-    for p, (store, clock, _counts) in references.items():
+    for p, (store, clock, task_counts) in references.items():
         task = joins.tasks()[p]
         assert (state(task.store), task.records) == (store, clock), f"task {p}"
+        assert fields(task.counts) == task_counts, f"task {p}"  # its own counts, its records'
     assert counts(run) == summed([c for _s, _k, c in references.values()])
     assert joins.events == sum(len(s["events"]) for s, _k, _c in references.values())
     assert counts(run)["expired"] > 0 and counts(run)["joined"] > 100  # the bounds were met
@@ -180,11 +185,13 @@ def test_a_task_handed_over_at_any_commit_goes_on_as_if_never_moved(
     joins = new_tasks()
     cuts = sorted(rng.sample(range(1, len(batches)), 3))
     start = 0
+    workers = []  # what each owner's metrics counted
     for cut in [*cuts, len(batches)]:
         run = engine(joins)
         run.run(Batches(batches[start:cut]))
         for p in range(PARTITIONS):  # the commit: each task's changes to its partition
             logs[p] += joins.changes(p)
+        workers.append(counts(run))
         start = cut
         joins = new_tasks()  # the next owner reads every task back
         for p in range(PARTITIONS):
@@ -193,7 +200,11 @@ def test_a_task_handed_over_at_any_commit_goes_on_as_if_never_moved(
         moved, stayed = joins.tasks()[p], whole.tasks()[p]
         assert (state(moved.store), moved.records, moved.store.time) == (
             state(stayed.store), stayed.records, stayed.store.time), f"task {p}"  # fmt: skip
+        assert fields(moved.counts) == fields(stayed.counts), f"task {p}"
         assert any(key == TASK_KEY for key, _v in logs[p])
+    # each owner counted what it joined, none what it read back: together, the whole run
+    assert summed(workers) == summed([fields(t.counts) for t in whole.tasks().values()])
+    assert fields(joins.counts) == fields(JoinCounts())
 
 
 def test_a_task_with_nothing_new_writes_nothing() -> None:
@@ -204,10 +215,25 @@ def test_a_task_with_nothing_new_writes_nothing() -> None:
     assert joins.changes(1) == [] and joins.changes(2) == []
 
 
+def _counted(**changes: int) -> dict:
+    counts = JoinCounts()
+    counts.events, counts.outcomes, counts.joined = 2, 1, 1
+    counts.observe_delay(5)
+    state = counts.get_state()
+    state.update(changes)
+    return state
+
+
 @pytest.mark.parametrize("record, why", [
-    ({"v": 2, "kind": "task", "records": 3, "time": None}, "version 1 task record"),
-    ({"v": 1, "kind": "task", "records": -1, "time": None}, "records"),
-    ({"v": 1, "kind": "task", "records": 3, "time": 1.5}, "stream time"),
+    ({"v": 3, "kind": "task", "records": 3, "time": None}, "version 2 task record"),
+    ({"v": 2, "kind": "task", "records": -1, "time": None}, "records"),
+    ({"v": 2, "kind": "task", "records": 3, "time": 1.5}, "stream time"),
+    ({"v": 2, "kind": "task", "records": 3, "time": None}, "corrupt join counters"),
+    ({"v": 2, "kind": "task", "records": 3, "counts": _counted(served_mistakes=2)},
+     "mistakes do not add up"),
+    ({"v": 2, "kind": "task", "records": 3, "counts": _counted(joined=-1)}, "joined is -1"),
+    ({"v": 2, "kind": "task", "records": 2, "counts": _counted()},
+     "2 events and 1 outcomes in 2 records"),
 ])  # fmt: skip
 def test_a_bad_task_record_is_refused_with_its_reason(record: dict, why: str) -> None:
     from stream_perceptron.errors import StateError
@@ -218,6 +244,36 @@ def test_a_bad_task_record_is_refused_with_its_reason(record: dict, why: str) ->
     assert 0 not in joins.tasks()
 
 
+def test_a_task_record_of_before_the_counts_restores_them_as_zero(caplog) -> None:
+    joins = new_tasks()
+    joins.restore(0, [(TASK_KEY, b'{"v":1,"kind":"task","records":3,"time":null}')])
+    task = joins.tasks()[0]
+    assert (task.records, fields(task.counts)) == (3, fields(JoinCounts()))
+    assert "before tasks kept their counts" in caplog.text
+    good = {"v": 2, "kind": "task", "records": 3, "time": None, "counts": _counted()}
+    joins.restore(0, [(TASK_KEY, json.dumps(good).encode())])
+    assert (joins.tasks()[0].counts.events, joins.tasks()[0].counts.delay_sum) == (2, 5)
+
+
+def test_a_workers_counts_only_grow_as_its_tasks_come_and_go() -> None:
+    """Its metrics are counters: a task given up keeps what this worker counted in it, and
+    a task taken (read back) adds only what is counted after."""
+    joins = new_tasks()
+    task = joins.of(Position(EVENTS, 0, 1))
+    task.tick()
+    task.counts.events += 1
+    log = joins.changes(1)
+    task.counts.events += 2  # counted, not committed
+    assert joins.counts.events == 3
+    joins.drop(1)
+    assert joins.counts.events == 3 and joins.tasks() == {}
+    joins.restore(1, log)  # taken again from its last commit: its own count 1
+    assert (joins.tasks()[1].counts.events, joins.counts.events) == (1, 3)
+    joins.tasks()[1].counts.events += 1
+    joins.restore(1, log)  # read back again while held: what it counted stays counted
+    assert (joins.tasks()[1].counts.events, joins.counts.events) == (1, 4)
+
+
 def test_the_metrics_see_the_sums_of_the_tasks_and_their_bounds() -> None:
     joins = new_tasks()
     for p in (0, 2):
@@ -226,3 +282,8 @@ def test_the_metrics_see_the_sums_of_the_tasks_and_their_bounds() -> None:
     task.store.add_outcome("o", 1, b"{}", (LABELS, 2), 0, now=task.tick())
     assert (joins.events, joins.outcomes, len(joins)) == (2, 1, 3)
     assert joins.max_pending == 2 * MAX_PENDING  # each task's bound, two tasks held
+
+
+def test_a_join_of_tasks_is_refused_on_the_block_path() -> None:
+    with pytest.raises(ValueError, match="record by record"):
+        Engine(Perceptron(), make_parser("jsonl", "y", "id"), join_tasks=new_tasks(), dense=True)

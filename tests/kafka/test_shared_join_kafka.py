@@ -38,7 +38,7 @@ from shared_model_helpers import (
 from test_delayed_labels_kafka import write_topics
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
-from test_delayed_labels import Reference, delayed_stream  # noqa: E402
+from test_delayed_labels import COUNTERS, Reference, delayed_stream  # noqa: E402
 
 from stream_perceptron.cli.run_checks import DEFAULT_MAX_PENDING  # noqa: E402
 
@@ -165,6 +165,16 @@ def test_workers_join_their_own_partitions_exactly_once(kafka_bootstrap, tmp_pat
     # each task's clock in its changelog partition: its records, each read once
     tasks = changelog_tasks(kafka_bootstrap, changelog)
     assert {p: t["records"] for p, t in tasks.items()} == clocks
+    # and its counts, carried over every kill: the group's totals exact. A served prediction
+    # is the shared model's, not the reference's: the served mistakes are counted against
+    # the predictions topic's line of each joined pair's event
+    served = {where[(g["partition"], g["offset"])]: g["prediction"] for g in got}
+    for p, ref in refs.items():
+        task = tasks[p]["counts"]
+        assert {k: task[k] for k in COUNTERS if k != "served_mistakes"} == {
+            k: ref.n[k] for k in COUNTERS if k != "served_mistakes"}, f"task {p}"  # fmt: skip
+        assert task["served_mistakes"] == sum(served[e] != y for e, y in ref.pairs), f"task {p}"
+        assert (task["delay_buckets"], task["delay_sum"]) == (ref.buckets(), sum(ref.delays))
     text = "".join(log.read_text() for log in logs.values())
     assert "restored the join of partition" in text
 
