@@ -331,8 +331,11 @@ def shared_join(args: argparse.Namespace, coordinator: Any) -> Any:
         log.kind = "the join changelog topic"
         return log
 
-    coordinator.join_log = JoinChangelog(tasks, args.join_changelog_topic, reader,
-                                         coordinator.output)  # fmt: skip
+    signer = args.model_topic_signer
+    coordinator.join_log = JoinChangelog(
+        tasks, args.join_changelog_topic, reader, coordinator.output,
+        None if signer is None else signer.for_join_changelog(),
+    )  # fmt: skip
     return tasks
 
 

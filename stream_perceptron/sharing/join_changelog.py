@@ -11,6 +11,12 @@ its stable end (past any transaction still open) and goes on from the last commi
 of its own rather than the model topic: every worker reads the whole model topic, so every
 pending event would be read by all.
 
+With the group's key (``--model-topic-key-file``) each record is signed (an HMAC header, in a
+domain of its own, :meth:`~stream_perceptron.sharing.signing.RecordSigner.for_join_changelog`),
+and a record read back without the group's signature is refused: counted by reason
+(``unsigned``, ``bad_signature``), logged, and left out of the task (a forged event would
+otherwise be learned with a real outcome's label).
+
 Examples
 --------
 >>> from connectors import Position
@@ -31,18 +37,34 @@ Examples
 2
 >>> output.sent
 [('pending', 3, b'k', False), ('pending', 3, b'', False)]
+
+A record without the group's signature is left out when the task is read back:
+
+>>> from connectors.kafka.model_log import LogRecord
+>>> from stream_perceptron.sharing.signing import RecordSigner
+>>> signer = RecordSigner(b"s" * 32).for_join_changelog()
+>>> value = b'{"v":1,"kind":"task","records":7,"time":null}'
+>>> signed = LogRecord(b"", value, signer.headers(b"", value))
+>>> unsigned = LogRecord(b"", value.replace(b"7", b"9"))  # a stranger's, after it
+>>> log = JoinChangelog(tasks, "pending", lambda p: Log([signed, unsigned]), output, signer)
+>>> log.restore([1])
+>>> tasks.tasks()[1].records, dict(log.refused)
+(7, {'unsigned': 1})
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from connectors.kafka.model_log import ModelLog
 from stream_perceptron.errors import EngineError, StateError
 from stream_perceptron.join.tasks import JoinTasks
+from stream_perceptron.sharing.records import RecordFormatError
+from stream_perceptron.sharing.signing import RecordSigner
 
 __all__ = ["JoinChangelog"]
 
@@ -62,16 +84,20 @@ class JoinChangelog:
         A reader of one partition of it (``reader(p)``, closed after one read to its end).
     output
         The worker's transactions (each commit's changes go in them).
+    signer
+        The group's key for the changelog (``None``: records are neither signed nor checked).
     """
 
     def __init__(self, tasks: JoinTasks, topic: str, reader: Callable[[int], ModelLog],
-                 output: Any) -> None:  # fmt: skip
+                 output: Any, signer: RecordSigner | None = None) -> None:  # fmt: skip
         self.tasks = tasks
         self.topic = topic
         self.reader = reader
         self.output = output
+        self.signer = signer
         self.restored = 0  # records read back
         self.written = 0  # records sent
+        self.refused: Counter[str] = Counter()  # records read back without the group's key
 
     def start(self) -> None:
         """Create the changelog topic when missing, else check it (as many partitions as the
@@ -88,7 +114,8 @@ class JoinChangelog:
         sent = 0
         for partition in sorted(set(partitions)):
             for key, value in self.tasks.changes(partition):
-                self.output.send(self.topic, value, key, partition=partition)
+                headers = None if self.signer is None else self.signer.headers(key, value)
+                self.output.send(self.topic, value, key, headers=headers, partition=partition)
                 sent += 1
         self.written += sent
         return sent
@@ -103,6 +130,8 @@ class JoinChangelog:
                 records = log.read_new()
             finally:
                 log.close()
+            if self.signer is not None:
+                records = self._signed(partition, records)
             try:
                 self.tasks.restore(partition, records)
             except StateError as e:
@@ -118,6 +147,25 @@ class JoinChangelog:
                 time.monotonic() - started, task.store.events, task.store.outcomes,
                 task.records,
             )  # fmt: skip
+
+    def _signed(self, partition: int, records: list[Any]) -> list[Any]:
+        """The records the group's key signed; the others counted and logged."""
+        assert self.signer is not None
+        kept, refused = [], Counter[str]()
+        for record in records:
+            key, value = record
+            try:
+                self.signer.check(key, value, getattr(record, "headers", None))
+            except RecordFormatError as e:
+                refused[e.reason] += 1
+                continue
+            kept.append(record)
+        if refused:
+            self.refused.update(refused)
+            logger.warning("refused %d records of the join changelog %r partition %d without "
+                           "the group's signature: %s", sum(refused.values()), self.topic,
+                           partition, dict(refused))  # fmt: skip
+        return kept
 
     def drop(self, partitions: Iterable[int]) -> None:
         """Forget the tasks of ``partitions`` (committed, and another worker's now)."""

@@ -37,6 +37,10 @@ HEADER = "stream-perceptron-hmac"
 #: the shortest key accepted (HMAC-SHA256's own block of security: 32 bytes)
 MIN_KEY_BYTES = 32
 _DOMAIN = b"stream-perceptron model-topic record v1\x00"
+#: the join changelog's records (``--join-changelog-topic``) are signed in a domain of their
+#: own: a signed changelog record copied into the model topic (a join key can be any name a
+#: model-topic key has) is not a signed model-topic record, nor the other way round
+_CHANGELOG_DOMAIN = b"stream-perceptron join-changelog record v1\x00"
 
 Headers = list[tuple[str, bytes]]
 
@@ -62,13 +66,25 @@ class RecordSigner:
     stream_perceptron.sharing.records.RecordFormatError: no stream-perceptron-hmac header
     """
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *, _domain: bytes = _DOMAIN) -> None:
         if len(key) < MIN_KEY_BYTES:
             raise ValueError(f"a model-topic key needs {MIN_KEY_BYTES} bytes or more")
         self._key = bytes(key)
+        self._domain = _domain
+
+    def for_join_changelog(self) -> RecordSigner:
+        """The same key's signer of the join changelog's records (a domain of their own).
+
+        >>> signer = RecordSigner(b"k" * 32)
+        >>> signer.for_join_changelog().check(b"a", b"1", signer.headers(b"a", b"1"))
+        Traceback (most recent call last):
+        ...
+        stream_perceptron.sharing.records.RecordFormatError: its signature is not the group key's
+        """
+        return RecordSigner(self._key, _domain=_CHANGELOG_DOMAIN)
 
     def _digest(self, key: bytes | None, value: bytes | None) -> bytes:
-        mac = hmac.new(self._key, _DOMAIN, hashlib.sha256)
+        mac = hmac.new(self._key, self._domain, hashlib.sha256)
         for part in (key, value):
             if part is None:
                 mac.update(b"\x00")

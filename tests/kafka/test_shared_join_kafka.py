@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from shared_model_helpers import (
     committed,
@@ -102,6 +102,23 @@ def changelog_tasks(bootstrap: str, topic: str) -> dict[int, dict[str, Any]]:
     return out
 
 
+def forge_task_record(bootstrap: str, changelog: str) -> None:
+    """A changelog topic made as the workers make it, holding a task record of partition 0
+    written without the group's key: taken, it would start that task's clock at 7."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(changelog, PARTITIONS, 1,
+                                      topic_configs={"cleanup.policy": "compact"})])  # fmt: skip
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        forged = {"v": 1, "kind": "task", "records": 7, "time": None}
+        producer.send(changelog, json.dumps(forged).encode(), key=b"", partition=0).get(30)
+    finally:
+        producer.close()
+
+
 def group_learned(bootstrap: str, model_topic: str) -> dict[tuple[str, int], Any]:
     from connectors.kafka.kafka_python import KafkaModelLog
     from stream_perceptron.sharing.pull import read_view
@@ -125,6 +142,12 @@ def test_workers_join_their_own_partitions_exactly_once(kafka_bootstrap, tmp_pat
                        "--join-key", "id", "--label-wait", str(WAIT), "--predictions-topic",
                        predictions, "--checkpoint-every", "50", "--checkpoint-interval",
                        "0.5", "-v", client=kafka_client)  # fmt: skip
+    if kills:  # with the group's key: a stranger's task record in the changelog is refused
+        key_file = tmp_path / "group.key"
+        key_file.write_bytes(b"0123456789abcdef0123456789abcdef-group\n")
+        key_file.chmod(0o600)
+        args += ["--model-topic-key-file", str(key_file)]
+        forge_task_record(kafka_bootstrap, changelog)
     ids = ["w0", "w1"]
     logs = {i: tmp_path / f"{i}.log" for i in ids}
     procs = {i: start_worker([*args, "--instance-id", i], logs[i]) for i in ids}
@@ -177,6 +200,8 @@ def test_workers_join_their_own_partitions_exactly_once(kafka_bootstrap, tmp_pat
         assert (task["delay_buckets"], task["delay_sum"]) == (ref.buckets(), sum(ref.delays))
     text = "".join(log.read_text() for log in logs.values())
     assert "restored the join of partition" in text
+    if kills:
+        assert "refused 1 records of the join changelog" in text and "'unsigned': 1" in text
 
 
 def test_a_changelog_topic_not_co_partitioned_is_refused(kafka_bootstrap, tmp_path,
