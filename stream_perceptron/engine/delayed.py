@@ -143,11 +143,13 @@ class DelayedLabels:
             if pending.has_event(key):
                 counts.duplicate_event += 1
                 outcomes.predicted(record, learner.predict_one(x), waiting=True)
+                self._kept(counts)
                 return
             prediction = learner.predict_one(x)
             pending.add_event(key, x, prediction, (position.source, position.partition),
                               position.offset, now, stamp)  # fmt: skip
             outcomes.predicted(record, prediction, waiting=True)
+            self._kept(counts)
         else:  # an outcome
             counts.outcomes += 1
             if pending.has_event(key):
@@ -160,13 +162,21 @@ class DelayedLabels:
             if pending.outcome_waiting(key) or pending.joined_recently(key):
                 counts.duplicate_outcome += 1
                 self.stats.count_waiting()
+                self._kept(counts)
                 return
             pending.add_outcome(key, y, record.value, (position.source, position.partition),
                                 position.offset, now, stamp)  # fmt: skip
             self.stats.count_waiting()
+            self._kept(counts)
         gone = pending.overflow()
         if gone:
             self._dropped(counts, pending, gone)
+
+    def _kept(self, counts: JoinCounts) -> None:
+        """A record kept waiting (or refused as a duplicate), in a task's counts too (the
+        run's count it in :meth:`RunStats.count_waiting`)."""
+        if self.tasks is not None:
+            counts.records += 1
 
     def _learn(
         self, record: Record, learner: StreamClassifier, x: dict[Any, float], y: Any, line: bool

@@ -26,7 +26,7 @@ from stream_perceptron.join.tasks import TASK_KEY, JoinTasks
 EVENTS, LABELS = "events", "labels"
 PARTITIONS = 3
 MAX_PENDING, LABEL_WAIT = 12, 25
-JOIN_FIELDS = ("events", "outcomes", "joined", "expired", "unmatched_outcome",
+JOIN_FIELDS = ("records", "events", "outcomes", "joined", "expired", "unmatched_outcome",
                "duplicate_outcome", "duplicate_event", "delay_buckets", "delay_sum")  # fmt: skip
 
 

@@ -198,6 +198,7 @@ def test_workers_join_their_own_partitions_exactly_once(kafka_bootstrap, tmp_pat
             k: ref.n[k] for k in COUNTERS if k != "served_mistakes"}, f"task {p}"  # fmt: skip
         assert task["served_mistakes"] == sum(served[e] != y for e, y in ref.pairs), f"task {p}"
         assert (task["delay_buckets"], task["delay_sum"]) == (ref.buckets(), sum(ref.delays))
+        assert task["records"] == ref.n["waiting"]  # the records the join kept waiting
     text = "".join(log.read_text() for log in logs.values())
     assert "restored the join of partition" in text
     if kills:
