@@ -225,13 +225,14 @@ def _task_record(value: dict[str, Any] | None, partition: int) -> tuple[int, Joi
     if value is None:
         return 0, JoinCounts()
     where = f"the join changelog's task record of partition {partition}"
-    if value.get("v") not in (1, TASK_VERSION) or value.get("kind") != "task":
+    version = value.get("v")
+    if type(version) is not int or version not in (1, TASK_VERSION) or value.get("kind") != "task":
         raise StateError(f"{where} is not a version {TASK_VERSION} task record")
     time = value.get("time")
     if time is not None and type(time) is not int:
         raise StateError(f"{where} has the stream time {short(time)}, not milliseconds")
     records = count(value.get("records"), f"{where} records")
-    if value["v"] == 1:
+    if version == 1:
         logger.warning("%s was written before tasks kept their counts: they start at 0", where)
         return records, JoinCounts()
     try:

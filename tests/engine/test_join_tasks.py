@@ -226,6 +226,7 @@ def _counted(**changes: int) -> dict:
 
 @pytest.mark.parametrize("record, why", [
     ({"v": 3, "kind": "task", "records": 3, "time": None}, "version 2 task record"),
+    ({"v": True, "kind": "task", "records": 3, "time": None}, "version 2 task record"),
     ({"v": 2, "kind": "task", "records": -1, "time": None}, "records"),
     ({"v": 2, "kind": "task", "records": 3, "time": 1.5}, "stream time"),
     ({"v": 2, "kind": "task", "records": 3, "time": None}, "corrupt join counters"),
