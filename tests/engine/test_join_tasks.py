@@ -288,3 +288,23 @@ def test_the_metrics_see_the_sums_of_the_tasks_and_their_bounds() -> None:
 def test_a_join_of_tasks_is_refused_on_the_block_path() -> None:
     with pytest.raises(ValueError, match="record by record"):
         Engine(Perceptron(), make_parser("jsonl", "y", "id"), join_tasks=new_tasks(), dense=True)
+
+
+def test_a_workers_metrics_and_summary_read_what_its_tasks_counted() -> None:
+    from stream_perceptron.metrics.collector import EngineCollector
+
+    rng = random.Random(7)
+    tasks = {p: task_records(p, 60, rng) for p in range(PARTITIONS)}
+    joins = new_tasks()
+    run = engine(joins)
+    run.run(Batches(interleaved(tasks, rng)))
+    total = JoinCounts()
+    for task in joins.tasks().values():
+        total.add(task.counts)
+    scraped = {s.name: s.value for m in EngineCollector(run).collect() for s in m.samples}
+    assert scraped["stream_perceptron_joined_examples_total"] == total.joined > 0
+    assert scraped["stream_perceptron_expired_events_total"] == total.expired > 0
+    assert scraped["stream_perceptron_label_delay_records_sum"] == total.delay_sum
+    summary = run.stats.summary()["join"]
+    assert (summary["events"], summary["served_mistakes"]) == (total.events, total.served_mistakes)
+    assert run.stats.records == sum(len(r) for r in tasks.values())
