@@ -18,6 +18,7 @@ from collections.abc import Iterator  # noqa: E402
 import evidence  # noqa: E402
 import needs  # noqa: E402
 import pytest  # noqa: E402
+import slow_first  # noqa: E402
 from kafka_broker import (  # noqa: E402
     DEFAULT_STATE_DIR,
     BrokerError,
@@ -113,18 +114,19 @@ def _other_leases() -> bool:
     return alive
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for fixture in getattr(item, "fixturenames", ()):
             marker = _NEED_OF_FIXTURE.get(fixture)
             if marker is not None and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
-    # The newer-Python test first (the longest item, 190-220 s on one core: building its venv
-    # and running the learner tests there). Collected near the end (item 4,006 of 4,151), it
-    # sat in the last eighth of the fourth xdist worker's share and could start when the
-    # others were nearly done, leaving the end of the run to it alone; first, it starts at once
-    # beside the rest (a stable sort: every other item keeps its order).
-    items.sort(key=lambda item: item.get_closest_marker("newer_python") is None)
+    # The longest tests first, spread over the xdist processes (tests/slow_first.py): one that
+    # starts late holds the end of the run alone (the newer-Python test, 155-220 s, once sat in
+    # the last eighth of the fourth process's share).
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = slow_first.spread_slow_first(
+        items, [item.nodeid for item in items], slow_first.read_slow_tests(), workers
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
