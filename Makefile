@@ -10,8 +10,7 @@ $(BIN)/.installed: pyproject.toml setup.py stream_perceptron/_speedups.c stream_
   stream_perceptron/_features.c stream_perceptron/_drift.c
 	PYTHON=$(PYTHON) scripts/install-build-deps.sh
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[test,rdkafka,docs]'
+	scripts/install-venv.sh $(VENV) -e '.[test,rdkafka,docs]'
 	$(BIN)/python scripts/compile_bytecode.py
 	$(BIN)/python scripts/check_extensions.py
 	touch $@

@@ -38,11 +38,9 @@ stamp="$venv/.installed"
 if [ ! -f "$stamp" ] || [ -n "$(find pyproject.toml setup.py stream_perceptron -maxdepth 1 \
     \( -name '*.c' -o -name pyproject.toml -o -name setup.py \) -newer "$stamp")" ]; then
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  # --no-compile: pip would compile every file of pandas, scikit-learn, ... (15 s on one
-  # core); the tests' imports compile what they use, once (make test lets them keep it)
-  "$venv/bin/python" -m pip install --quiet --no-compile -e . pytest pytest-timeout hypothesis \
-    pandas scikit-learn
+  # uv, else pip (scripts/install-venv.sh); no bytecode compiled at install: the tests'
+  # imports compile what they use, once (make test lets them keep it)
+  scripts/install-venv.sh "$venv" -e . pytest pytest-timeout hypothesis pandas scikit-learn
   touch "$stamp"
 fi
 "$venv/bin/python" scripts/check_extensions.py
