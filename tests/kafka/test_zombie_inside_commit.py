@@ -1,13 +1,17 @@
 """The mixing leader stopped inside the commit of a mixture (its offsets sent to the
-transaction, EndTxn not yet), past its session timeout (6 s) but within the transaction
-timeout (10 s): the group moves its partitions on while its transaction is still open.
+transaction, EndTxn not yet), past its session timeout (6 s): the group moves its partitions on
+while its transaction is still open.
 
 ``test_a_leader_paused_past_its_session_cannot_fork_the_chain`` stops the leader at a random
 point up to 200 ms after it logged a mixture, seldom inside that window; here the worker stops
-itself exactly there (:mod:`paused_commit_worker`), so every run tries the worst case: when it
-continues, its transaction must be refused (the group generation it carries is gone) and it
-exits 1; the chain of mixtures only moves forward and every record is learned and predicted
-exactly once.
+itself exactly there (:mod:`paused_commit_worker`), so every run tries the worst case. It is
+continued once the broker has rolled its transaction back (the transaction timeout, 10 s, is
+checked by the broker every 10 s: a transaction lives 10-20 s). Its commit must then be refused
+and exit 1 (the retried transaction carries the group generation, which is gone); the chain of
+mixtures only moves forward and every record is learned and predicted exactly once. (Continued
+before the rollback, its EndTxn would land: the broker checks the generation when the offsets
+join the transaction, not at its end. Soak run of 2026-11-29: the commit landed after 9.1 s and
+its mixture 1 after the new leader's mixture 8; the workers refused it as stale.)
 
 The second test stops a dynamic member (no ``--instance-id``) at the start of a commit: once
 continued, kafka-python's heartbeat has learnt that the group dropped it and its membership
@@ -25,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from kafka import KafkaAdminClient
 from paused_commit_worker import AT, CLAIM
 from shared_model_helpers import (
     PARTITIONS,
@@ -38,7 +43,7 @@ from test_shared_model import _check_exact, _drain
 from test_shared_model_guards import _mixture_versions
 
 WORKER = Path(__file__).with_name("paused_commit_worker.py")
-#: past the workers' session timeout (6 s), within the transaction timeout (10 s)
+#: a member stopped at the start of a commit is held past its session timeout (6 s)
 HOLD_S = 7.5
 
 
@@ -68,7 +73,8 @@ def _stop_one_then_check(
     bootstrap: str, tmp_path: Path, client: str, *, seed: int, at: str, static: bool
 ) -> None:
     """Three workers (``static``: with ``--instance-id``); the one that gets to the stopping
-    point ``at`` first stops itself there for HOLD_S, then must exit 1 and is restarted; then
+    point ``at`` first stops itself there (at the start of a commit for HOLD_S; inside one until
+    the broker rolled its transaction back), then must exit 1 and is restarted; then
     the chain only moved forward and every record was learned and predicted once."""
     data = sparse_examples(30_000, seed=seed, noise=0.05)
     topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
@@ -85,7 +91,10 @@ def _stop_one_then_check(
     try:
         stopped = _stopped_worker(procs, logs)
         produce(bootstrap, topic, data[10_000:20_000], start=10_000)
-        time.sleep(HOLD_S)
+        if at == "end":  # inside the commit: held until the broker rolled it back (10-20 s)
+            _wait_rolled_back(bootstrap, f"stream-perceptron-{group}-{stopped}")
+        else:
+            time.sleep(HOLD_S)
         procs[stopped].send_signal(signal.SIGCONT)
         _refused(procs[stopped], logs[stopped])
         produce(bootstrap, topic, data[20_000:], start=20_000)
@@ -111,6 +120,23 @@ def _stopped_worker(procs: dict[str, subprocess.Popen], logs: dict[str, Path]) -
         assert procs[stopped[0]].poll() is None, logs[stopped[0]].read_text()[-3000:]
         time.sleep(0.01)
     return stopped[0]
+
+
+def _wait_rolled_back(bootstrap: str, transactional_id: str) -> None:
+    """Until the broker has rolled back the open transaction of ``transactional_id`` (its
+    producer stopped inside it: nothing else can end it)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        first = admin.describe_transactions([transactional_id])[transactional_id]
+        assert first.state.value == "Ongoing", first
+        deadline = time.monotonic() + 60
+        while (now := admin.describe_transactions([transactional_id])[transactional_id]).state \
+                .value == "Ongoing":  # fmt: skip
+            assert time.monotonic() < deadline, f"not rolled back in 60 s: {now}"
+            time.sleep(0.2)
+        assert now.state.value in ("PrepareAbort", "CompleteAbort"), now
+    finally:
+        admin.close()
 
 
 def _refused(proc: subprocess.Popen, log: Path) -> None:
