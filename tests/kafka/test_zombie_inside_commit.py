@@ -22,6 +22,7 @@ commit landed: the group learned those records twice, before
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,12 +30,13 @@ import sys
 import time
 from pathlib import Path
 
-from kafka import KafkaAdminClient
-from paused_commit_worker import AT, CLAIM
+from kafka import KafkaAdminClient, KafkaConsumer
+from paused_commit_worker import AT, CLAIM, TXN_TIMEOUT
 from shared_model_helpers import (
     PARTITIONS,
     make_topics,
     produce,
+    read_committed,
     sparse_examples,
     start_worker,
     streaming_workers,
@@ -58,6 +60,20 @@ def test_a_leader_stopped_inside_a_mixtures_commit_is_refused(
     _stop_one_then_check(kafka_bootstrap, tmp_path, kafka_client, seed=19, at="end", static=True)
 
 
+def test_a_leader_continued_before_the_rollback_lands_behind_the_head_and_is_refused(
+    kafka_bootstrap, tmp_path, kafka_client
+):
+    """The same leader continued while its transaction is still open (its timeout raised to
+    60 s, so the broker cannot roll it back first), once the group has moved on and the new
+    leader published a mixture: the broker takes its EndTxn (it checked the generation when the
+    offsets joined the transaction), so its mixture lands behind a newer head. Every worker
+    refuses that mixture as stale, the head is written again after it, its next commit is
+    refused (exit 1), and every record is learned and predicted exactly once: what its mixture
+    held comes in through the increments it committed with it."""
+    _stop_one_then_check(kafka_bootstrap, tmp_path, kafka_client, seed=29, at="end", static=True,
+                         landed=True)  # fmt: skip
+
+
 def test_a_dynamic_member_stopped_past_its_session_commits_nothing(
     kafka_bootstrap, tmp_path, kafka_client
 ):
@@ -70,12 +86,15 @@ def test_a_dynamic_member_stopped_past_its_session_commits_nothing(
 
 
 def _stop_one_then_check(
-    bootstrap: str, tmp_path: Path, client: str, *, seed: int, at: str, static: bool
+    bootstrap: str, tmp_path: Path, client: str, *, seed: int, at: str, static: bool,
+    landed: bool = False,
 ) -> None:
     """Three workers (``static``: with ``--instance-id``); the one that gets to the stopping
     point ``at`` first stops itself there (at the start of a commit for HOLD_S; inside one until
     the broker rolled its transaction back), then must exit 1 and is restarted; then
-    the chain only moved forward and every record was learned and predicted once."""
+    the chain only moved forward and every record was learned and predicted once. ``landed``:
+    continued inside its commit before the broker could roll it back, so that its commit lands
+    behind the new leader's mixture."""
     data = sparse_examples(30_000, seed=seed, noise=0.05)
     topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
     args, model_topic, group = streaming_workers(bootstrap, topic, predictions, client,
@@ -85,18 +104,22 @@ def _stop_one_then_check(
     member = {i: [*args, "--instance-id", i] if static else args for i in ids}
     logs = {i: tmp_path / f"{i}.log" for i in ids}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", CLAIM: str(tmp_path / "claim"), AT: at}
+    if landed:
+        env[TXN_TIMEOUT] = "60000"
     procs = {i: subprocess.Popen([sys.executable, str(WORKER), *member[i]],
                                  stdout=subprocess.DEVNULL, stderr=logs[i].open("ab"), env=env)
              for i in ids}  # fmt: skip
     try:
         stopped = _stopped_worker(procs, logs)
         produce(bootstrap, topic, data[10_000:20_000], start=10_000)
-        if at == "end":  # inside the commit: held until the broker rolled it back (10-20 s)
+        if landed:
+            late = _wait_moved_on(bootstrap, group, model_topic, stopped)
+        elif at == "end":  # inside the commit: held until the broker rolled it back (10-20 s)
             _wait_rolled_back(bootstrap, f"stream-perceptron-{group}-{stopped}")
         else:
             time.sleep(HOLD_S)
         procs[stopped].send_signal(signal.SIGCONT)
-        _refused(procs[stopped], logs[stopped])
+        _refused(procs[stopped], logs[stopped], landed)
         produce(bootstrap, topic, data[20_000:], start=20_000)
         procs[stopped] = start_worker(member[stopped], logs[stopped])
         _drain(bootstrap, group, topic, len(data), list(procs.values()))
@@ -105,8 +128,11 @@ def _stop_one_then_check(
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
-    versions = _mixture_versions(bootstrap, model_topic)
-    assert len(versions) >= 3 and versions == sorted(set(versions)), versions
+    if landed:
+        _late_mixture_refused(bootstrap, model_topic, stopped, late, logs)
+    else:
+        versions = _mixture_versions(bootstrap, model_topic)
+        assert len(versions) >= 3 and versions == sorted(set(versions)), versions
     _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, client)
 
 
@@ -139,8 +165,71 @@ def _wait_rolled_back(bootstrap: str, transactional_id: str) -> None:
         admin.close()
 
 
-def _refused(proc: subprocess.Popen, log: Path) -> None:
-    """The continued worker's transaction was refused: it exits 1."""
+def _wait_moved_on(bootstrap: str, group: str, model_topic: str, stopped: str) -> int:
+    """Until the group is stable without ``stopped`` (its session expired), then up to 10 s
+    for a mixture of another worker in the model topic (read uncommitted: whether one comes
+    depends on whether the stopped one's messages went out before it stopped, holding back
+    what may be read committed); that mixture's version, else 0."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            described = admin.describe_groups([group])[group]
+            members = [m.get("group_instance_id") for m in described.get("members", [])]
+            if described.get("group_state") == "Stable" and members and stopped not in members:
+                break
+            assert time.monotonic() < deadline, f"the group did not move on in 60 s: {described}"
+            time.sleep(0.2)
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(model_topic, bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="earliest")  # fmt: skip
+    deadline, newest = time.monotonic() + 10, 0
+    try:
+        while not newest and time.monotonic() < deadline:
+            for messages in consumer.poll(timeout_ms=200).values():
+                for m in messages:
+                    if m.key == b"mixture" and m.value is not None:
+                        record = json.loads(m.value)
+                        if record["worker"] != stopped:
+                            newest = max(newest, record["version"])
+    finally:
+        consumer.close()
+    return newest
+
+
+def _late_mixture_refused(
+    bootstrap: str, model_topic: str, stopped: str, newer: int, logs: dict[str, Path]
+) -> None:
+    """The stopped leader's mixture landed; every mixture record that is not newer than the
+    ones before it is either the stopped leader's, refused as stale by every other worker, or
+    the head written again; the last is the newest of all."""
+    records = [json.loads(m.value) for m in read_committed(bootstrap, model_topic, 1)
+               if m.key == b"mixture" and m.value is not None]  # fmt: skip
+    assert any(r["worker"] == stopped for r in records), f"its commit did not land: {records}"
+    head: dict = {"version": 0}
+    behind = []
+    for r in records:
+        if r["version"] > head["version"]:
+            head = r
+        elif r["worker"] == stopped:
+            behind.append(r["version"])
+        else:
+            assert (r["version"], r["mixed_at"]) == (head["version"], head["mixed_at"]), (r, head)
+    for version in behind:
+        for i, log in logs.items():
+            said = f"mixture {version} of {stopped!r} is not newer than the head"
+            assert i == stopped or said in log.read_text(), f"{i} did not refuse it as stale"
+    assert records[-1]["version"] == head["version"], records[-1]
+    if newer and not behind:  # its messages went out before it stopped: first in the log
+        first = next(i for i, r in enumerate(records) if r["worker"] == stopped)
+        assert all(r["worker"] == stopped or r["version"] != newer for r in records[:first])
+    print(f"the stopped leader's mixture: {'behind' if behind else 'first'} (newer {newer})")
+
+
+def _refused(proc: subprocess.Popen, log: Path, landed: bool = False) -> None:
+    """The continued worker's transaction was refused: it exits 1 (``landed``: its commit
+    went through, the next one is refused)."""
     try:
         code = proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -149,4 +238,7 @@ def _refused(proc: subprocess.Popen, log: Path) -> None:
         f"the stopped worker's transaction was not refused (exit code {code}):\n"
         + log.read_text()[-3000:]
     )
-    assert "PAUSED-COMMIT: continued" in log.read_text()
+    text = log.read_text()
+    assert "PAUSED-COMMIT: continued" in text
+    if landed:
+        assert "committed" in text.split("PAUSED-COMMIT: continued", 1)[1], text[-3000:]
