@@ -166,7 +166,7 @@ def _wait_rolled_back(bootstrap: str, transactional_id: str) -> None:
 
 
 def _wait_moved_on(bootstrap: str, group: str, model_topic: str, stopped: str) -> int:
-    """Until the group is stable without ``stopped`` (its session expired), then up to 10 s
+    """Until the group dropped ``stopped`` (its session expired), then up to 10 s
     for a mixture of another worker in the model topic (read uncommitted: whether one comes
     depends on whether the stopped one's messages went out before it stopped, holding back
     what may be read committed); that mixture's version, else 0."""
@@ -176,8 +176,8 @@ def _wait_moved_on(bootstrap: str, group: str, model_topic: str, stopped: str) -
         while True:
             described = admin.describe_groups([group])[group]
             members = [m.get("group_instance_id") for m in described.get("members", [])]
-            if described.get("group_state") == "Stable" and members and stopped not in members:
-                break
+            if stopped not in members:  # its session expired (the others may still wait
+                break  # on its open transaction's offsets: librdkafka in its assign)
             assert time.monotonic() < deadline, f"the group did not move on in 60 s: {described}"
             time.sleep(0.2)
     finally:
