@@ -280,6 +280,10 @@ def shared_model(args: argparse.Namespace, outputs: Outputs) -> tuple[Any, Outpu
         f"stream-perceptron-{args.group}-{worker}",
         client_options={**consumer_options(args.producer_option), **security},
     )
+    if args.commit_in_background:  # the engine learns on while a transaction commits
+        from connectors.kafka.background_commits import BackgroundCommits
+
+        transactions = BackgroundCommits(transactions)
     mix_interval = args.mix_interval
     if mix_interval is None and args.mix_every is None:
         mix_interval = 5.0

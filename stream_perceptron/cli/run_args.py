@@ -193,6 +193,12 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         "read); every worker then moves onto the mixture",
     )
     shared.add_argument(
+        "--commit-in-background", action=argparse.BooleanOptionalAction, default=True,
+        help="commit each transaction while learning the next records, one in flight (what "
+        "comes meanwhile goes into the next transaction; default); --no-commit-in-background "
+        "waits for each commit",
+    )  # fmt: skip
+    shared.add_argument(
         "--mix-interval",
         type=float_upto(MAX_SECONDS),
         metavar="SECONDS",

@@ -62,9 +62,11 @@ class SharedCadence(SharedMixing):
         return bool(topics) and (topics[0], 0) in self.owned
 
     def after_batch(self, records: int) -> None:
-        """Commit when due, or when the leader finds a mix due."""
+        """Commit when due, or when the leader finds a mix due (in the background, when the
+        output can: the engine learns on while it commits)."""
+        self.land_if_done()
         if self.due(records) or self._mix_waiting():
-            self.save()
+            self.save(background=True)
 
     def _mix_waiting(self) -> bool:
         """The leader, at most every ``peek_s`` seconds between its commits: whether the
@@ -135,10 +137,11 @@ class SharedCadence(SharedMixing):
         state = self._state
         if state is None:
             return
+        self.land_if_done()
         if state.stats.records > self._last_records:
             self.after_batch(state.stats.records)
         elif self._mix_waiting():
-            self.save()
+            self.save(background=True)
         elif self.is_leader and self._unconfirmed is None and self.view.mixture is not None \
                 and self.view.mixture.version > self.version:
             # its last look read back the mixture its last commit made (a commit reads
@@ -147,7 +150,7 @@ class SharedCadence(SharedMixing):
                 self._move_onto_head(state.learner)
         elif self.due(state.stats.records):
             if self.is_leader or self.view.replayed_partitions & self.owned:
-                self.save()
+                self.save(background=True)
             else:
                 self._last_time = time.monotonic()
                 try:

@@ -40,11 +40,12 @@ import time
 from typing import Any
 
 from connectors import ConnectorError, PositionKey
+from connectors.kafka.background_commits import BackgroundCommits
 from connectors.kafka.transactions import TransactionFailed
 from stream_perceptron.errors import EngineError
-from stream_perceptron.sharing import PartitionState
+from stream_perceptron.sharing import Mixture, PartitionState
 from stream_perceptron.sharing.cadence import SharedCadence
-from stream_perceptron.sharing.coordinator_base import AROUND_COMMIT_STABLE_WAIT_S
+from stream_perceptron.sharing.coordinator_base import AROUND_COMMIT_STABLE_WAIT_S, InFlight
 from stream_perceptron.sharing.increments import Form, form, to_state, translate, with_history
 from stream_perceptron.sharing.states import (
     SharedModelMismatch,
@@ -224,12 +225,17 @@ class SharedModelCoordinator(SharedCadence):
                 self.join_log.drop(p or 0 for _topic, p in partitions)
 
     # -- commit and mix ------------------------------------------------------------------------
-    def save(self) -> None:
+    def save(self, background: bool = False) -> None:
         """One transaction: what was output since the last one, the owned partitions' records,
         this worker's increment, when this worker is the leader tombstones for the increments
         the head holds and the next mixture when a mix is due, and the consumed offsets. The
         model topic is read once, before it; the model moves onto the newest mixture read once
-        the increment is sent (the last commit's reads its own mixture back after it)."""
+        the increment is sent (the last commit's reads its own mixture back after it).
+
+        ``background`` (with an output that commits in the background,
+        :class:`~connectors.kafka.background_commits.BackgroundCommits`; not in the last
+        commit): the transaction commits while the engine learns on, and lands at the next
+        save (or :meth:`land_if_done`); a save waits for the commit in flight first."""
         with self._saving:  # one save at a time (a revocation's comes from a helper thread)
             if self._failed is not None:
                 # what was learned since the last commit went with the failed transaction (its
@@ -240,12 +246,42 @@ class SharedModelCoordinator(SharedCadence):
                                self.worker, self._failed)  # fmt: skip
                 return
             try:
-                self._save()
+                self._land()
+                self._save(background)
             except BaseException as e:
                 self._failed = e
                 raise
 
-    def _save(self) -> None:
+    def land_if_done(self) -> None:
+        """Land the commit in flight if it has ended (its bookkeeping, the leader's mixture
+        to read back): between batches and when idle, so an idle worker's last commit is
+        counted and read back without waiting for a next one."""
+        if self._in_flight is not None and not self._in_flight.output_busy():
+            with self._saving:
+                if self._failed is None:
+                    try:
+                        self._land()
+                    except BaseException as e:
+                        self._failed = e
+                        raise
+
+    def _land(self) -> None:
+        """Wait for the commit in flight; ride out a retriable failure (commit it again until
+        the broker is back), raise another; then its bookkeeping."""
+        flight = self._in_flight
+        if flight is None:
+            return
+        self._in_flight = None
+        with self.timeline.phase("transaction"), self.timeline.detail("commit"):
+            try:
+                flight.output.land()
+            except TransactionFailed as e:
+                if not e.retriable:
+                    raise
+                self._ride_out(e, flight.offsets, flight.group)
+        self._landed(flight.offsets, flight.mixture, flight.retired, flight.started, False)
+
+    def _save(self, background: bool) -> None:
         state = self._state
         if state is None:
             raise RuntimeError("SharedModelCoordinator.save before attach()")
@@ -288,6 +324,15 @@ class SharedModelCoordinator(SharedCadence):
         # the commit outside the state's lock, which the metrics read under (a commit can wait
         # out a broker outage); saves are serialised by their own lock
         started = time.perf_counter()
+        output = self.output
+        if background and not self._final and isinstance(output, BackgroundCommits):
+            with self.timeline.phase("transaction"):
+                output.commit_in_background(offsets, group)
+            self._in_flight = InFlight(output, offsets, group, mixture, retired, started)
+            with state.lock:  # the cadence counts from here: the next save waits for this one
+                self._last_records = state.stats.records
+                self._last_time = time.monotonic()
+            return
         try:
             with self.timeline.phase("transaction"), self.timeline.detail("commit"):
                 self.output.commit(offsets, group)
@@ -296,24 +341,7 @@ class SharedModelCoordinator(SharedCadence):
                 raise
             with self.timeline.phase("transaction"):
                 self._ride_out(e, offsets, group)
-        else:
-            took = time.perf_counter() - started
-            if took > SLOW_COMMIT_S:
-                logger.warning("worker %s: a commit took %.1f s (the broker slow or away)",
-                               self.worker, took)  # fmt: skip
-        with state.lock:
-            self.commit_seconds += time.perf_counter() - started
-            self.committed.update(offsets)
-            self.commits += 1
-            if offsets:
-                logger.info("worker %s committed %s", self.worker, _describe(offsets))
-            self.last_saved_at = time.time()
-            self._last_records = state.stats.records
-            self._last_time = time.monotonic()
-            # committed: the tombstones of the increments the head holds
-            self.view.ingest([(k.encode(), None) for k in retired], own=True)
-            if mixture is not None:  # committed: the chain goes on once it is read back
-                self._unconfirmed = mixture
+        self._landed(offsets, mixture, retired, started, True)
         if not self._final:  # the next commit reads first
             return
         try:  # the last commit: onto the newest mixture (the leader's own, read back)
@@ -323,6 +351,32 @@ class SharedModelCoordinator(SharedCadence):
                 self._move_onto_head(state.learner)
         except ConnectorError as e:
             logger.warning("worker %s did not read the model topic: %s", self.worker, e)
+
+    def _landed(self, offsets: dict[PositionKey, int], mixture: Mixture | None,
+                retired: list[str], started: float, cadence: bool) -> None:  # fmt: skip
+        """A commit landed: count it; the tombstones it carried are the view's; the leader's
+        mixture it carried is read back next. ``cadence``: the next commit is due from now
+        (a commit in the background counted from when it was handed over)."""
+        state = self._state
+        assert state is not None
+        took = time.perf_counter() - started
+        if took > SLOW_COMMIT_S:
+            logger.warning("worker %s: a commit took %.1f s (the broker slow or away)",
+                           self.worker, took)  # fmt: skip
+        with state.lock:
+            self.commit_seconds += took
+            self.committed.update(offsets)
+            self.commits += 1
+            if offsets:
+                logger.info("worker %s committed %s", self.worker, _describe(offsets))
+            self.last_saved_at = time.time()
+            if cadence:
+                self._last_records = state.stats.records
+                self._last_time = time.monotonic()
+            # committed: the tombstones of the increments the head holds
+            self.view.ingest([(k.encode(), None) for k in retired], own=True)
+            if mixture is not None:  # committed: the chain goes on once it is read back
+                self._unconfirmed = mixture
 
     def _ride_out(self, failure: TransactionFailed, offsets: dict[PositionKey, int],
                   group: Any) -> None:  # fmt: skip

@@ -10,9 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from connectors import PositionKey, Source
+from connectors.kafka.background_commits import BackgroundCommits
 from connectors.kafka.model_log import ModelLog
 from connectors.kafka.transactions import MAX_MESSAGE_BYTES, GroupMember, TransactionalOutput
 from stream_perceptron.checkpoint import CheckpointCoordinator
@@ -26,7 +28,7 @@ from stream_perceptron.sharing.view import ModelView
 if TYPE_CHECKING:
     from stream_perceptron.sharing.join_changelog import JoinChangelog
 
-__all__ = ["SharedCoordinatorBase"]
+__all__ = ["InFlight", "SharedCoordinatorBase"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,22 @@ AROUND_COMMIT_STABLE_WAIT_S = 0.0
 #: how often, at most, the leader reads the model topic between its commits to see whether
 #: the others' increments make a mix due
 PEEK_S = 0.05
+
+
+@dataclass
+class InFlight:
+    """A transaction committing in the background, and what its landing does."""
+
+    output: BackgroundCommits
+    offsets: dict[PositionKey, int]
+    group: Any
+    mixture: Mixture | None
+    retired: list[str]
+    started: float
+
+    def output_busy(self) -> bool:
+        return self.output.committing
+
 
 
 class SharedCoordinatorBase(CheckpointCoordinator):
@@ -96,6 +114,8 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         #: the leader's last mixture, committed and not yet read back from the model topic: it
         #: mixes again only once the log shows which mixture of that version came first
         self._unconfirmed: Mixture | None = None
+        #: the transaction committing in the background (``save(background=True)``), if any
+        self._in_flight: InFlight | None = None
         self.peek_s: float | None = PEEK_S  # None: never (in-process tests, deterministic)
         self._group: Callable[[], Any] | None = None
         self._base: dict[str, Any] | None = None  # the mixture the model is based on
@@ -115,6 +135,15 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         self.outage_limit = 240.0  # seconds (below the consumers' max.poll.interval.ms)
         self.max_record_bytes = MAX_MESSAGE_BYTES  # the model topic's messages, at most
         self.timeline = Timeline()  # where this worker's time goes, by phase
+
+    # -- the commit (SharedModelCoordinator) ----------------------------------------------------
+    def save(self, background: bool = False) -> None:
+        """One transaction (``background``: committed while the engine learns on)."""
+        raise NotImplementedError
+
+    def land_if_done(self) -> None:
+        """Land the commit in flight if it has ended."""
+        raise NotImplementedError
 
     # -- wiring --------------------------------------------------------------------------------
     def bind(self, source: Source) -> None:

@@ -27,9 +27,9 @@ def _run(cluster: Cluster, written: list[tuple[bytes, bytes | None, list]], sign
     commits = 0
     save = cb.save
 
-    def save_and_poison() -> None:
+    def save_and_poison(background: bool = False) -> None:
         nonlocal commits
-        save()
+        save(background)
         commits += 1
         if commits % 5 == 0 and cb.version > 0:
             cluster.topics[MODEL_TOPIC].extend(written)

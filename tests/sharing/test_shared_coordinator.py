@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from connectors import Position, Record, Source
+from connectors.kafka.background_commits import BackgroundCommits
 from connectors.kafka.model_log import LogRecord
 from connectors.kafka.topic_sink import TransactionalSink
 from stream_perceptron import Perceptron
@@ -126,10 +128,34 @@ def _data(partitions: int, per_partition: int) -> dict[int, list[bytes]]:
     return out
 
 
+@pytest.fixture(autouse=True, params=["commits-inline", "commits-in-background"])
+def commit_mode(request, monkeypatch) -> str:
+    """Every test twice: the engine waiting for each commit, and committing in the background
+    (connectors.kafka.background_commits: the engine learns on while a transaction commits)."""
+    monkeypatch.setattr(sys.modules[__name__], "BACKGROUND", request.param != "commits-inline")
+    return request.param
+
+
+#: the workers' transactions committed in the background (set by the commit_mode fixture)
+BACKGROUND = False
+
+
+def _out(transactions):
+    return BackgroundCommits(transactions) if BACKGROUND else transactions
+
+
+def _uncommitted(coordinator) -> int:
+    """Messages sent and not committed: in the open transaction, or held for the next."""
+    out = coordinator.output
+    if isinstance(out, BackgroundCommits):
+        return len(out.output.pending) + len(out._held)
+    return len(out.pending)
+
+
 def _worker(
     cluster, name, learner=None, signer=None, dense=False, **kwargs
 ) -> tuple[Engine, SharedModelCoordinator]:
-    transactions = MemoryTransactions(cluster)
+    transactions = _out(MemoryTransactions(cluster))
     coordinator = SharedModelCoordinator(
         MemoryLog(cluster), transactions, MODEL_TOPIC, name, every=50, interval=None, **kwargs
     )
@@ -162,7 +188,7 @@ def _crash_and_move(dense: bool) -> Cluster:
     with pytest.raises(Killed):
         a.run(PartitionSource(cluster, data, [0, 1], ca, kill_after=7))
     assert ca.commits > 0  # some was committed before,
-    assert ca.output.pending  # and some was not: the open transaction dies with the worker
+    assert _uncommitted(ca)  # and some was not: the open transaction dies with the worker
     # partition 1 goes to b, partition 0 to a restarted a
     a2, ca2 = _worker(cluster, "a", mix_every=60, dense=dense)
     a2.run(PartitionSource(cluster, data, [0], ca2))
@@ -447,6 +473,7 @@ def _flaky_worker(cluster, failures, retriable=True):
 
 def _worker_over(cluster, transactions, **kwargs) -> tuple[Engine, SharedModelCoordinator]:
     """Worker "a" committing through ``transactions`` (a scripted kind)."""
+    transactions = _out(transactions)
     coordinator = SharedModelCoordinator(
         MemoryLog(cluster), transactions, MODEL_TOPIC, "a", every=50, interval=None, **kwargs
     )
@@ -918,3 +945,38 @@ def test_averaged_increments_after_moves_hold_only_the_keys_learned_since() -> N
     worst = max(increments, key=lambda i: len(i.delta["classes"][0]["weights"]) / i.examples)
     (part,) = worst.delta["classes"]
     assert len(part["weights"]) <= 10 * worst.examples, (len(part["weights"]), worst.examples)
+
+
+class _SlowTransactions(MemoryTransactions):
+    """Commits that take 20 ms (the broker's round trips), noting how many records the
+    engine had learned when each began and when it ended."""
+
+    def __init__(self, cluster) -> None:
+        super().__init__(cluster)
+        self.records = lambda: 0
+        self.spans: list[tuple[int, int]] = []
+
+    def commit(self, offsets, group_metadata) -> None:
+        begun = self.records()
+        time.sleep(0.02)
+        super().commit(offsets, group_metadata)
+        self.spans.append((begun, self.records()))
+
+
+def test_the_engine_learns_while_a_commit_is_in_flight() -> None:
+    """Committing in the background, the engine learns the next records while a transaction
+    commits (inline, never); either way every record is learned and predicted exactly once."""
+    cluster, data = Cluster(), _data(2, 600)
+    slow = _SlowTransactions(cluster)
+    engine, coordinator = _worker_over(cluster, slow, mix_every=60)
+    slow.records = lambda: coordinator._state.stats.records
+    engine.run(PartitionSource(cluster, data, [0, 1], coordinator))
+    meanwhile = sum(end - begun for begun, end in slow.spans)
+    assert (meanwhile > 0) == BACKGROUND, slow.spans
+    view = ModelView()
+    view.ingest([(k, v) for k, v, _ in cluster.topics[MODEL_TOPIC]])
+    assert {p: (s.next_offset, s.n_seen) for (_, p), s in view.partitions.items()} == {
+        0: (600, 600), 1: (600, 600)
+    }
+    assert _predicted(cluster) == sorted((p, o) for p in range(2) for o in range(600))
+    assert cluster.offsets == {(TOPIC, 0): 600, (TOPIC, 1): 600}
