@@ -193,10 +193,10 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         "read); every worker then moves onto the mixture",
     )
     shared.add_argument(
-        "--commit-in-background", action=argparse.BooleanOptionalAction, default=True,
+        "--commit-in-background", action=argparse.BooleanOptionalAction, default=False,
         help="commit each transaction while learning the next records, one in flight (what "
-        "comes meanwhile goes into the next transaction; default); --no-commit-in-background "
-        "waits for each commit",
+        "comes meanwhile goes into the next transaction); default: wait for each commit "
+        "(the background's speed is not measured yet)",
     )  # fmt: skip
     shared.add_argument(
         "--mix-interval",

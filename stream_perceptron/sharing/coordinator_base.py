@@ -245,9 +245,11 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         """Close the transactions (aborting anything uncommitted) and the model-topic reader;
         log where the time went."""
         self.timeline.end()
+        background = (f" (in the background: {self.output.waited_s:.2f} s waited for them)"
+                      if isinstance(self.output, BackgroundCommits) else "")  # fmt: skip
         logger.info(
-            "worker %s: %d transactions in %.2f s, %d mixes in %.2f s, %d partition restores "
-            "in %.2f s; timeline: %s", self.worker, self.commits, self.commit_seconds,
+            "worker %s: %d transactions in %.2f s%s, %d mixes in %.2f s, %d partition restores "
+            "in %.2f s; timeline: %s", self.worker, self.commits, self.commit_seconds, background,
             self.mixes, self.mix_seconds, self.restores, self.restore_seconds,
             self.timeline.describe(),
         )  # fmt: skip
