@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -24,6 +25,15 @@ class EngineProcess:
         assert "metrics on http://" in line, line
         self.url = line.split("metrics on ", 1)[1].strip()
         self.target = self.url.removeprefix("http://").removesuffix("/metrics")
+        # its stderr read as it comes: a full pipe would stop the engine at its next log line
+        # (a broker outage logs a line a retry), and a killed engine's says what it was doing
+        self.stderr = bytearray()
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+
+    def _read_stderr(self) -> None:
+        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):
+            self.stderr += chunk
 
     def examples_total(self) -> float:
         """``stream_perceptron_examples_total`` as scraped now."""
@@ -52,11 +62,15 @@ class EngineProcess:
     def finish(self, timeout: float = 60) -> tuple[int, bytes]:
         if not self.proc.stdin.closed:
             self.proc.stdin.close()
-        err = self.proc.stderr.read()
         self.proc.wait(timeout=timeout)
-        return self.proc.returncode, err
+        self._reader.join(timeout=timeout)
+        return self.proc.returncode, bytes(self.stderr)
 
     def kill(self) -> None:
+        """Kill it (a test that failed): its stderr's tail is printed, shown with the failure."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+            self._reader.join(timeout=10)
+            tail = bytes(self.stderr[-6000:]).decode(errors="replace")
+            print(f"--- the killed engine's stderr, its last 6000 bytes ---\n{tail}")
