@@ -62,7 +62,7 @@ def _pausing(end: Any) -> Any:
 
 
 def _pausing_save(save: Any) -> Any:
-    def wrapped(self: SharedModelCoordinator) -> None:
+    def wrapped(self: SharedModelCoordinator, *args: Any) -> None:
         _saves.append(1)
         if len(_saves) == 2 and not _claimed():
             sys.stderr.write("PAUSED-COMMIT: stopping at the start of a commit\n")
@@ -71,7 +71,7 @@ def _pausing_save(save: Any) -> Any:
             time.sleep(float(os.environ.get("PAUSED_COMMIT_AFTER_S", "3")))
             sys.stderr.write("PAUSED-COMMIT: continued\n")
             sys.stderr.flush()
-        save(self)
+        save(self, *args)
 
     return wrapped
 
