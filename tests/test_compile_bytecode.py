@@ -27,6 +27,8 @@ def _site(tmp_path: Path) -> Path:
     (site / "data").mkdir()
     (site / "data" / "notes.txt").write_text("no Python here\n")
     (site / "x.pth").write_text("import os\n")
+    (site / "big" / "tests").mkdir()  # a package's own test suite: left to its first import
+    (site / "big" / "tests" / "test_big.py").write_text("Z = 3\n")
     return site
 
 
@@ -44,9 +46,10 @@ def test_every_file_that_compiles_gets_its_bytecode(tmp_path: Path) -> None:
     site = _site(tmp_path)
     proc = subprocess.run([sys.executable, str(SCRIPT), str(site)], capture_output=True)
     assert proc.returncode == 0, proc.stderr  # a file that does not compile is not an error
-    sources = [p for p in site.rglob("*.py") if p.name != "broken.py"]
+    sources = [p for p in site.rglob("*.py") if p.name not in ("broken.py", "test_big.py")]
     assert len(sources) == 12
     for source in sources:
         tag = sys.implementation.cache_tag
         assert (source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc").exists(), source
     assert not list(site.glob("__pycache__/broken.*"))
+    assert not (site / "big" / "tests" / "__pycache__").exists()

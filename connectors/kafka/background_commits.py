@@ -53,6 +53,8 @@ class BackgroundCommits:
     >>> out.send("t", b"a")
     >>> out.commit_in_background({("t", 0): 1}, "group")
     >>> out.send("t", b"b")  # held for the next transaction
+    >>> out.held
+    1
     >>> out.land()
     >>> out.commit({("t", 0): 2}, "group")
     >>> out.output.log
@@ -122,6 +124,13 @@ class BackgroundCommits:
         """Whether a commit is running in the background now."""
         thread = self._thread
         return thread is not None and thread.is_alive()
+
+    @property
+    def held(self) -> int:
+        """How many messages wait for the next transaction (sent while a commit was in
+        flight, or after one failed)."""
+        with self._lock:
+            return len(self._held)
 
     def land(self) -> None:
         """Wait for the commit in flight; then send the held messages into the next

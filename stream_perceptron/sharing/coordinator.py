@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from connectors import ConnectorError, PositionKey
@@ -245,25 +247,28 @@ class SharedModelCoordinator(SharedCadence):
                 logger.warning("worker %s: not committing after its failed transaction (%s)",
                                self.worker, self._failed)  # fmt: skip
                 return
-            try:
+            with self._failure_kept():
                 self._land()
                 self._save(background)
-            except BaseException as e:
-                self._failed = e
-                raise
 
     def land_if_done(self) -> None:
         """Land the commit in flight if it has ended (its bookkeeping, the leader's mixture
         to read back): between batches and when idle, so an idle worker's last commit is
         counted and read back without waiting for a next one."""
-        if self._in_flight is not None and not self._in_flight.output_busy():
+        if self._in_flight is not None and not self._in_flight.output.committing:
             with self._saving:
                 if self._failed is None:
-                    try:
+                    with self._failure_kept():
                         self._land()
-                    except BaseException as e:
-                        self._failed = e
-                        raise
+
+    @contextmanager
+    def _failure_kept(self) -> Iterator[None]:
+        """A failure inside is kept in ``_failed`` (no commit after it) and raised."""
+        try:
+            yield
+        except BaseException as e:
+            self._failed = e
+            raise
 
     def _land(self) -> None:
         """Wait for the commit in flight; ride out a retriable failure (commit it again until

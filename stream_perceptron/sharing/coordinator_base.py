@@ -58,10 +58,6 @@ class InFlight:
     retired: list[str]
     started: float
 
-    def output_busy(self) -> bool:
-        return self.output.committing
-
-
 
 class SharedCoordinatorBase(CheckpointCoordinator):
     """What the shared-model coordinator keeps, and its reads and sends (see

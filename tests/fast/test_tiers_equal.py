@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from example_counts import examples
 from fast_helpers import REFUSED, bits, needs_c, per_record, pure_python, reference, run_fast
 from river import datasets
 
@@ -98,8 +99,8 @@ def _phishing() -> tuple[list, np.ndarray, list]:
 
 
 BINARY_STREAMS = {
-    "gaussian": _gaussian(0, 1500, 8, 0.0),
-    "gaussian-unlabelled": _gaussian(1, 1500, 5, 0.25),
+    "gaussian": _gaussian(0, examples(1500), 8, 0.0),
+    "gaussian-unlabelled": _gaussian(1, examples(1500), 5, 0.25),
     "cancelling": _cancelling(2),
     "extreme": _extreme(3),
     "phishing": _phishing(),
@@ -128,11 +129,11 @@ def _multiclass_stream(
 
 
 MULTICLASS_STREAMS = {
-    "gaussian": _multiclass_stream(3, 1500, 6, 0.0),
-    "gaussian-unlabelled": _multiclass_stream(4, 1500, 4, 0.2),
+    "gaussian": _multiclass_stream(3, examples(1500), 6, 0.0),
+    "gaussian-unlabelled": _multiclass_stream(4, examples(1500), 4, 0.2),
     "wide-r": _multiclass_stream(5, 300, 4, 0.1, wide=True),
     # 11 classes: the dense kernel scores them four, four, two and one at a time
-    "eleven-classes": _multiclass_stream(6, 1500, 7, 0.1, n_classes=11),
+    "eleven-classes": _multiclass_stream(6, examples(1500), 7, 0.1, n_classes=11),
 }
 
 BLOCKS = [1, 2, 7, 64, 300]  # block sizes, cycled: blocks of one row and long ones

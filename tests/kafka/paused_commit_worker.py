@@ -9,9 +9,6 @@ workers started with one ``PAUSED_COMMIT_CLAIM`` file, only the first to get the
   the offsets; once continued, it waits ``PAUSED_COMMIT_AFTER_S`` (3 s) first, time for the
   client's heartbeat to learn that the membership was lost meanwhile.
 
-``PAUSED_COMMIT_TXN_TIMEOUT_MS``: the transaction timeout (10 s by default), raised so that the
-broker cannot roll back the stopped worker's transaction before it is continued.
-
 The fault is injected into the real product and the real broker: the two methods wrapped only
 note the first mixture and stop the process at that point; everything else is the command line
 (``python paused_commit_worker.py run ...`` is ``stream-perceptron run ...``).
@@ -25,7 +22,6 @@ import sys
 import time
 from typing import Any
 
-from connectors.kafka import kafka_python_producer, librdkafka_producer
 from connectors.kafka.kafka_python_producer import KafkaTransactions
 from connectors.kafka.librdkafka_producer import RdKafkaTransactions
 from stream_perceptron.sharing.coordinator import SharedModelCoordinator
@@ -33,7 +29,6 @@ from stream_perceptron.sharing.mixer import SharedMixing
 
 CLAIM = "PAUSED_COMMIT_CLAIM"
 AT = "PAUSED_COMMIT_AT"
-TXN_TIMEOUT = "PAUSED_COMMIT_TXN_TIMEOUT_MS"
 _made: list[int] = []
 _saves: list[int] = []
 
@@ -84,10 +79,6 @@ def _claimed() -> bool:
         return True
     return False
 
-
-if TXN_TIMEOUT in os.environ:  # the producers' transaction timeout (both clients read it here)
-    for _module in (kafka_python_producer, librdkafka_producer):
-        _module.TRANSACTION_TIMEOUT_MS = int(os.environ[TXN_TIMEOUT])  # type: ignore[attr-defined]
 
 if os.environ.get(AT, "end") == "save":
     SharedModelCoordinator._save = _pausing_save(SharedModelCoordinator._save)  # type: ignore[method-assign]

@@ -348,8 +348,8 @@ def _near(pulled, sequential, held_out) -> None:
     (18k records, mixing every 1,000): 1.1 points on average, 2.0 at worst; on the dense
     stream 0.0 and 0.25 (tests/sharing/test_mixing_quality.py holds it to 1 point)."""
     gap = accuracy(sequential, held_out) - accuracy(pulled, held_out)
-    print(f"held-out: pulled {accuracy(pulled, held_out):.4f}, "
-          f"sequential {accuracy(sequential, held_out):.4f}")  # fmt: skip
+    measured(f"held-out: pulled {accuracy(pulled, held_out):.4f}, "
+             f"sequential {accuracy(sequential, held_out):.4f}, gap {gap:.4f}")  # fmt: skip
     assert gap <= 0.03, (accuracy(pulled, held_out), accuracy(sequential, held_out))
 
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer
-from paused_commit_worker import AT, CLAIM, TXN_TIMEOUT
+from paused_commit_worker import AT, CLAIM
 from shared_model_helpers import (
     PARTITIONS,
     make_topics,
@@ -47,6 +47,9 @@ from test_shared_model_guards import _mixture_versions
 WORKER = Path(__file__).with_name("paused_commit_worker.py")
 #: a member stopped at the start of a commit is held past its session timeout (6 s)
 HOLD_S = 7.5
+#: the landed case's transaction timeout, each client's own name (--producer-option)
+TXN_TIMEOUT_OPTION = {"kafka-python": "transaction_timeout_ms=60000",
+                      "confluent-kafka": "transaction.timeout.ms=60000"}
 
 
 def _stopped(pid: int) -> bool:
@@ -103,11 +106,11 @@ def _stop_one_then_check(
                                                  mix_every=500)  # fmt: skip
     produce(bootstrap, topic, data[:10_000])
     ids = ["w0", "w1", "w2"]
+    if landed:  # the user's flag: a transaction the broker rolls back after 60 s, not 10-20
+        args = [*args, "--producer-option", TXN_TIMEOUT_OPTION[client]]
     member = {i: [*args, "--instance-id", i] if static else args for i in ids}
     logs = {i: tmp_path / f"{i}.log" for i in ids}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", CLAIM: str(tmp_path / "claim"), AT: at}
-    if landed:
-        env[TXN_TIMEOUT] = "60000"
     procs = {i: subprocess.Popen([sys.executable, str(WORKER), *member[i]],
                                  stdout=subprocess.DEVNULL, stderr=logs[i].open("ab"), env=env)
              for i in ids}  # fmt: skip

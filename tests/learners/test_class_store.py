@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from core_helpers import _speedups, bits, needs_speedups
+from example_counts import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -73,7 +74,7 @@ XS = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(x=XS, t=st.sampled_from([1, 2, 7, 1.5, 1e300]), snapshot=st.booleans())
 @pytest.mark.parametrize("alone", [True, False])
 def test_the_scores_are_the_module_kernels_on_the_dicts(alone, x, t, snapshot):
@@ -148,7 +149,7 @@ def reference_update(dicts: tuple, x: dict, y: Any, y_hat: Any, lr: Any, db: Any
 STEPS = st.one_of(st.sampled_from([1.0, 0.5, 1, 3, 0, -0.0, 1e308]), st.floats(-4, 4))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
         st.tuples(

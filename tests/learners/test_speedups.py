@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from example_counts import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -248,7 +249,7 @@ def test_the_environment_variable_turns_the_kernels_off():
 # -- learners: kernels == pure Python ------------------------------------------------------------
 
 SETTINGS = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
@@ -290,7 +291,7 @@ def test_multiclass_perceptron_same_as_pure_python(plan, lr, bias, averaged, ran
 
 @needs_kernels
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy scalars overflowing
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     plan=steps(st.one_of(HANDLED, UNHANDLED), st.booleans()),
     lr=st.one_of(LR, st.just(np.float64(0.5)), st.just(Fraction(1, 2)), st.just(2**60)),
@@ -302,7 +303,7 @@ def test_binary_values_the_kernels_decline_behave_as_in_python(plan, lr, bias):
 
 @needs_kernels
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy scalars overflowing
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     plan=steps(st.one_of(HANDLED, UNHANDLED), st.sampled_from(["red", "blue", 0, None])),
     lr=st.one_of(LR, st.just(np.float64(0.5)), st.just(Fraction(1, 2)), st.just(2**60)),
@@ -365,7 +366,7 @@ FLOAT_WEIGHTS = st.dictionaries(KEYS, st.floats(allow_nan=True, allow_infinity=T
 
 
 @needs_kernels
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(w=FLOAT_WEIGHTS, x=records(HANDLED), step=st.one_of(HANDLED, LR))
 def test_kernels_match_the_python_loops(w, x, step):
     assert_same(_speedups.dot_norm(w, x), py_dot_norm(w, x))
@@ -376,7 +377,7 @@ def test_kernels_match_the_python_loops(w, x, step):
 
 
 @needs_kernels
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     classes=st.lists(
         st.tuples(st.sampled_from(["r", "g", "b", 0, None, 2.5]), FLOAT_WEIGHTS, st.floats()),

@@ -148,7 +148,7 @@ def _uncommitted(coordinator) -> int:
     """Messages sent and not committed: in the open transaction, or held for the next."""
     out = coordinator.output
     if isinstance(out, BackgroundCommits):
-        return len(out.output.pending) + len(out._held)
+        return len(out.output.pending) + out.held
     return len(out.pending)
 
 
