@@ -39,8 +39,10 @@ run: $(BIN)/.installed
 # from pyenv). The tests run on TEST_WORKERS processes (pytest-xdist): most of a broker test's
 # time is waiting on the broker, so 4 share this 2-core machine's CPU well. Bytecode may be
 # cached, as in `make check` (see there). The type check (mypy, 17 s on one core) runs beside
-# the tests rather than before them, its report printed after theirs: either failing fails
-# make test. The slowest tests start first, spread over the processes (tests/slow_first.py).
+# the tests rather than before them, at the lowest priority (nice 19: it takes the CPU that
+# waiting tests leave idle, not the tests' own), its report printed after theirs: either
+# failing fails make test. The slowest tests start first, spread over the processes
+# (tests/slow_first.py).
 TEST_WORKERS ?= 4
 test: $(BIN)/.installed
 	$(BIN)/python scripts/check_extensions.py
@@ -48,7 +50,7 @@ test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	KAFKA_FETCH_ONLY=1 kafka/kafka-up.sh
 	@echo "mypy (beside the tests; its report follows theirs)"
-	@log=$$(mktemp); $(BIN)/mypy > "$$log" 2>&1 & types=$$!; \
+	@log=$$(mktemp); nice -n 19 $(BIN)/mypy > "$$log" 2>&1 & types=$$!; \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal \
 	  --durations=30; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat "$$log"; rm -f "$$log"; \

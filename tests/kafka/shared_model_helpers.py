@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 from cli_helpers import CLI, run_cli
 from evidence import keep_topic
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
+from kafka_writes import Message, write
 
 from stream_perceptron.learners import StreamClassifier
 
@@ -143,14 +144,8 @@ def make_topics(bootstrap: str, *partitions: int) -> list[str]:
 
 def produce(bootstrap: str, topic: str, data: list[tuple[dict, int]], start: int = 0) -> None:
     """Record i goes to partition i % PARTITIONS."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
-    try:
-        for i, (x, y) in enumerate(data, start):
-            value = json.dumps({**x, "y": y}).encode()
-            producer.send(topic, value=value, partition=i % PARTITIONS)
-        producer.flush()
-    finally:
-        producer.close()
+    write(bootstrap, topic, (Message(json.dumps({**x, "y": y}).encode(), partition=i % PARTITIONS)
+                             for i, (x, y) in enumerate(data, start)), linger_ms=20)  # fmt: skip
 
 
 #: The group session of workers in a test where no member stops or dies (the hostile-record,

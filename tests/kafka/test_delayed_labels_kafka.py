@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from cli_helpers import CLI, model_of, run_cli
 from engine_process import EngineProcess
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
+from kafka_writes import Message, write
 from test_engine_kafka import _name, _scrape, _wait, kafka_args, make_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
@@ -61,26 +62,19 @@ def produce_stream(
 ) -> dict[tuple[int, int], int]:  # fmt: skip
     """``objs`` produced, record i stamped ``BASE_MS + i * ms_apart``, keyed and partitioned
     by its key; returns each event's (partition, offset) -> i."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    sent = []
-    try:
-        for i, obj in enumerate(objs):
-            key = None if "id" not in obj else str(obj["id"]).encode()
-            is_outcome = set(obj) == {"id", "y"}
-            topic, count = (outcomes, labels or partitions) if is_outcome else (events, partitions)
-            partition = (zlib.crc32(key) if key is not None else i) % count
-            future = producer.send(topic, value=json.dumps(obj).encode(), key=key,
-                                   partition=partition,
-                                   timestamp_ms=BASE_MS + i * ms_apart)  # fmt: skip
-            sent.append((i, is_outcome, future))
-        producer.flush()
-    finally:
-        producer.close()
+    messages, outcome = [], []
+    for i, obj in enumerate(objs):
+        key = None if "id" not in obj else str(obj["id"]).encode()
+        is_outcome = set(obj) == {"id", "y"}
+        topic, count = (outcomes, labels or partitions) if is_outcome else (events, partitions)
+        partition = (zlib.crc32(key) if key is not None else i) % count
+        messages.append(Message(json.dumps(obj).encode(), key=key, partition=partition,
+                                timestamp_ms=BASE_MS + i * ms_apart, topic=topic))  # fmt: skip
+        outcome.append(is_outcome)
     where = {}
-    for i, is_outcome, future in sent:
-        meta = future.get(timeout=30)
+    for i, (at, is_outcome) in enumerate(zip(write(bootstrap, events, messages), outcome)):
         if not is_outcome:
-            where[(meta.partition, meta.offset)] = i
+            where[at] = i
     return where
 
 

@@ -15,8 +15,9 @@ from collections import Counter
 import pytest
 from cli_helpers import CLI, binary_examples, model_of, run_cli, sea_examples
 from engine_process import EngineProcess
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
+from kafka_writes import Message, write
 from services import http_get
 
 from stream_perceptron import Perceptron
@@ -58,13 +59,8 @@ def read_topic(bootstrap: str, topic: str, n: int) -> list:
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    try:
-        for i, value in enumerate(values):
-            producer.send(topic, value=value, key=f"k{i}".encode(), partition=i % partitions)
-        producer.flush()
-    finally:
-        producer.close()
+    write(bootstrap, topic, (Message(value, key=f"k{i}".encode(), partition=i % partitions)
+                             for i, value in enumerate(values)))  # fmt: skip
 
 
 def jsonl(examples) -> list[bytes]:

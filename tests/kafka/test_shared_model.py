@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 from cli_helpers import run_cli, sea_examples
+from kafka_writes import Message, write
 from shared_model_helpers import (
     PARTITIONS,
     STEADY_SESSION_MS,
@@ -256,15 +257,10 @@ def test_a_worker_watches_a_frozen_copy_of_its_model_for_drifts(kafka_bootstrap,
     # SEA's 4 concepts in order on one partition, one worker: the copy of its model (taken
     # after 2,000 examples and after each drift) sees each switch; the mixtures it adopts in
     # between do not move the copy
-    from kafka import KafkaProducer
-
     data = sea_examples([0, 1, 2, 3], 12_500)
     (topic,) = make_topics(kafka_bootstrap, 1)
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=20)
-    for x, y in data:
-        producer.send(topic, json.dumps({**x, "y": y}).encode(), partition=0)
-    producer.flush()
-    producer.close()
+    write(kafka_bootstrap, topic, (Message(json.dumps({**x, "y": y}).encode(), partition=0)
+                                   for x, y in data), linger_ms=20)  # fmt: skip
     model_topic, summary = name("model"), tmp_path / "s.json"
     args = _steady_args(kafka_bootstrap, topic, name("group"), model_topic, "--exit-at-end",
                        "--drift-detector", "reference", "--summary-json", str(summary))  # fmt: skip
