@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -67,10 +68,13 @@ class EngineProcess:
         return self.proc.returncode, bytes(self.stderr)
 
     def kill(self) -> None:
-        """Kill it (a test that failed): its stderr's tail is printed, shown with the failure."""
+        """Kill it (a test that failed): its stderr's tail is printed, shown with the failure,
+        after every thread's stack (the CLI's SIGUSR1 handler writes them: where it was)."""
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
             self.proc.kill()
             self.proc.wait()
             self._reader.join(timeout=10)
-            tail = bytes(self.stderr[-6000:]).decode(errors="replace")
-            print(f"--- the killed engine's stderr, its last 6000 bytes ---\n{tail}")
+            tail = bytes(self.stderr[-12000:]).decode(errors="replace")
+            print(f"--- the killed engine's stderr, its last 12000 bytes ---\n{tail}")
