@@ -37,13 +37,15 @@ run: $(BIN)/.installed
 # stopped at the end), Prometheus, Pushgateway and Chromium, and the
 # learner and C-tier tests on a newer Python too (tests/test_newer_python.py: 3.13, else 3.12,
 # from pyenv). The tests run on TEST_WORKERS processes (pytest-xdist): most of a broker test's
-# time is waiting on the broker, so 4 share this 2-core machine's CPU well. Bytecode may be
+# time is waiting on the broker, so 5 share this 2-core machine's CPU well (fresh clones of
+# 171ca81: 743-772 s at 4, both cores 88-92 % busy, stretches at 35-80 % while all four
+# waited in broker tests; 699 s at 5). Bytecode may be
 # cached, as in `make check` (see there). The type check (mypy, 17 s on one core) runs beside
 # the tests rather than before them, at the lowest priority (nice 19: it takes the CPU that
 # waiting tests leave idle, not the tests' own), its report printed after theirs: either
 # failing fails make test. The slowest tests start first, spread over the processes
 # (tests/slow_first.py).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 test: $(BIN)/.installed
 	$(BIN)/python scripts/check_extensions.py
 	scripts/install-system-deps.sh
