@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 from cli_helpers import CLI
 
@@ -22,13 +23,16 @@ class EngineProcess:
             stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        line = self.proc.stderr.readline().decode()
-        assert "metrics on http://" in line, line
-        self.url = line.split("metrics on ", 1)[1].strip()
-        self.target = self.url.removeprefix("http://").removesuffix("/metrics")
         # its stderr read as it comes: a full pipe would stop the engine at its next log line
         # (a broker outage logs a line a retry), and a killed engine's says what it was doing
         self.stderr = bytearray()
+        line = ""
+        while "metrics on http://" not in line:  # earlier lines: -vv's debug lines
+            line = self.proc.stderr.readline().decode()
+            assert line, f"the engine printed no metrics address:\n{self.stderr.decode()}"
+            self.stderr += line.encode()
+        self.url = line.split("metrics on ", 1)[1].strip()
+        self.target = self.url.removeprefix("http://").removesuffix("/metrics")
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
 
@@ -67,14 +71,18 @@ class EngineProcess:
         self._reader.join(timeout=timeout)
         return self.proc.returncode, bytes(self.stderr)
 
-    def kill(self) -> None:
+    def kill(self, keep: Path | None = None) -> None:
         """Kill it (a test that failed): its stderr's tail is printed, shown with the failure,
-        after every thread's stack (the CLI's SIGUSR1 handler writes them: where it was)."""
+        after every thread's stack (the CLI's SIGUSR1 handler writes them: where it was);
+        ``keep``: the whole stderr is also written there (a failed soak run keeps its tmp dir)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGUSR1)
             time.sleep(1)
             self.proc.kill()
             self.proc.wait()
             self._reader.join(timeout=10)
+            if keep is not None:
+                keep.write_bytes(bytes(self.stderr))
+                print(f"--- the killed engine's stderr, whole: {keep} ---")
             tail = bytes(self.stderr[-12000:]).decode(errors="replace")
             print(f"--- the killed engine's stderr, its last 12000 bytes ---\n{tail}")

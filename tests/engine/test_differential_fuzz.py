@@ -13,7 +13,7 @@ values, empty lines, wrong column counts, malformed tokens, duplicate keys and i
 nesting too deep, invalid JSON and UTF-8, lone surrogates and damaged lines. A test breaks the
 block path on purpose and checks that the fuzz sees it.
 
-The normal suite runs a fixed list of seeds (:data:`SHORT_RUN`, about 22 s of CPU; ``-s``
+The normal suite runs a fixed list of seeds (:data:`SHORT_RUN`, about 57 s of CPU; ``-s``
 prints the count); the long run takes ``STREAM_PERCEPTRON_FUZZ_CONFIGS`` seeds from
 ``STREAM_PERCEPTRON_FUZZ_START`` (default 0), e.g. ``STREAM_PERCEPTRON_FUZZ_CONFIGS=10000 make
 soak TEST=tests/engine/test_differential_fuzz.py::test_block_path_equals_record_path_long_run
@@ -53,7 +53,7 @@ from stream_perceptron.learners import (
 )
 from stream_perceptron.stats import RunStats
 
-SHORT_RUN = 2000  # seeds 0..1999: about 22 s of CPU on this machine
+SHORT_RUN = 2000  # seeds 0..1999: about 57 s of CPU here (session 32: the engine's own work)
 CONFIGS = int(os.environ.get("STREAM_PERCEPTRON_FUZZ_CONFIGS", "0") or 0)
 START = int(os.environ.get("STREAM_PERCEPTRON_FUZZ_START", "0") or 0)
 

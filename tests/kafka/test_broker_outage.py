@@ -43,10 +43,13 @@ def test_engine_survives_a_broker_restart(tmp_path, kafka_client):
             str(tmp_path / "p.jsonl"),
             client=kafka_client,
         )
-        # -v: what the engine did about the outage (lost, reached again, its commits) is in
-        # the stderr tail a failure prints (twice in 13 soak runs, confluent-kafka: the
-        # engine never read the second half; sessions 31 and 32)
-        args = [a for a in args[1:] if a not in ("--metrics-port", "-1")] + ["-v"]
+        # -vv: what the engine did about the outage (lost, reached again, its commits) is in
+        # the stderr a failure keeps (engine.log) and prints the tail of (twice in 13 soak
+        # runs, confluent-kafka: the engine never read the second half; sessions 31 and 32),
+        # with librdkafka's account of the group (its coordinator, heartbeats, commits)
+        args = [a for a in args[1:] if a not in ("--metrics-port", "-1")] + ["-vv"]
+        if kafka_client == "confluent-kafka":
+            args += ["--kafka-option", "debug=cgrp", "--kafka-option", "log_level=7"]
         engine = EngineProcess(*args)
         _wait(lambda: _examples_total(engine) == 3000, what="the first half")
 
@@ -63,7 +66,7 @@ def test_engine_survives_a_broker_restart(tmp_path, kafka_client):
         engine = None
     finally:
         if engine is not None:
-            engine.kill()
+            engine.kill(keep=tmp_path / "engine.log")
         stop_broker(state_dir=state)
     learned = _learned_positions(tmp_path / "p.jsonl")
     assert sum(learned.values()) == 6000 and set(learned.values()) == {1}
