@@ -3,7 +3,11 @@
 busy-loop CPU hogs (a loaded CI machine) and print, per test, its passes and its slowest run.
 
 Every run's output and JUnit XML are kept under ``SOAK_DIR`` (default ``.soak/<time>``), so
-a failure seen once in N runs can be read afterwards. ``TEST`` is anything pytest selects: a
+a failure seen once in N runs can be read afterwards. The shared-model tests' figures (the
+held-out gap, the share of the way to unmixed, the mixing cadence) of every run, passed or
+not, go to ``mixing.log`` there (``STREAM_PERCEPTRON_TEST_MIXING_LOG``), and the largest of
+each per test is printed at the end: how near its bound a test runs, not only whether it
+failed. ``TEST`` is anything pytest selects: a
 test, a file, a folder, ``-m kafka``; ``PYTEST_ARGS`` adds options (``-n 2``, ``-x``, ...).
 Exit 0 when every run of every test passed.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -47,6 +52,26 @@ def _outcomes(junit: Path) -> dict[str, tuple[str, float]]:
     return out
 
 
+#: the figures of :func:`shared_model_helpers.measured` lines: "<name> <number>"
+_FIGURES = (("held-out gap", re.compile(r"gap (-?[0-9.]+)")),
+            ("of the way to never mixing", re.compile(r"(-?[0-9.]+) of the way")))  # fmt: skip
+
+
+def _largest_figures(mixing_log: Path) -> dict[tuple[str, str], tuple[float, int]]:
+    """(test id, figure) -> (largest value, how many) in a soak's mixing log."""
+    out: dict[tuple[str, str], tuple[float, int]] = {}
+    if not mixing_log.exists():
+        return out
+    for line in mixing_log.read_text(errors="replace").splitlines():
+        test, _, text = line.partition(": ")
+        for name, pattern in _FIGURES:
+            if found := pattern.search(text):
+                value = float(found.group(1))
+                largest, count = out.get((test, name), (value, 0))
+                out[(test, name)] = (max(largest, value), count + 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("test", help="what pytest selects (a test id, file or folder)")
@@ -59,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at least 1")
     out_dir = args.dir or REPO / ".soak" / time.strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
+    mixing_log = Path(os.environ.get("STREAM_PERCEPTRON_TEST_MIXING_LOG") or out_dir / "mixing.log")
     hogs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(args.hogs)]
     for h in hogs:
         h.start()
@@ -74,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                    f"--junitxml={junit}", f"--basetemp={tmp}", *shlex.split(args.pytest_args),
                    *shlex.split(args.test)]  # fmt: skip
             started = time.monotonic()
+            env = {**os.environ, "PYTHONUNBUFFERED": "1",
+                   "STREAM_PERCEPTRON_TEST_MIXING_LOG": str(mixing_log)}  # fmt: skip
             with log.open("wb") as f:
-                code = subprocess.call(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+                code = subprocess.call(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, env=env)
             walls.append(time.monotonic() - started)
             run = _outcomes(junit)
             for name, outcome in run.items():
@@ -105,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         note = f" ({skipped} skipped)" if skipped else ""
         print(f"| {name} | {passed}/{args.runs}{note} | {max(t for _, t in runs):.1f} |")
     print(f"slowest whole run: {max(walls):.1f} s")
+    figures = _largest_figures(mixing_log)
+    if figures:
+        print(f"\nthe shared-model tests' figures, largest of each ({mixing_log}):")
+        print("| test | figure | largest | runs |")
+        print("| --- | --- | --- | --- |")
+        for (test, name), (largest, count) in sorted(figures.items()):
+            print(f"| {test} | {name} | {largest:g} | {count} |")
     return 1 if bad or not results else 0
 
 

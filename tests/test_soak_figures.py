@@ -1,0 +1,48 @@
+"""``scripts/soak.py``'s figures: what the shared-model tests' ``measured()`` lines said in every
+run of a soak, the largest of each per test (how near its bound a test runs)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+soak = _load("soak", ROOT / "scripts" / "soak.py")
+helpers = _load("shared_model_helpers", ROOT / "tests" / "kafka" / "shared_model_helpers.py")
+
+
+def test_the_largest_figure_of_each_test_from_what_measured_wrote(tmp_path, monkeypatch):
+    log = tmp_path / "mixing.log"
+    monkeypatch.setenv("STREAM_PERCEPTRON_TEST_MIXING_LOG", str(log))
+    said = {
+        "tests/kafka/a.py::t[kafka-python] (call)": [
+            "held-out: pulled 0.8818, sequential 0.9140, gap 0.0323",
+            "held-out: pulled 0.9100, sequential 0.9140, gap 0.0040",
+            "group mistakes 900; one sequential model 800, 3 never mixing 1000: 0.50 of the way"
+            " to never mixing",
+        ],
+        "tests/kafka/b.py::u (call)": [
+            "held-out: pulled 0.9200, sequential 0.9140, gap -0.0060",
+            "mixing cadence: 21 mixtures of 24 due",
+        ],
+    }
+    for test, lines in said.items():
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", test)
+        for line in lines:
+            helpers.measured(line)
+    assert soak._largest_figures(log) == {
+        ("tests/kafka/a.py::t[kafka-python]", "held-out gap"): (0.0323, 2),
+        ("tests/kafka/a.py::t[kafka-python]", "of the way to never mixing"): (0.5, 1),
+        ("tests/kafka/b.py::u", "held-out gap"): (-0.006, 1),
+    }
+    assert soak._largest_figures(tmp_path / "none.log") == {}
