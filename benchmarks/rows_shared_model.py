@@ -12,6 +12,9 @@ worker's start-up taken out: the CPU of one worker that starts, joins a group, r
 topic and exits at the end of an empty topic (the interpreter, the imports, the clients), measured
 in every round beside the other runs. Start-up is paid once per worker, not per record (it is
 some 0.3 CPU-s a worker, about 0.2 us a record of the row's 1.44M), so it is reported apart.
+11j-11k: 1 and 2 workers mixing every 10k with ``--commit-in-background`` (the worker learns
+on while its transaction commits; off by default until these rows say it is faster), against
+11a's one worker committing inline.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["row_shared_model"]
 PARTITIONS = 6
 WORKERS = (1, 2, 3)
 MIX_EVERY = (1_000, 10_000, 100_000)
+BACKGROUND = (1, 2)  # 11j-11k: workers with --commit-in-background
 
 
 def _data(n: int, seed: int, features: int = 10, noise: float = 0.1
@@ -110,14 +114,16 @@ def _startup(bootstrap: str) -> float:
     return time.perf_counter() - started
 
 
-def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Path) -> float:
+def _drain(
+    bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Path, *extra: str
+) -> float:
     run = uuid.uuid4().hex[:8]
     model_topic, group = f"bench-model-{run}", f"bench-group-{run}"
     cmd = [
         *cli_command(), "run", "--source", "kafka", "--bootstrap-servers", bootstrap,
         "--topic", topic, "--group", group, "--format", "jsonl", "--averaged",
         "--exit-at-end", "--metrics-port", "-1", "--model-topic", model_topic,
-        "--mix-every", str(mix_every), "-q",
+        "--mix-every", str(mix_every), "-q", *extra,
     ]  # fmt: skip
     cpu0, broker0 = _children_cpu(), _broker_cpu()
     started = time.perf_counter()
@@ -129,7 +135,8 @@ def _drain(bootstrap: str, topic: str, workers: int, mix_every: int, pulled: Pat
     wall = time.perf_counter() - started
     broker1 = _broker_cpu()
     broker = None if broker0 is None or broker1 is None else broker1 - broker0
-    CPU.setdefault(f"{workers}-{mix_every}", []).append((_children_cpu() - cpu0, broker))
+    key = f"{workers}-{mix_every}" + ("-background" if extra else "")
+    CPU.setdefault(key, []).append((_children_cpu() - cpu0, broker))
     if codes != [0] * workers:
         raise RuntimeError(f"a worker failed: exit codes {codes}")
     subprocess.run(
@@ -149,9 +156,11 @@ def _accuracy(model: object, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def row_shared_model(ctx: Context) -> list[Result]:
-    names = ["11a", "11b", "11c", "11d", "11e", "11f"]
+    names = ["11a", "11b", "11c", "11d", "11e", "11f", "11j", "11k"]
     titles = [f"shared model, {w} worker{'s' if w > 1 else ''}, mix every 10k" for w in WORKERS]
     titles += [f"shared model, 2 workers, mix every {count(m)}" for m in MIX_EVERY]
+    titles += [f"shared model, {w} worker{'s' if w > 1 else ''}, mix every 10k, "
+               "`--commit-in-background`" for w in BACKGROUND]  # fmt: skip
     reason = kafka_skip_reason()
     if reason is not None:
         return [Result(r, t, Measure("ours", missing=reason)) for r, t in zip(names, titles)]
@@ -166,9 +175,9 @@ def row_shared_model(ctx: Context) -> list[Result]:
     pulled = ctx.workdir / "pulled.json"
     accuracies: dict[str, list[float]] = {}
 
-    def drain(key: str, workers: int, mix_every: int):  # type: ignore[no-untyped-def]
+    def drain(key: str, workers: int, mix_every: int, *extra: str):  # type: ignore[no-untyped-def]
         def go() -> float:
-            wall = _drain(bootstrap, topic, workers, mix_every, pulled)
+            wall = _drain(bootstrap, topic, workers, mix_every, pulled, *extra)
             model = StreamClassifier.from_state(json.loads(pulled.read_text())["model"])
             if model.n_seen != n:
                 raise RuntimeError(f"pulled n_seen {model.n_seen}, not {n}")
@@ -181,6 +190,8 @@ def row_shared_model(ctx: Context) -> list[Result]:
         _produce(bootstrap, topic, X, y)
         runs = {f"w{w}": drain(f"w{w}", w, 10_000) for w in WORKERS}
         runs.update({f"m{m}": drain(f"m{m}", 2, m) for m in MIX_EVERY})
+        runs.update({f"b{w}": drain(f"b{w}", w, 10_000, "--commit-in-background")
+                     for w in BACKGROUND})  # fmt: skip
         runs["startup"] = lambda: _startup(bootstrap)
         got = interleaved(ctx.repeats, runs)
     finally:
@@ -192,11 +203,12 @@ def row_shared_model(ctx: Context) -> list[Result]:
     seq_acc = _accuracy(sequential, Xh, yh)
     one = n / median(got["w1"])
     results = []
-    keys = [*(f"w{w}" for w in WORKERS), *(f"m{m}" for m in MIX_EVERY)]
+    keys = [*(f"w{w}" for w in WORKERS), *(f"m{m}" for m in MIX_EVERY),
+            *(f"b{w}" for w in BACKGROUND)]  # fmt: skip
     for r, t, key in zip(names, titles, keys):
         rate = n / median(got[key])
         acc = median(accuracies[key])
-        goal = ">= 1.7x one worker" if key == "w2" else ""
+        goal = ">= 1.7x one worker" if key in ("w2", "b2") else ""
         results.append(
             Result(
                 r,
@@ -206,7 +218,7 @@ def row_shared_model(ctx: Context) -> list[Result]:
                 rate / one,
                 ratio_text="x 1 worker",
                 goal=goal,
-                met=(rate / one >= 1.7) if key == "w2" else None,
+                met=(rate / one >= 1.7) if key in ("w2", "b2") else None,
                 notes=[
                     f"held-out accuracy {acc:.4f} vs one sequential model {seq_acc:.4f} "
                     f"(gap {100 * (seq_acc - acc):+.2f} points); pulled n_seen exact; wall "
@@ -264,8 +276,8 @@ def _cpu_rows(n: int) -> list[Result]:
 
 def _cpu_note(key: str) -> str:
     """Where the CPU went in the last run of ``key``: workers, broker, of what 2 cores give."""
-    workers, mix = (int(key[1:]), 10_000) if key[0] == "w" else (2, int(key[1:]))
-    runs = CPU.get(f"{workers}-{mix}", [])
+    workers, mix = (int(key[1:]), 10_000) if key[0] in "wb" else (2, int(key[1:]))
+    runs = CPU.get(f"{workers}-{mix}" + ("-background" if key[0] == "b" else ""), [])
     if not runs:
         return ""
     ours, broker = runs[-1]

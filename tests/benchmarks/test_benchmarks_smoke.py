@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = (
-    "1a 1b 2a 2b 2c 3 4a 4b 4c 5a 5b 5c 5d 5e 6 6b 7 7b 9a 9h 9z 10 11a 11b 11c 11d 11e 11f"
+    "1a 1b 2a 2b 2c 3 4a 4b 4c 5a 5b 5c 5d 5e 6 6b 7 7b 9a 9h 9z 10 11a 11b 11c 11d 11e 11f 11j 11k"
     " 12a 12b 12c 13a 13b 14a 14l 15a 15b 15c 15d 15e 16a 16b 16c 17a 17b"
 ).split()
 #: the suite in three runs of 3-10 s each at ``--quick 100`` (rows 12 and 13 keep fixed-length
