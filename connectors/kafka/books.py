@@ -46,8 +46,6 @@ class GroupBooks:
     _timestamps = False
     #: Told the partition count of each topic before the first poll (:meth:`co_partition`).
     _check_partitions: Callable[[dict[str, int]], None] | None = None
-    #: Told the same, to know the topics' size (:meth:`tell_partition_counts`).
-    _count_listeners: tuple[Callable[[dict[str, int]], None], ...] = ()
 
     def _open_books(
         self,
@@ -112,11 +110,6 @@ class GroupBooks:
         self._check_partitions = check
         self._config = self._range_assignor(self._config)
 
-    def tell_partition_counts(self, listener: Callable[[dict[str, int]], None]) -> None:
-        """Before iterating: ``listener`` is told each topic's partition count (0: not listed
-        yet) before the first poll, on the iterating thread (one metadata request)."""
-        self._count_listeners = (*self._count_listeners, listener)
-
     def ended(self, keys: list[TopicPartitionKey]) -> set[TopicPartitionKey]:
         """Of ``keys``, the assigned partitions read up to the end offset last seen (at
         assignment, then in the client's fetches): nothing of them waits on the broker now."""
@@ -152,8 +145,6 @@ class GroupBooks:
             )
         if self._check_partitions is not None:
             self._check_partitions({t: counts.get(t, 0) for t in self.topics})
-        for listener in self._count_listeners:
-            listener({t: counts.get(t, 0) for t in self.topics})
 
     # -- the client's broker calls (see GroupSource) -------------------------------------------
     def _client_errors(self) -> tuple[type[BaseException], ...]:

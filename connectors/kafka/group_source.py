@@ -382,7 +382,7 @@ class GroupSource(GroupBooks, Closing, PartitionedSource):
     # -- the loop ------------------------------------------------------------------------------
     def _iterate(self) -> Iterator[PollUnit]:
         consumer = self._open()
-        if self._exit_at_end or self._check_partitions is not None or self._count_listeners:
+        if self._exit_at_end or self._check_partitions is not None:
             self._check_topics(consumer)  # before the first poll
         deadline = time.monotonic() + self._assignment_timeout_s
         while True:
