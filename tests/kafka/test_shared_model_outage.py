@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from kafka_broker import crash_broker, free_port, start_broker, stop_broker
@@ -41,11 +42,12 @@ def test_workers_ride_out_a_broker_restart(tmp_path, kafka_client):
 
 def test_a_broker_crash_loses_nothing_and_learns_nothing_twice(tmp_path, kafka_client):
     """The broker is killed (SIGKILL) mid-stream and started again 10 s later: its transaction
-    coordinator finishes from its log the commits it had prepared (the markers the graceful
-    stop above can skip) and aborts, with a new producer epoch, those its timeout (10 s) ran
-    out on: a worker whose producer that fenced, or whose static membership the group dropped,
+    coordinator aborts, with a new producer epoch, the transactions its timeout (10 s) ran out
+    on: a worker whose producer that fenced, or whose static membership the group dropped,
     exits 1 saying why and its restart reads from its last commit; every record is still
-    learned and predicted exactly once."""
+    learned and predicted exactly once. The workers are paused around the kill, as around the
+    graceful stop: a one-broker Kafka 4.3.1 loses a commit it answered whose markers a crash
+    left unwritten (the CI run of 519d174 lost 1,000 predictions so; see :func:`_outage`)."""
     _outage(tmp_path, kafka_client, crash=True)
 
 
@@ -75,13 +77,22 @@ def _outage(tmp_path, kafka_client: str, crash: bool) -> None:
         # loss of Kafka's, not the engine's (kept broker data, session 25; the shared-model
         # guide). Paused, no commit is in that window; resumed, they meet the broker gone in
         # whatever step they were (a commit sent and unanswered included). A broker that
-        # crashes instead: the next test.
+        # crashes instead: the next test. A crash loses such a commit too: the restarted
+        # broker cannot reach itself until the controller has fenced its former registration
+        # (about 9 s, broker.session.timeout.ms), which leaves every partition without a
+        # leader, and its coordinator, finishing the commit from its log, then skips the
+        # markers by the same rule; the records of a commit the worker was told had landed
+        # read as aborted, or never become readable (the CI run of 519d174: 1,000 predictions
+        # missing, their offsets and increment committed). Reproduced without the engine, one
+        # producer committing and the broker killed at once: 300 of 300 committed records
+        # lost, the broker logging "Couldn't find leader endpoint for partitions ... can be
+        # skipped" (session 34). So the workers are paused around the kill as well.
+        _pause(procs)
         if crash:
             crash_broker(state)
         else:
-            _pause(procs)
             stop_broker(state_dir=state)
-            _resume(procs)
+        _resume(procs)
         time.sleep(10)
         assert all(p.poll() is None for p in procs), "a worker died while the broker was away"
         start_broker(state_dir=state, port=port)
@@ -131,13 +142,27 @@ def _outage(tmp_path, kafka_client: str, crash: bool) -> None:
         riders_or_restarts = crash or bool(ridden) or (kafka_client == "confluent-kafka"
                                                        and sum(restarts) == 2)  # fmt: skip
         assert riders_or_restarts, (restarts, [log.read_text()[-4000:] for log in logs])
-        _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data, kafka_client,
-                     workers=2)
+        try:
+            _check_exact(bootstrap, tmp_path, topic, predictions, model_topic, data,
+                         kafka_client, workers=2)
+        except AssertionError as e:  # the broker's own account of markers it skipped
+            raise AssertionError(f"{e}\n{_skipped_markers(state)}") from None
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
         stop_broker(state_dir=state)
+
+
+def _skipped_markers(state: Path) -> str:
+    """The broker's log lines (this run and the one before its restart) saying it completed a
+    transaction without writing its markers to some partitions: a loss of Kafka's (see
+    docs/shared-model.md, "A broker bug to know")."""
+    lines = [line for log in sorted(state.glob("server.log*"))
+             for line in log.read_text(errors="replace").splitlines()
+             if "Couldn't find leader endpoint" in line]  # fmt: skip
+    return "the broker skipped markers:\n" + "\n".join(lines) if lines else (
+        "the broker's log names no skipped markers")
 
 
 def _pause(procs: list[subprocess.Popen]) -> None:
