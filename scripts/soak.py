@@ -3,11 +3,10 @@
 busy-loop CPU hogs (a loaded CI machine) and print, per test, its passes and its slowest run.
 
 Every run's output and JUnit XML are kept under ``SOAK_DIR`` (default ``.soak/<time>``), so
-a failure seen once in N runs can be read afterwards. The shared-model tests' figures (the
-held-out gap, the share of the way to unmixed, the mixing cadence) of every run, passed or
-not, go to ``mixing.log`` there (``STREAM_PERCEPTRON_TEST_MIXING_LOG``), and the largest of
-each per test is printed at the end: how near its bound a test runs, not only whether it
-failed. ``TEST`` is anything pytest selects: a
+a failure seen once in N runs can be read afterwards. The shared-model tests' figures of
+every run, passed or not, go to ``mixing.log`` there (``STREAM_PERCEPTRON_TEST_MIXING_LOG``),
+and the largest held-out gap and share of the way to unmixed are printed per test at the
+end: how near its bound a test runs, not only whether it failed. ``TEST`` is anything pytest selects: a
 test, a file, a folder, ``-m kafka``; ``PYTEST_ARGS`` adds options (``-n 2``, ``-x``, ...).
 Exit 0 when every run of every test passed.
 """
