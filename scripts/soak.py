@@ -6,8 +6,9 @@ Every run's output and JUnit XML are kept under ``SOAK_DIR`` (default ``.soak/<t
 a failure seen once in N runs can be read afterwards. The shared-model tests' figures of
 every run, passed or not, go to ``mixing.log`` there (``STREAM_PERCEPTRON_TEST_MIXING_LOG``),
 and the largest held-out gap and share of the way to unmixed are printed per test at the
-end: how near its bound a test runs, not only whether it failed. ``TEST`` is anything pytest selects: a
-test, a file, a folder, ``-m kafka``; ``PYTEST_ARGS`` adds options (``-n 2``, ``-x``, ...).
+end: how near its bound a test runs, not only whether it failed. ``TEST`` is anything pytest
+selects: a test, a file, a folder, ``-m kafka``; ``PYTEST_ARGS`` adds options (``-n 2``,
+``-x``, ...).
 Exit 0 when every run of every test passed.
 """
 
