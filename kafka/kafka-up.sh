@@ -396,7 +396,9 @@ JAVA_COMMON=(-Djava.awt.headless=true "-Dlog4j2.configurationFile=$LOG4J" -Dlog4
 for f in "$SERVER_LOG" "$OUT_LOG"; do if [[ -f "$f" ]]; then mv -f "$f" "$f.prev"; fi; done
 
 # ---------------------------------------------------------------- format storage (first start only)
+FORMATTED=0
 if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
+  FORMATTED=1
   if [[ -s "$CLUSTER_ID_FILE" ]]; then
     CLUSTER_ID="$(cat "$CLUSTER_ID_FILE")"
   else
@@ -464,6 +466,23 @@ if broker_pid_alive "$PID"; then
   kill -TERM "$PID" 2>/dev/null || true
   for _ in $(seq 1 40); do pid_running "$PID" || break; sleep 0.25; done
   kill -KILL "$PID" 2>/dev/null || true
+  for _ in $(seq 1 40); do pid_running "$PID" || break; sleep 0.25; done
 fi
 rm -f "$PID_FILE"
+# A port taken between its check above and the JVM's bind, seconds later: another broker
+# starting at the same moment (a test's own beside the session's) can pick the same one. Soak
+# 34's second run: the session broker's controller port, "Address already in use" twice, and
+# every broker test of two test processes failed at setup. A fresh state dir starts again,
+# formatted again, on ports picked again; twice at most. (A restarted broker keeps its ports:
+# its controller's address is in its metadata.)
+ATTEMPT="${KAFKA_UP_ATTEMPT:-1}"
+TAKEN="$(sed -n 's/.*failed to bind to 127\.0\.0\.1:\([0-9]*\): Address already in use.*/\1/p' \
+          "$OUT_LOG" "$SERVER_LOG" 2>/dev/null | head -n 1)" || true
+if ((FORMATTED && ATTEMPT < 3)) && [[ -n "$TAKEN" ]] \
+   && [[ "$TAKEN" != "${KAFKA_PORT:-}" && "$TAKEN" != "${KAFKA_CONTROLLER_PORT:-}" \
+         && "$TAKEN" != "${KAFKA_SASL_SSL_PORT:-}" ]]; then
+  log "port $TAKEN was taken as the broker bound it: starting again on other ports (try $((ATTEMPT + 1)) of 3)"
+  rm -rf -- "$DATA_DIR" "$PORTS_FILE"
+  exec env KAFKA_UP_ATTEMPT=$((ATTEMPT + 1)) "${BASH_SOURCE[0]}" "$@"
+fi
 exit 1
