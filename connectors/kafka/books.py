@@ -46,6 +46,8 @@ class GroupBooks:
     _timestamps = False
     #: Told the partition count of each topic before the first poll (:meth:`co_partition`).
     _check_partitions: Callable[[dict[str, int]], None] | None = None
+    #: Told the same, to know the topics' size (:meth:`tell_partition_counts`).
+    _count_listeners: tuple[Callable[[dict[str, int]], None], ...] = ()
 
     def _open_books(
         self,
@@ -110,6 +112,23 @@ class GroupBooks:
         self._check_partitions = check
         self._config = self._range_assignor(self._config)
 
+    def tell_partition_counts(self, listener: Callable[[dict[str, int]], None]) -> None:
+        """Before iterating: at each assignment, before ``on_assign``, ``listener`` is told the
+        partition count of each topic read that the client's metadata lists (what it already
+        fetched to join the group: no request for the cluster's topics; best effort, a topic
+        it cannot tell is left out)."""
+        self._count_listeners = (*self._count_listeners, listener)
+
+    def _tell_counts(self, consumer: Any) -> None:
+        try:
+            counts = self._subscribed_partition_counts(consumer)
+        except self._client_errors() as exc:
+            logger.debug("the partition counts of %s are unknown: %r", self.topics, exc)
+            return
+        if counts:
+            for listener in self._count_listeners:
+                listener(counts)
+
     def ended(self, keys: list[TopicPartitionKey]) -> set[TopicPartitionKey]:
         """Of ``keys``, the assigned partitions read up to the end offset last seen (at
         assignment, then in the client's fetches): nothing of them waits on the broker now."""
@@ -154,6 +173,9 @@ class GroupBooks:
         raise NotImplementedError
 
     def _committed_of(self, consumer: Any, keys: list[TopicPartitionKey]) -> dict[Any, Any]:
+        raise NotImplementedError
+
+    def _subscribed_partition_counts(self, consumer: Any) -> dict[str, int]:
         raise NotImplementedError
 
     def _place(
@@ -205,6 +227,8 @@ class GroupBooks:
         committed = self._retrying(
             "reading committed offsets", lambda: self._committed_of(consumer, keys)
         )
+        if self._count_listeners:
+            self._tell_counts(consumer)
         wanted = self._on_assign(list(keys)) if self._on_assign else {}
         wanted = check_offsets(wanted, "on_assign")
         starts: Positions = {}

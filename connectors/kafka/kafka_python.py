@@ -145,6 +145,17 @@ class KafkaSource(GroupSource):
                 f"cannot list the topics of {self._config['bootstrap_servers']}: {exc!r}"
             ) from exc
 
+    def _subscribed_partition_counts(self, consumer: Any) -> dict[str, int]:
+        # the metadata the consumer keeps (it lists the subscribed topics once they are
+        # assigned); never partitions_for_topic(), which fetches every topic's on a miss
+        cluster = getattr(consumer, "_cluster", None)
+        counts = {}
+        for topic in self.topics:
+            partitions = cluster.partitions_for_topic(topic) if cluster is not None else None
+            if partitions:
+                counts[topic] = len(partitions)
+        return counts
+
     def _consume(self, consumer: Any) -> list[MessageBlock]:
         polled = consumer.poll(timeout_ms=self._poll_timeout_ms, max_records=self._poll_count)
         keep_join_going(consumer)

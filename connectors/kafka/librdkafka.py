@@ -31,6 +31,9 @@ __all__ = ["QUIET_LOGS", "RdKafkaSource", "is_fatal", "rdkafka_errors", "require
 logger = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0  # one broker call made while handling an assignment
+#: the input topics' partition counts, asked at an assignment (best effort: a worker's share
+#: of a mixing period, GroupBooks.tell_partition_counts)
+COUNT_TIMEOUT_S = 2.0
 
 # librdkafka error names that retrying cannot fix (configuration, rights).
 _FATAL = frozenset(
@@ -163,6 +166,14 @@ class RdKafkaSource(GroupSource):
                 f"list within {self.METADATA_TIMEOUT_S:g} s): {exc.args[0] if exc.args else exc}"
             ) from exc
         return {name: len(topic.partitions) for name, topic in metadata.topics.items()}
+
+    def _subscribed_partition_counts(self, consumer: Any) -> dict[str, int]:
+        counts = {}
+        for topic in self.topics:  # one topic's metadata each, not the cluster's
+            listed = consumer.list_topics(topic=topic, timeout=COUNT_TIMEOUT_S).topics.get(topic)
+            if listed is not None and listed.error is None and listed.partitions:
+                counts[topic] = len(listed.partitions)
+        return counts
 
     def _range_assignor(self, config: dict[str, Any]) -> dict[str, Any]:
         return {**config, "partition.assignment.strategy": "range"}

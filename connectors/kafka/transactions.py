@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from connectors.base import Closing
@@ -57,6 +58,16 @@ class GroupMember(Protocol):
 
     def group_metadata(self) -> Any:
         """The client's snapshot of the group membership (opaque to the caller)."""
+        ...
+
+
+@runtime_checkable
+class PartitionCounter(Protocol):
+    """A source that can tell the partition counts of the topics it reads."""
+
+    def tell_partition_counts(self, listener: Callable[[dict[str, int]], None]) -> None:
+        """Have ``listener`` told each topic's partition count at each assignment, before the
+        assigned partitions are taken up."""
         ...
 
 

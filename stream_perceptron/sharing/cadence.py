@@ -39,10 +39,15 @@ class SharedCadence(SharedMixing):
         return every or None
 
     def _partitions(self) -> int:
-        """The input partitions known to this worker: its own and those the model topic has a
-        record of (the group's share of a worker is its share of them)."""
+        """The input partitions known to this worker: its own, those the model topic has a
+        record of and those its source listed at its assignment (the group's share of a worker is
+        its share of them). Without the source's list a worker starting on an empty model topic
+        took its partitions for all of them and committed once a whole mixing period: soak 33
+        run 2, the pulled model 3.2 points below one sequential model (bound 3); replayed in
+        one process over 20 seeds 2.7 points on average, 3.3 at worst, and 2.3, 2.9 with it."""
         topics = {t for t, _ in self.owned}
-        return len(self.owned | {k for k in self.view.partitions if k[0] in topics})
+        known = self.view.partitions.keys() | self.input_partitions
+        return len(self.owned | {k for k in known if k[0] in topics})
 
     def due(self, records: int, now: float | None = None) -> bool:
         """A commit is due after :attr:`batch_limit` records or ``interval`` seconds, so the

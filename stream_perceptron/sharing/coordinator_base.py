@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 from connectors import PositionKey, Source
 from connectors.kafka.background_commits import BackgroundCommits
 from connectors.kafka.model_log import ModelLog
-from connectors.kafka.transactions import MAX_MESSAGE_BYTES, GroupMember, TransactionalOutput
+from connectors.kafka.transactions import (
+    MAX_MESSAGE_BYTES,
+    GroupMember,
+    PartitionCounter,
+    TransactionalOutput,
+)
 from stream_perceptron.checkpoint import CheckpointCoordinator
 from stream_perceptron.sharing import Increment, Mixture
 from stream_perceptron.sharing.increments import Form, credited, form, history
@@ -89,6 +94,8 @@ class SharedCoordinatorBase(CheckpointCoordinator):
         self.view = ModelView()
         self.counts: dict[PositionKey, list[int]] = {}  # owned partitions: [examples, mistakes]
         self.owned: set[PositionKey] = set()
+        #: the input topics' partitions, as the source last told them (at an assignment)
+        self.input_partitions: frozenset[PositionKey] = frozenset()
         self.version = 0  # of the mixture the model is based on
         self.n_since = 0  # examples learned since the model moved onto a mixture
         self.mixes = 0  # mixtures this worker made or moved onto
@@ -145,6 +152,14 @@ class SharedCoordinatorBase(CheckpointCoordinator):
     def bind(self, source: Source) -> None:
         super().bind(source)
         self._group = source.group_metadata if isinstance(source, GroupMember) else None
+        if isinstance(source, PartitionCounter):
+            source.tell_partition_counts(self._note_partition_counts)
+
+    def _note_partition_counts(self, counts: dict[str, int]) -> None:
+        """The input topics' sizes: a worker's share of a mixing period is its share of them
+        from its first commit (the model topic names the others' partitions only once they
+        have committed)."""
+        self.input_partitions = frozenset((t, p) for t, n in counts.items() for p in range(n))
 
     # -- per record ----------------------------------------------------------------------------
     def count_partition(self, key: PositionKey, examples: int, mistakes: int) -> None:

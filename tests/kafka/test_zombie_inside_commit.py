@@ -212,7 +212,9 @@ def _late_mixture_refused(
     records = [json.loads(m.value) for m in read_committed(bootstrap, model_topic, 1)
                if m.key == b"mixture" and m.value is not None]  # fmt: skip
     assert any(r["worker"] == stopped for r in records), f"its commit did not land: {records}"
-    head: dict = {"version": 0}
+    # before the first record: a leader's first commit writes mixture 0 (the fresh model)
+    # when no mix is due yet, and that record is the head, not a stale one
+    head: dict = {"version": -1}
     behind = []
     for r in records:
         if r["version"] > head["version"]:

@@ -20,6 +20,7 @@ from kafka_broker import free_port
 
 from connectors import ConnectorError, KafkaSource, RdKafkaSource, Source
 from connectors.kafka.common import split_message
+from connectors.kafka.transactions import PartitionCounter
 
 # kafka-python 3.0 loads its protocol schemas with a deprecated importlib.resources API.
 pytestmark = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
@@ -556,3 +557,22 @@ def test_message_blocks_split_multi_line_messages_as_batches_do(
     assert records == expected
     assert [(r.position.offset, r.key) for r in records][:3] == [(0, b"k0"), (1, b"k1"), (1, b"k1")]
     assert all(isinstance(unit, MessageBlock) for unit in units) == as_block
+
+
+def test_a_listener_is_told_the_partition_counts_at_the_assignment(
+    kafka_bootstrap: str, make_topic: Callable[..., str], produce, group_id: str, kafka_client: str
+) -> None:
+    """What a shared-model worker needs from its first commit: how many partitions the input
+    has, not only its own (``SharedCadence._partitions``), from the metadata the client
+    already holds (no listing of the cluster's topics)."""
+    topic = make_topic(6)
+    produce(topic, [b"x"], partition=4)
+    told: list[tuple[dict[str, int], list]] = []
+    source = source_for(kafka_client, kafka_bootstrap, topic, group_id, exit_at_end=False)
+    assert isinstance(source, PartitionCounter)
+    source.tell_partition_counts(lambda counts: told.append((counts, source.assignment)))
+    with source:
+        batch = next(iter(source.batches()))
+    assert [r.value for r in batch] == [b"x"]
+    # once, before the assignment is taken up (on_assign's checkpoint comes after it)
+    assert told == [({topic: 6}, [])]
