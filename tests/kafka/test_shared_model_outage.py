@@ -16,6 +16,7 @@ import pytest
 from kafka_broker import crash_broker, free_port, start_broker, stop_broker
 from shared_model_helpers import (
     PARTITIONS,
+    STEADY_SESSION_MS,
     committed,
     examples,
     make_topics,
@@ -58,8 +59,14 @@ def _outage(tmp_path, kafka_client: str, crash: bool) -> None:
     try:
         data = sparse_examples(36_000, seed=21, noise=0.1)
         topic, predictions = make_topics(bootstrap, PARTITIONS, 3)
+        # the steady session, not the failover tests' 6 s: no member is meant to leave the
+        # group here, and the workers stand paused (SIGSTOP) through the broker's stop, so a
+        # stall of a few seconds on top ended their sessions (soak 34b: the broker removed both
+        # members 0.1 s before its shutdown began; kafka-python's retries were then refused,
+        # UnknownMemberId, both exited 1 and none rode the outage out in place)
         args, model_topic, group = streaming_workers(
-            bootstrap, topic, predictions, kafka_client, mix_every=1000
+            bootstrap, topic, predictions, kafka_client, mix_every=1000,
+            session_ms=STEADY_SESSION_MS,
         )
         logs = [tmp_path / f"w{i}.log" for i in range(2)]
         member = [[*args, "--instance-id", f"w{i}"] for i in range(2)]
