@@ -15,6 +15,7 @@ from cli_helpers import CLI, run_cli
 from evidence import keep_topic
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 from kafka_writes import Message, write
 
 from stream_perceptron.learners import StreamClassifier
@@ -266,6 +267,41 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
         return {p: consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
     finally:
         consumer.close()
+
+
+def wait_for_leaders(bootstrap: str, topics: list[str], timeout: float = 240) -> None:
+    """Wait until every partition of ``topics`` and of the broker's internal topics (the
+    group's offsets, the transactions' log) has a leader. A broker restarted after a crash
+    answers before it leads anything: the controller first expires its former registration
+    (about 9 s, ``broker.session.timeout.ms``), then fences and unfences it, which took 65 s
+    once beside the soak's load (34c). A test's own client writing or reading then fails on
+    the broker's slowness, not the engine's (soak 34c: its producer gave up after 120 s, its
+    offsets reader after 30), so a test waits for this before its clients go on.
+
+    Raises
+    ------
+    AssertionError
+        If some partition is still leaderless after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+            try:
+                names = [*topics, *(t for t in admin.list_topics() if t.startswith("__"))]
+                described = admin.describe_topics(names)
+            finally:
+                admin.close()
+            waiting: object = [
+                (t["name"], q["partition_index"]) for t in described for q in t["partitions"]
+                if q["leader_id"] < 0 or q["error_code"]
+            ] + [t["name"] for t in described if t["error_code"]]  # fmt: skip
+        except KafkaError as exc:  # not answering yet
+            waiting = exc
+        if not waiting:
+            return
+        assert time.monotonic() < deadline, f"no leaders {timeout:g} s after the restart: {waiting}"
+        time.sleep(0.5)
 
 
 def partition_records(bootstrap: str, model_topic: str) -> dict:
