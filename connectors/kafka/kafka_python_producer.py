@@ -87,6 +87,25 @@ def wait_transactional(producer: Any, result: Any, timeout_s: float, what: str) 
         raise KafkaTimeoutError(f"{what} took more than {timeout_s:g} s")
 
 
+def request_timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is kafka-python's failure of a request the broker did not answer within
+    ``request_timeout_ms``: ``RequestTimedOutError`` itself, or the fatal ``KafkaError`` its
+    transaction manager wraps it in (only the text carries it).
+
+    >>> from kafka.errors import KafkaError, RequestTimedOutError
+    >>> request_timed_out(KafkaError("Could not execute transactional request for unknown "
+    ...                              "reasons: [Error 7] RequestTimedOutError: Request timed out"))
+    True
+    >>> request_timed_out(RequestTimedOutError()), request_timed_out(KafkaError("other"))
+    (True, False)
+    """
+    from kafka.errors import KafkaError, RequestTimedOutError
+
+    if isinstance(exc, RequestTimedOutError):
+        return True
+    return type(exc) is KafkaError and RequestTimedOutError.__name__ in str(exc)
+
+
 def bound_by_transaction_timeout(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with the delivery and request timeouts that its caller left unset derived
     from its ``transaction_timeout_ms``, as librdkafka derives ``message.timeout.ms`` and
@@ -274,6 +293,16 @@ class KafkaTransactions(TransactionsBase):
         from kafka.errors import KafkaTimeoutError
 
         return isinstance(exc, KafkaTimeoutError)
+
+    def _commit_unanswered(self, exc: BaseException) -> bool:
+        """Also the commit request that timed out inside the client: kafka-python fails its
+        producer then (a fatal ``KafkaError`` naming ``RequestTimedOutError``, its
+        ``TxnRequestHandler.on_complete``) while the broker may still take the commit. Taken
+        for a plain failure, the transaction was sent again by a new producer and landed twice
+        (soak of session 35: an EndTxn unanswered through a 10 s stall, 500 predictions
+        committed twice). In doubt, the retry finds the producer unusable and the worker exits
+        without sending it again; its restart reads what was committed."""
+        return self._unanswered(exc) or request_timed_out(exc)
 
     def _abort(self, producer: Any) -> None:
         wait_transactional(

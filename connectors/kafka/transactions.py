@@ -326,7 +326,7 @@ class TransactionsBase(Closing):
             self._end(producer)
         except self._client_errors() as exc:
             fenced = self._fenced(exc)
-            if not fenced and self._unanswered(exc) and self._ending:
+            if not fenced and self._ending and self._commit_unanswered(exc):
                 self.in_doubt = True
                 raise TransactionFailed(
                     f"the commit of {self.transactional_id!r} {what}: {exc!r}; it may have "
@@ -414,6 +414,12 @@ class TransactionsBase(Closing):
     def _unanswered(self, exc: BaseException) -> bool:
         """Whether ``exc`` says a call timed out (the broker may still act on it)."""
         raise NotImplementedError
+
+    def _commit_unanswered(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised once the commit request was out, leaves the commit in doubt:
+        its call timed out (:meth:`_unanswered`), or the client gave up on its request
+        unanswered in a way that leaves the producer unusable (kafka-python)."""
+        return self._unanswered(exc)
 
     def _undelivered(self, delivery: Any) -> bool:
         """Whether a message whose ``_send`` returned ``delivery`` is known not delivered."""

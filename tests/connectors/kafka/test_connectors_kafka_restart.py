@@ -175,3 +175,55 @@ def test_a_message_that_expired_is_not_committed_without_it(own_broker: Broker) 
     finally:
         out.close()
     assert _read_committed(own_broker.bootstrap, topic) == [b"before", b"first", b"the one message"]
+
+
+def test_a_commit_unanswered_past_the_request_timeout_is_in_doubt_never_sent_again(
+    own_broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-python fails its producer for good (a fatal ``KafkaError`` naming
+    ``RequestTimedOutError``) when a commit's request goes unanswered past
+    ``request_timeout_ms``, while the broker may still take that commit. The broker is paused
+    (SIGSTOP) once the commit request is out, past the client's request timeout, then goes on
+    and commits it. The failure must leave the commit in doubt: the retry does not send the
+    transaction again (that producer cannot finish it: not retriable, the worker exits and its
+    restart reads what was committed), and the message is committed once. The soak of
+    session 35 saw it sent again through a new producer: 500 predictions committed twice."""
+    import os
+    import signal
+
+    from connectors.kafka import kafka_python_producer
+    from connectors.kafka.transactions import TransactionFailed
+
+    topic = f"doubt-{uuid.uuid4().hex[:8]}"
+    pid = int((own_broker.state_dir / "kafka.pid").read_text())
+    out = kafka_python_producer.KafkaTransactions(
+        own_broker.bootstrap, f"doubt-{uuid.uuid4().hex[:8]}",
+        client_options={"transaction_timeout_ms": 60_000, "request_timeout_ms": 2000},
+    )  # fmt: skip
+    out.call_timeout_s = 30.0  # the project's own wait outlasts the client's request timeout
+    begin_commit = kafka_python_producer.begin_commit
+
+    def begin_then_pause(producer: object) -> object:
+        result = begin_commit(producer)  # the commit request is out (or in the socket)
+        os.kill(pid, signal.SIGSTOP)
+        return result
+
+    try:
+        out.send(topic, b"before")
+        out.commit({}, None)
+        monkeypatch.setattr(kafka_python_producer, "begin_commit", begin_then_pause)
+        out.send(topic, b"in doubt")
+        try:
+            with pytest.raises(TransactionFailed) as failed:
+                out.commit({}, None)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert failed.value.in_doubt and failed.value.retriable, failed.value
+        assert "RequestTimedOutError" in str(failed.value), failed.value
+        time.sleep(2)  # the broker takes the commit meanwhile
+        with pytest.raises(TransactionFailed) as unfinished:
+            out.retry({}, None)
+        assert not unfinished.value.retriable, unfinished.value
+    finally:
+        out.close()
+    assert _read_committed(own_broker.bootstrap, topic) == [b"before", b"in doubt"]
