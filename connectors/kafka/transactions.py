@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+import time
+from typing import Any
 
 from connectors.base import Closing
 from connectors.errors import ConnectorError
 from connectors.kafka.common import TopicPartitionKey, check_offsets
+from connectors.kafka.transactional_output import (
+    GroupMember,
+    PartitionCounter,
+    TransactionalOutput,
+)
 
 __all__ = [
     "CALL_TIMEOUT_S",
     "MAX_MESSAGE_BYTES",
     "TRANSACTION_TIMEOUT_MS",
     "GroupMember",
+    "PartitionCounter",
     "TransactionFailed",
     "TransactionalOutput",
     "TransactionsBase",
@@ -36,6 +42,10 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
 #: how long one transactional call may wait for the broker (kafka-python's own methods wait
 #: without a limit: a commit caught by a broker restart could hang there for good)
 CALL_TIMEOUT_S = 30.0
+#: how long a starting producer asks again when the broker does not answer its initialisation
+#: in time (a broker starting or loading its transaction log, a machine that stood still), as
+#: a commit rides out a broker outage (the shared-model coordinator's ``outage_limit``)
+START_PATIENCE_S = 240.0
 TRANSACTION_TIMEOUT_MS = 10_000  # a dead worker's open transaction stops blocking readers soon
 
 
@@ -50,54 +60,6 @@ class TransactionFailed(ConnectorError):
         super().__init__(message)
         self.retriable = retriable
         self.in_doubt = in_doubt
-
-
-@runtime_checkable
-class GroupMember(Protocol):
-    """A consumer-group source whose membership a transaction's offsets are committed for."""
-
-    def group_metadata(self) -> Any:
-        """The client's snapshot of the group membership (opaque to the caller)."""
-        ...
-
-
-@runtime_checkable
-class PartitionCounter(Protocol):
-    """A source that can tell the partition counts of the topics it reads."""
-
-    def tell_partition_counts(self, listener: Callable[[dict[str, int]], None]) -> None:
-        """Have ``listener`` told each topic's partition count at each assignment, before the
-        assigned partitions are taken up."""
-        ...
-
-
-@runtime_checkable
-class TransactionalOutput(Protocol):
-    """Messages and consumed offsets committed together.
-
-    A transaction is open from the first :meth:`send` after a :meth:`commit` (or the start);
-    :meth:`commit` adds the consumer group's offsets to it and commits it; :meth:`abort` drops
-    it. A crash leaves it open until a producer of the same transactional id starts (which
-    aborts it) or the transaction times out: ``read_committed`` readers never see it.
-    """
-
-    def start(self) -> None:
-        """Connect and fence a former producer of the same id (aborting its open
-        transaction)."""
-        ...
-
-    def send(
-        self, topic: str, value: bytes | None, key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
-    ) -> None: ...  # fmt: skip
-
-    def commit(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None: ...
-
-    def retry(self, offsets: dict[TopicPartitionKey, int], group_metadata: Any) -> None: ...
-
-    def abort(self) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class TransactionsBase(Closing):
@@ -147,11 +109,36 @@ class TransactionsBase(Closing):
         self._ending = False  # set by a client's _end once the commit request is out
         #: how long one transactional call may wait for the broker (init, offsets, commit)
         self.call_timeout_s = CALL_TIMEOUT_S
+        self.start_retry_pause_s = 1.0  # between two initialisations (see start)
 
-    def start(self) -> None:
-        """Create the producer and fence a former self (its open transaction is aborted)."""
-        with self._lock:
-            self._ready()
+    def start(self, patience_s: float = START_PATIENCE_S) -> None:
+        """Create the producer and fence a former self (its open transaction is aborted).
+
+        An initialisation the broker did not answer within :attr:`call_timeout_s` is asked
+        again, from a new producer, for up to ``patience_s`` seconds (a soak beside two CPU
+        hogs saw a worker give up after 30 s, 28 of them in stalls of the whole machine); a
+        refusal (fenced, not authorised, a bad option) is raised at once.
+
+        Raises
+        ------
+        ConnectorError
+            If the producer cannot be started.
+        """
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                with self._lock:
+                    self._ready()
+                return
+            except ConnectorError as exc:
+                cause = exc.__cause__
+                unanswered = (cause is not None and not self._fenced(cause)
+                              and self._unanswered(cause))  # fmt: skip
+                if not unanswered or time.monotonic() >= deadline:
+                    raise
+                logger.warning("the broker did not answer the transactional producer %r in time "
+                               "(%r): asking again", self.transactional_id, cause)  # fmt: skip
+            time.sleep(self.start_retry_pause_s)
 
     def _ready(self) -> Any:
         if self._producer is None:

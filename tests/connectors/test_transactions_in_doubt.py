@@ -135,3 +135,46 @@ def test_messages_still_pending_when_a_commit_in_doubt_is_done_are_reported(capl
     assert "1 messages of the transaction of 't' that was in doubt were still undelivered" in (
         caplog.text
     )
+
+
+class SlowStart(Scripted):
+    """Its first ``unanswered`` initialisations time out; ``refused`` ones are refusals."""
+
+    def __init__(self, unanswered: int, refused: int = 0) -> None:
+        super().__init__(timeouts=0, lost=set())
+        self.unanswered, self.refused = unanswered, refused
+        self.start_retry_pause_s = 0.0
+
+    def _create(self) -> object:
+        self.log.append(("create",))
+        if self.refused:
+            self.refused -= 1
+            raise ValueError("not authorised")
+        if self.unanswered:
+            self.unanswered -= 1
+            raise Timeout("init_transactions: timed out")
+        return object()
+
+
+def test_a_start_the_broker_does_not_answer_in_time_is_asked_again(caplog) -> None:
+    out = SlowStart(unanswered=3)
+    with caplog.at_level("WARNING", logger="connectors.kafka.transactions"):
+        out.start()
+    assert out.log.count(("create",)) == 4  # three unanswered, then ready
+    assert caplog.text.count("did not answer the transactional producer 't' in time") == 3
+    out.send("t", b"a")
+    out.commit({}, None)
+    assert out.committed == [[b"a"]]
+
+
+def test_a_start_gives_up_after_its_patience_and_at_once_on_a_refusal() -> None:
+    from connectors.errors import ConnectorError
+
+    out = SlowStart(unanswered=100)
+    with pytest.raises(ConnectorError, match="cannot start the transactional producer"):
+        out.start(patience_s=0.0)
+    assert out.log.count(("create",)) == 1
+    refused = SlowStart(unanswered=0, refused=1)
+    with pytest.raises(ConnectorError, match="not authorised"):
+        refused.start()
+    assert refused.log.count(("create",)) == 1
