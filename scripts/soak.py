@@ -22,9 +22,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +35,61 @@ REPO = Path(__file__).resolve().parents[1]
 def _hog() -> None:
     while True:
         pass
+
+
+#: a sleep this much late is a stall of the machine (as tests/evidence.py's sleeper counts)
+STALL_S = 2.0
+
+
+class MachineWatch:
+    """A thread that sleeps 0.25 s at a time and notes each time it woke more than
+    :data:`STALL_S` late: when the machine (or this process) stood still, and for how long.
+    Under the soak's load, failed runs met stalls of every process at once, the brokers'
+    JVMs included (their safepoint logs silent 31-52 s together, session 35): a run's line
+    says how long its longest was, so a failure can be read against it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.stalls: list[tuple[float, float]] = []  # (wall clock at its start, seconds)
+        self._clock, self._wall = clock, wall
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="machine-watch", daemon=True)
+
+    def start(self) -> MachineWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            before = self._clock()
+            if self._stop.wait(0.25):
+                return
+            self.note(self._clock() - before - 0.25)
+
+    def note(self, late: float) -> None:
+        """Note a wake-up ``late`` seconds late (a stall when over :data:`STALL_S`)."""
+        if late > STALL_S:
+            self.stalls.append((self._wall() - late, late))
+
+    def summary(self, since: float, until: float) -> str:
+        """The stalls that began within ``since``..``until`` (wall clock), in words.
+
+        >>> w = MachineWatch(wall=lambda: 100.0)
+        >>> w.note(1.0); w.note(51.0); w.note(3.5)
+        >>> w.summary(0.0, 200.0)
+        '2 stall(s) of the machine over 2 s, 54.5 s in all, the longest 51.0 s'
+        >>> w.summary(0.0, 10.0)
+        'no stall of the machine over 2 s'
+        """
+        seen = [late for start, late in self.stalls if since <= start <= until]
+        if not seen:
+            return f"no stall of the machine over {STALL_S:g} s"
+        return (f"{len(seen)} stall(s) of the machine over {STALL_S:g} s, {sum(seen):.1f} s in "
+                f"all, the longest {max(seen):.1f} s")  # fmt: skip
 
 
 def _outcomes(junit: Path) -> dict[str, tuple[str, float]]:
@@ -88,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     hogs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(args.hogs)]
     for h in hogs:
         h.start()
+    watch = MachineWatch().start()
     results: dict[str, list[tuple[str, float]]] = defaultdict(list)
     walls: list[float] = []
     try:
@@ -99,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE",
                    f"--junitxml={junit}", f"--basetemp={tmp}", *shlex.split(args.pytest_args),
                    *shlex.split(args.test)]  # fmt: skip
-            started = time.monotonic()
+            started, began = time.monotonic(), time.time()
             env = {**os.environ, "PYTHONUNBUFFERED": "1",
                    "STREAM_PERCEPTRON_TEST_MIXING_LOG": str(mixing_log)}  # fmt: skip
             with log.open("wb") as f:
@@ -113,11 +171,12 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(tmp, ignore_errors=True)
             print(f"run {i}/{args.runs}: exit {code}, {walls[-1]:.1f} s, "
                   f"{len(run) - len(failed)} of {len(run)} passed or skipped"
-                  + (f"; failed: {', '.join(failed)} (log: {log})" if failed else ""),
-                  flush=True)  # fmt: skip
+                  + (f"; failed: {', '.join(failed)} (log: {log})" if failed else "")
+                  + f"; {watch.summary(began, time.time())}", flush=True)  # fmt: skip
             if not run:
                 print(f"  no test ran: see {log}", flush=True)
     finally:
+        watch.stop()
         for h in hogs:
             h.terminate()
     print(f"\n{args.runs} runs of {args.test} beside {args.hogs} CPU hogs (logs in {out_dir})")

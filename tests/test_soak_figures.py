@@ -46,3 +46,19 @@ def test_the_largest_figure_of_each_test_from_what_measured_wrote(tmp_path, monk
         ("tests/kafka/b.py::u", "held-out gap"): (-0.006, 1),
     }
     assert soak._largest_figures(tmp_path / "none.log") == {}
+
+
+def test_the_watch_notes_a_wake_up_that_came_late_as_a_stall_of_the_machine():
+    import time
+
+    # a clock that jumps 5.3 s over the first sleep of 0.25 s, then keeps time
+    ticks = iter([0.0, 5.3, *(10.0 + 0.25 * i for i in range(10_000))])
+    watch = soak.MachineWatch(clock=lambda: next(ticks), wall=lambda: 1000.0).start()
+    time.sleep(0.7)
+    watch.stop()
+    late = 5.3 - 0.25
+    assert watch.stalls == [(1000.0 - late, late)]
+    assert watch.summary(0.0, 2000.0) == (
+        f"1 stall(s) of the machine over 2 s, {late:.1f} s in all, the longest {late:.1f} s"
+    )
+    assert watch.summary(0.0, 900.0) == "no stall of the machine over 2 s"  # before it
