@@ -178,3 +178,24 @@ def test_a_start_gives_up_after_its_patience_and_at_once_on_a_refusal() -> None:
     with pytest.raises(ConnectorError, match="not authorised"):
         refused.start()
     assert refused.log.count(("create",)) == 1
+
+
+def test_a_librdkafka_producer_whose_flush_fails_inside_the_client_is_dropped(caplog) -> None:
+    """confluent-kafka's flush of a fenced producer once raised ``SystemError`` from its C
+    code (the soak of session 35): closing the producer logs it and drops the producer, and
+    the worker goes on to its own error line instead of a traceback."""
+    pytest.importorskip("confluent_kafka")
+    from connectors.kafka.librdkafka_producer import RdKafkaTransactions
+
+    class FailingFlush:
+        def flush(self, timeout: float) -> int:
+            raise SystemError(
+                "<built-in function isinstance> returned a result with an exception set"
+            )
+
+    out = RdKafkaTransactions("127.0.0.1:9", "t")
+    out._producer = FailingFlush()
+    with caplog.at_level("WARNING", logger="connectors.kafka.librdkafka_producer"):
+        out._close_quietly(1.0)
+    assert out._producer is None
+    assert "the client failed: SystemError" in caplog.text
