@@ -37,23 +37,24 @@ def _hog() -> None:
         pass
 
 
-#: a sleep this much late is a stall of the machine (as tests/evidence.py's sleeper counts)
+#: a sleep this much late is a stall (as tests/evidence.py's sleeper counts)
 STALL_S = 2.0
 
 
 class MachineWatch:
-    """A thread that sleeps 0.25 s at a time and notes each time it woke more than
-    :data:`STALL_S` late: when the machine (or this process) stood still, and for how long.
-    Under the soak's load, failed runs met stalls of every process at once, the brokers'
-    JVMs included (their safepoint logs silent 31-52 s together, session 35): a run's line
-    says how long its longest was, so a failure can be read against it."""
+    """A thread of the soak's own process (in the hogs' session) that sleeps 0.25 s at a time
+    and notes each time it woke more than :data:`STALL_S` late. Failed runs met stalls of
+    10-52 s in the test processes' sleepers and the brokers' JVMs (their safepoint logs silent
+    together); whether this process stood still as well tells a stall of the whole machine
+    from the starving of some processes (soak 35c: a test's sleeper stood still 33.8 s while
+    this watch never woke 2 s late). A run's line says what it saw."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.stalls: list[tuple[float, float]] = []  # (wall clock at its start, seconds)
         self._clock, self._wall = clock, wall
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="machine-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="stall-watch", daemon=True)
 
     def start(self) -> MachineWatch:
         self._thread.start()
@@ -81,14 +82,14 @@ class MachineWatch:
         >>> w = MachineWatch(wall=lambda: 100.0)
         >>> w.note(1.0); w.note(51.0); w.note(3.5)
         >>> w.summary(0.0, 200.0)
-        '2 stall(s) of the machine over 2 s, 54.5 s in all, the longest 51.0 s'
+        'the soak stood still 2 times over 2 s, 54.5 s in all, the longest 51.0 s'
         >>> w.summary(0.0, 10.0)
-        'no stall of the machine over 2 s'
+        'the soak never stood still over 2 s'
         """
         seen = [late for start, late in self.stalls if since <= start <= until]
         if not seen:
-            return f"no stall of the machine over {STALL_S:g} s"
-        return (f"{len(seen)} stall(s) of the machine over {STALL_S:g} s, {sum(seen):.1f} s in "
+            return f"the soak never stood still over {STALL_S:g} s"
+        return (f"the soak stood still {len(seen)} times over {STALL_S:g} s, {sum(seen):.1f} s in "
                 f"all, the longest {max(seen):.1f} s")  # fmt: skip
 
 

@@ -94,8 +94,8 @@ def start_broker(
     _require_kafka()
     env = _env(state_dir, port)
     # the script's own readiness wait (90 s unless set) fits inside this call's limit: a soak's
-    # restart beside two CPU hogs became ready after 91 s, 50 of them in stalls of the whole
-    # machine (session 35), and the script gave up a second before
+    # restart beside two CPU hogs became ready after 91 s, 50 of them in stalls that the test's
+    # sleeper met (session 35), and the script gave up a second before
     env.setdefault("KAFKA_START_TIMEOUT", str(max(1, int(timeout) - 30)))
     proc = _run(KAFKA_UP, env, timeout)
     for line in proc.stdout.splitlines():

@@ -48,7 +48,7 @@ def test_the_largest_figure_of_each_test_from_what_measured_wrote(tmp_path, monk
     assert soak._largest_figures(tmp_path / "none.log") == {}
 
 
-def test_the_watch_notes_a_wake_up_that_came_late_as_a_stall_of_the_machine():
+def test_the_watch_notes_a_wake_up_that_came_late_as_a_stall():
     import time
 
     # a clock that jumps 5.3 s over the first sleep of 0.25 s, then keeps time
@@ -59,6 +59,6 @@ def test_the_watch_notes_a_wake_up_that_came_late_as_a_stall_of_the_machine():
     late = 5.3 - 0.25
     assert watch.stalls == [(1000.0 - late, late)]
     assert watch.summary(0.0, 2000.0) == (
-        f"1 stall(s) of the machine over 2 s, {late:.1f} s in all, the longest {late:.1f} s"
+        f"the soak stood still 1 times over 2 s, {late:.1f} s in all, the longest {late:.1f} s"
     )
-    assert watch.summary(0.0, 900.0) == "no stall of the machine over 2 s"  # before it
+    assert watch.summary(0.0, 900.0) == "the soak never stood still over 2 s"  # before it

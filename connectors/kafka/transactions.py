@@ -43,7 +43,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a published model is one message
 #: without a limit: a commit caught by a broker restart could hang there for good)
 CALL_TIMEOUT_S = 30.0
 #: how long a starting producer asks again when the broker does not answer its initialisation
-#: in time (a broker starting or loading its transaction log, a machine that stood still), as
+#: in time (a broker starting or loading its transaction log, a starved or stalled machine), as
 #: a commit rides out a broker outage (the shared-model coordinator's ``outage_limit``)
 START_PATIENCE_S = 240.0
 TRANSACTION_TIMEOUT_MS = 10_000  # a dead worker's open transaction stops blocking readers soon
@@ -116,7 +116,7 @@ class TransactionsBase(Closing):
 
         An initialisation the broker did not answer within :attr:`call_timeout_s` is asked
         again, from a new producer, for up to ``patience_s`` seconds (a soak beside two CPU
-        hogs saw a worker give up after 30 s, 28 of them in stalls of the whole machine); a
+        hogs saw a worker give up after 30 s, 28 of them in stalls its test's sleeper met); a
         refusal (fenced, not authorised, a bad option) is raised at once.
 
         Raises
