@@ -60,15 +60,16 @@ test: $(BIN)/.installed
 
 # The quick loop of a contributor: lint, types and every test that needs no broker, browser,
 # Prometheus server or newer Python (the markers of tests/needs.py), on CHECK_WORKERS processes.
-# These tests are CPU-bound (no broker to wait on), so 3, not make test's 4: each process costs
-# its own start and collection (5 s of CPU) and four fight over 2 cores; measured here (the whole
-# selection, beside another session's soak): CPU 238 s at -n 2, 258 s at -n 3, 273 s at -n 4.
-# Not 2: a test that waits (a 20 s outage, a kill -9 loop) would leave a core idle.
+# These tests are mostly CPU-bound (no broker to wait on), about 237 s of CPU on 2 cores, but
+# some wait (a 20 s outage, a kill -9 loop, subprocesses' starts), and a fourth process keeps
+# the cores busy through those waits: measured on an idle machine, `make check` took 123.6 and
+# 123.6 s at 4 (CPU 241 and 238 s) against 129.8 and 131.8 s at 3 (235 and 239 s), session 36.
+# (Session 35, beside another session's soak, had 3 ahead: 258 s of CPU at -n 3, 273 at -n 4.)
 # PYTHONDONTWRITEBYTECODE emptied: pytest then keeps its rewritten test modules and Python the
 # package's bytecode (__pycache__, git-ignored), so each process no longer compiles the suite
 # anew: `pytest --collect-only` 5.9 -> 3.3 s of CPU; the 3 workers' start and collection
 # 17 -> 8 s of CPU in all (with it set, as in some sandboxes, every run paid it again).
-CHECK_WORKERS ?= 3
+CHECK_WORKERS ?= 4
 NO_PARTS := not kafka and not browser and not services and not newer_python
 check: $(BIN)/.installed
 	$(BIN)/ruff check .
