@@ -6,10 +6,12 @@ The setting of ``tests/kafka/test_shared_model.py::test_workers_of_both_clients_
 ``tests/sharing/test_shared_coordinator.py`` (the workers' engines and coordinators on an
 in-memory log; batches in a random order while records arrive). ``--alone N``: one worker
 holds all 6 partitions for the first N batches (about 6 N records), then the second joins and
-each holds 3; 0: both from the start. Prints, per seed, one sequential averaged perceptron's
-held-out accuracy less the pulled model's (docs/shared-model.md cites these figures).
+each holds 3; 0: both from the start. ``--mix-at-join``: the first worker folds everything it
+learned alone into a mixture at its revoke, before the second starts. Prints, per seed, one
+sequential averaged perceptron's held-out accuracy less the pulled model's
+(docs/shared-model.md cites these figures).
 
-Usage: .venv/bin/python scripts/replay_growing_group.py [--alone N] [--seeds K]
+Usage: .venv/bin/python scripts/replay_growing_group.py [--alone N] [--seeds K] [--mix-at-join]
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from stream_perceptron.sharing.view import ModelView  # noqa: E402
 PARTITIONS = 6
 
 
-def gap(seed: int, alone: int, data: list, held_out: list, sequential: float) -> float:
+def gap(
+    seed: int, alone: int, data: list, held_out: list, sequential: float, mix_at_join: bool
+) -> float:
     """Sequential minus pulled held-out accuracy for one random schedule."""
     rng = random.Random(seed)
     shards: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -58,7 +62,13 @@ def gap(seed: int, alone: int, data: list, held_out: list, sequential: float) ->
         rng.choice(workers).step(shards, available, rng)
         steps += 1
         if second is None and steps == alone:  # the second worker joins: 3 partitions each
-            first.revoke()
+            if mix_at_join:  # its commit at the revoke mixes whatever is unmixed
+                due = first.coordinator.mix_due
+                first.coordinator.mix_due = lambda fresh, now=None: bool(fresh)  # type: ignore[method-assign]
+                first.revoke()
+                first.coordinator.mix_due = due  # type: ignore[method-assign]
+            else:
+                first.revoke()
             second = worker("w0", [0, 1, 2])
             first.assign([3, 4, 5])
     for w in (first, second):
@@ -76,6 +86,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--alone", type=int, default=100,
                         help="batches one worker learns alone before the other joins (0: none)")
     parser.add_argument("--seeds", type=int, default=20, help="schedules replayed")
+    parser.add_argument("--mix-at-join", action="store_true",
+                        help="the first worker mixes what it learned alone before the second "
+                        "starts")
     args = parser.parse_args(argv)
     data = sparse_examples(12_000, seed=13, noise=0.1)
     held_out = sparse_examples(4000, seed=99)
@@ -85,10 +98,11 @@ def main(argv: list[str]) -> int:
     sequential = accuracy(one, held_out)
     gaps = []
     for seed in range(args.seeds):
-        gaps.append(gap(seed, args.alone, data, held_out, sequential))
+        gaps.append(gap(seed, args.alone, data, held_out, sequential, args.mix_at_join))
         print(f"seed {seed}: gap {gaps[-1]:.4f}", flush=True)
-    print(f"alone {args.alone} batches: sequential {sequential:.4f}; gap over {len(gaps)} seeds: "
-          f"mean {sum(gaps) / len(gaps):.4f}, worst {max(gaps):.4f}, "
+    join = ", mixing at the join" if args.mix_at_join else ""
+    print(f"alone {args.alone} batches{join}: sequential {sequential:.4f}; gap over "
+          f"{len(gaps)} seeds: mean {sum(gaps) / len(gaps):.4f}, worst {max(gaps):.4f}, "
           f"over 3 points {sum(g > 0.03 for g in gaps)}")  # fmt: skip
     return 0
 
