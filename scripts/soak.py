@@ -8,7 +8,9 @@ every run, passed or not, go to ``mixing.log`` there (``STREAM_PERCEPTRON_TEST_M
 and the largest held-out gap and share of the way to unmixed are printed per test at the
 end: how near its bound a test runs, not only whether it failed. ``TEST`` is anything pytest
 selects: a test, a file, a folder, ``-m kafka``; ``PYTEST_ARGS`` adds options (``-n 2``,
-``-x``, ...).
+``-x``, ...). ``pressure.log`` there has, per second, how long tasks waited for CPU, memory
+and I/O (the kernel's pressure stall information, when it has it): a stall of seconds shows
+there as memory or CPU pressure, or as neither.
 Exit 0 when every run of every test passed.
 """
 
@@ -93,6 +95,36 @@ class MachineWatch:
                 f"all, the longest {max(seen):.1f} s")  # fmt: skip
 
 
+PRESSURE = Path("/proc/pressure")
+
+
+def _stall_totals() -> dict[str, int]:
+    """The kernel's running totals of stalled time (microseconds) by kind and scope:
+    ``cpu.some``, ``cpu.full``, ``memory.some``, ``memory.full``, ``io.some``, ``io.full``."""
+    totals = {}
+    for kind in ("cpu", "memory", "io"):
+        for line in (PRESSURE / kind).read_text().splitlines():
+            scope, *fields = line.split()
+            totals[f"{kind}.{scope}"] = int(fields[-1].removeprefix("total="))
+    return totals
+
+
+def _sample_pressure(path: Path, stop: threading.Event, every: float = 1.0) -> None:
+    """Append to ``path``, each ``every`` seconds, the milliseconds of stall of each kind
+    since the last line (``time cpu.some cpu.full memory.some ...``)."""
+    try:
+        last = _stall_totals()
+    except OSError:  # a kernel without PSI
+        return
+    with path.open("a", buffering=1) as out:
+        out.write(f"# {' '.join(['time', *last])} (ms stalled in each {every:g} s)\n")
+        while not stop.wait(every):
+            now = _stall_totals()
+            spent = " ".join(str((now[k] - last[k]) // 1000) for k in now)
+            out.write(f"{time.strftime('%H:%M:%S')} {spent}\n")
+            last = now
+
+
 def _outcomes(junit: Path) -> dict[str, tuple[str, float]]:
     """test id -> (passed/failed/skipped/error, seconds) of one run."""
     out: dict[str, tuple[str, float]] = {}
@@ -147,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     for h in hogs:
         h.start()
     watch = MachineWatch().start()
+    stop_sampling = threading.Event()
+    sampler = threading.Thread(
+        target=_sample_pressure, args=(out_dir / "pressure.log", stop_sampling), daemon=True
+    )
+    sampler.start()
     results: dict[str, list[tuple[str, float]]] = defaultdict(list)
     walls: list[float] = []
     try:
@@ -178,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  no test ran: see {log}", flush=True)
     finally:
         watch.stop()
+        stop_sampling.set()
         for h in hogs:
             h.terminate()
     print(f"\n{args.runs} runs of {args.test} beside {args.hogs} CPU hogs (logs in {out_dir})")

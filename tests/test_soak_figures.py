@@ -62,3 +62,36 @@ def test_the_watch_notes_a_wake_up_that_came_late_as_a_stall():
         f"the soak stood still 1 times over 2 s, {late:.1f} s in all, the longest {late:.1f} s"
     )
     assert watch.summary(0.0, 900.0) == "the soak never stood still over 2 s"  # before it
+
+
+def test_pressure_lines_hold_each_seconds_stall_by_kind(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    kinds = {"cpu": [10_000, 0], "memory": [0, 0], "io": [5_000, 2_000]}  # some, full (us)
+
+    def write() -> None:
+        for kind, (some, full) in kinds.items():
+            (tmp_path / kind).write_text(
+                f"some avg10=0.00 avg60=0.00 avg300=0.00 total={some}\n"
+                f"full avg10=0.00 avg60=0.00 avg300=0.00 total={full}\n"
+            )
+
+    write()
+    monkeypatch.setattr(soak, "PRESSURE", tmp_path)
+    log, stop = tmp_path / "pressure.log", threading.Event()
+    sampler = threading.Thread(target=soak._sample_pressure, args=(log, stop, 0.2))
+    sampler.start()
+    while not log.exists() or not log.read_text():  # the header: the first totals read
+        time.sleep(0.01)
+    kinds["memory"] = [3_000_000, 1_000_000]  # then 3 s of memory stall, 1 s of it full
+    write()
+    while len(log.read_text().splitlines()) < 2:
+        time.sleep(0.05)
+    stop.set()
+    sampler.join()
+    header, first = log.read_text().splitlines()[:2]
+    assert header.split()[1:8] == [
+        "time", "cpu.some", "cpu.full", "memory.some", "memory.full", "io.some", "io.full"
+    ]  # fmt: skip
+    assert first.split()[1:] == ["0", "0", "3000", "1000", "0", "0"]

@@ -144,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         from stream_perceptron.cli.kafka import pull_model_command
 
         return pull_model_command(args)
-    from stream_perceptron.example_data import write_dataset
+    from stream_perceptron.cli._gc import imports_without
+
+    with imports_without("sklearn"):  # river's data sets import it when installed: 1.1 s
+        from stream_perceptron.example_data import write_dataset
 
     if args.delayed and args.format == "libsvm":
         parser.error("--delayed needs named fields: --format csv or jsonl")
