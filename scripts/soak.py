@@ -49,12 +49,18 @@ class MachineWatch:
     10-52 s in the test processes' sleepers and the brokers' JVMs (their safepoint logs silent
     together); whether this process stood still as well tells a stall of the whole machine
     from the starving of some processes (soak 35c: a test's sleeper stood still 33.8 s while
-    this watch never woke 2 s late). A run's line says what it saw."""
+    this watch never woke 2 s late). A run's line says what it saw.
+
+    With ``cpu``, the thread runs on that CPU only: one such watch per CPU tells a CPU that
+    stood still (the hypervisor not running it: each of its processes waits, the other CPU's
+    go on) from processes the kernel starved (both watches on time)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 wall: Callable[[], float] = time.time,
+                 cpu: int | None = None) -> None:  # fmt: skip
         self.stalls: list[tuple[float, float]] = []  # (wall clock at its start, seconds)
-        self._clock, self._wall = clock, wall
+        self._clock, self._wall, self.cpu = clock, wall, cpu
+        self.name = "the soak" if cpu is None else f"CPU {cpu}'s watch"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall-watch", daemon=True)
 
@@ -67,6 +73,8 @@ class MachineWatch:
         self._thread.join()
 
     def _run(self) -> None:
+        if self.cpu is not None:
+            os.sched_setaffinity(0, {self.cpu})  # 0: this thread
         while True:
             before = self._clock()
             if self._stop.wait(0.25):
@@ -90,9 +98,9 @@ class MachineWatch:
         """
         seen = [late for start, late in self.stalls if since <= start <= until]
         if not seen:
-            return f"the soak never stood still over {STALL_S:g} s"
-        return (f"the soak stood still {len(seen)} times over {STALL_S:g} s, {sum(seen):.1f} s in "
-                f"all, the longest {max(seen):.1f} s")  # fmt: skip
+            return f"{self.name} never stood still over {STALL_S:g} s"
+        return (f"{self.name} stood still {len(seen)} times over {STALL_S:g} s, {sum(seen):.1f} "
+                f"s in all, the longest {max(seen):.1f} s")  # fmt: skip
 
 
 PRESSURE = Path("/proc/pressure")
@@ -178,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     hogs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(args.hogs)]
     for h in hogs:
         h.start()
-    watch = MachineWatch().start()
+    watches = [MachineWatch().start()]
+    watches += [MachineWatch(cpu=cpu).start() for cpu in sorted(os.sched_getaffinity(0))]
     stop_sampling = threading.Event()
     sampler = threading.Thread(
         target=_sample_pressure, args=(out_dir / "pressure.log", stop_sampling), daemon=True
@@ -210,11 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i}/{args.runs}: exit {code}, {walls[-1]:.1f} s, "
                   f"{len(run) - len(failed)} of {len(run)} passed or skipped"
                   + (f"; failed: {', '.join(failed)} (log: {log})" if failed else "")
-                  + f"; {watch.summary(began, time.time())}", flush=True)  # fmt: skip
+                  + "; " + "; ".join(w.summary(began, time.time()) for w in watches),
+                  flush=True)  # fmt: skip
             if not run:
                 print(f"  no test ran: see {log}", flush=True)
     finally:
-        watch.stop()
+        for w in watches:
+            w.stop()
         stop_sampling.set()
         for h in hogs:
             h.terminate()

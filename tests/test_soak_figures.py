@@ -64,6 +64,28 @@ def test_the_watch_notes_a_wake_up_that_came_late_as_a_stall():
     assert watch.summary(0.0, 900.0) == "the soak never stood still over 2 s"  # before it
 
 
+def test_a_watch_on_one_cpu_runs_there_and_says_so():
+    import os
+    import time
+
+    cpu = max(os.sched_getaffinity(0))
+    seen: list[set[int]] = []
+    watch = soak.MachineWatch(cpu=cpu)
+    note = watch.note
+
+    def noting(late: float) -> None:  # where the watch's thread runs, each time it wakes
+        seen.append(os.sched_getaffinity(0))
+        note(late)
+
+    watch.note = noting  # type: ignore[method-assign]
+    watch.start()
+    time.sleep(0.6)
+    watch.stop()
+    assert seen and all(s == {cpu} for s in seen)
+    assert os.sched_getaffinity(0) != {cpu} or len(os.sched_getaffinity(0)) == 1  # ours unpinned
+    assert watch.summary(0.0, time.time()) == f"CPU {cpu}'s watch never stood still over 2 s"
+
+
 def test_pressure_lines_hold_each_seconds_stall_by_kind(tmp_path, monkeypatch):
     import threading
     import time
