@@ -166,6 +166,9 @@ class ModelLogBase:
                 if self._create_topic(admin):
                     logger.warning("created the model topic %r (compacted, 1 partition)",
                                    self.topic)  # fmt: skip
+                    # the broker answers the creation before its metadata holds the topic: a
+                    # read then failed with "Unknown partition" (a soak, beside two CPU hogs)
+                    self._wait_for_creation(lambda: self._partitions(admin))
                     return
             partitions = self._wait_for_creation(lambda: self._partitions(admin))
             check_model_topic(self.topic, partitions, self._cleanup_policy(admin))
@@ -190,6 +193,7 @@ class ModelLogBase:
             if self.topic not in self._topics(admin) and self._create_topic(admin):
                 logger.warning("created the join changelog topic %r (compacted, %d partitions)",
                                self.topic, partitions)  # fmt: skip
+                self._wait_for_creation(lambda: self._partitions(admin))  # as ensure's
                 return
             found = self._wait_for_creation(lambda: self._partitions(admin))
             policy = self._cleanup_policy(admin)
