@@ -200,12 +200,16 @@ def _checkpointed(ck) -> int:
 def _kill_and_resume(args: list[str], ck, rounds: int, seed: int) -> int:
     """Each round kills the run once its checkpoint shows 3,000-12,000 more records than when
     it started. It used to sleep 0.2-1.5 s after the first checkpoint: a fresh clone's
-    confluent-kafka run learned all 60k records within that and no kill landed."""
+    confluent-kafka run learned all 60k records within that and no kill landed. A run that
+    ends before its kill fails the test with its exit code and its log's tail (one did, in
+    a soak beside two CPU hogs, when its log was not kept)."""
     rng = random.Random(seed)
     kills = 0
-    for _ in range(rounds):
+    for round_ in range(rounds):
         target = _checkpointed(ck) + rng.randint(3_000, 12_000)
-        victim = subprocess.Popen([*CLI, *args], stderr=subprocess.DEVNULL)
+        log = ck.parent / f"killed-run-{round_}.log"
+        with log.open("wb") as err:
+            victim = subprocess.Popen([*CLI, *args], stderr=err)
         deadline = time.monotonic() + 120
         while _checkpointed(ck) < target and time.monotonic() < deadline:
             if victim.poll() is not None:
@@ -215,6 +219,11 @@ def _kill_and_resume(args: list[str], ck, rounds: int, seed: int) -> int:
             victim.send_signal(signal.SIGKILL)
             kills += 1
         victim.wait(timeout=60)
+        assert victim.returncode == -signal.SIGKILL, (
+            f"round {round_}: the run ended by itself (exit {victim.returncode}) with "
+            f"{_checkpointed(ck)} records checkpointed, its kill due at {target}:\n"
+            + log.read_text(errors="replace")[-3000:]
+        )
     # A killed member stays in the group until its session times out (6 s here) and keeps its
     # partitions in the meantime; --exit-at-end would then end the next run with only its own
     # share done. Let the dead members expire first, as an operator restarting a job would
