@@ -1,4 +1,5 @@
-"""The command's imports without the cyclic garbage collector.
+"""The command's imports without the cyclic garbage collector (:func:`imports_without_gc`),
+and without an optional package another one imports when it can (:func:`imports_without`).
 
 Importing the modules of a run allocates tens of thousands of objects that stay alive (the
 modules' classes, functions and constants), and the collector, counting allocations, walks them
