@@ -26,7 +26,9 @@ from connectors.kafka.common import (
 from connectors.kafka.group_source import GroupSource
 from connectors.message_block import MessageBlock
 
-__all__ = ["QUIET_LOGS", "RdKafkaSource", "is_fatal", "rdkafka_errors", "require_confluent_kafka"]
+__all__ = [
+    "CLIENT_DEFAULTS", "RdKafkaSource", "is_fatal", "rdkafka_errors", "require_confluent_kafka",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,18 @@ _BROKERS_DOWN = frozenset({"_ALL_BROKERS_DOWN", "_TRANSPORT"})
 #: librdkafka logs through Python logging, critical messages only: it would log every failed
 #: reconnection (several a second while a broker is away); errors come to ``error_cb`` instead.
 QUIET_LOGS: dict[str, Any] = {"log_level": 2, "logger": logging.getLogger("connectors.rdkafka")}
+
+#: What every librdkafka client here starts from (a client option overrides each):
+CLIENT_DEFAULTS: dict[str, Any] = {
+    **QUIET_LOGS,
+    # a broker that comes back is found within 5 s (librdkafka backs off up to 10 s)
+    "reconnect.backoff.max.ms": 5000,
+    # A client's first request waited about 50 ms: librdkafka 2.x drops its bootstrap
+    # connection once the metadata names the brokers and connects to the one it needs only
+    # reconnect.backoff.ms / 2 (at least 11 ms) after its last pick. 20 here (librdkafka's
+    # default 100, Java's 50); the backoff of a failing broker still doubles up to the max.
+    "reconnect.backoff.ms": 20,
+}
 
 
 def require_confluent_kafka() -> Any:
@@ -108,7 +122,6 @@ class RdKafkaSource(GroupSource):
         return merge_client_options(
             {
                 "auto.offset.reset": "earliest",
-                "reconnect.backoff.max.ms": 5000,
                 # Read ahead: librdkafka fetches in its own threads while Python works.
                 "queued.max.messages.kbytes": 262144,
                 # Once queued.min.messages wait, librdkafka pauses fetching for this long
@@ -117,7 +130,7 @@ class RdKafkaSource(GroupSource):
                 "fetch.queue.backoff.ms": 10,
                 # a member learns of a rebalance from its heartbeat's answer (see HEARTBEAT_MS)
                 "heartbeat.interval.ms": HEARTBEAT_MS,
-                **QUIET_LOGS,
+                **CLIENT_DEFAULTS,
             },
             client_options,
             {

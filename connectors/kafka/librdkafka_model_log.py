@@ -11,7 +11,7 @@ from typing import Any
 from connectors.errors import ConnectorError
 from connectors.kafka.common import make_client, merge_client_options, servers_text
 from connectors.kafka.librdkafka import (
-    QUIET_LOGS,
+    CLIENT_DEFAULTS,
     REQUEST_TIMEOUT_S,
     is_fatal,
     rdkafka_errors,
@@ -55,7 +55,7 @@ class RdKafkaModelLog(ModelLogBase):
 
         config = {k: v for k, v in self._options.items()
                   if k.startswith(("security.", "sasl.", "ssl."))}  # fmt: skip
-        config.update(QUIET_LOGS, **{"bootstrap.servers": servers_text(self._servers)})
+        config.update(CLIENT_DEFAULTS, **{"bootstrap.servers": servers_text(self._servers)})
         return make_client(lambda: AdminClient(config), "admin client", self._servers, ())
 
     def _topics(self, admin: Any) -> set[str]:
@@ -91,14 +91,13 @@ class RdKafkaModelLog(ModelLogBase):
         ck = require_confluent_kafka()
         config = merge_client_options(
             {
-                "reconnect.backoff.max.ms": 5000,
                 # the reader's fetch, waiting for new records of a quiet topic, holds the
                 # broker connection: the end's query behind it waited up to 500 ms (the
                 # default) in every read, 60 s of a one-worker run of 480k records
                 "fetch.wait.max.ms": 20,
                 "max.partition.fetch.bytes": 16 * 1024 * 1024,
                 "fetch.max.bytes": 64 * 1024 * 1024,
-                **QUIET_LOGS,
+                **CLIENT_DEFAULTS,
             },
             self._options,
             {
