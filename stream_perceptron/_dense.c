@@ -1361,6 +1361,69 @@ static int32_t sparse_slot(SparseTable *t, SparseEntry *e)
     return e->slot;
 }
 
+/* The bytes of w (eight from a buffer, little-endian) that are not ASCII digits, as the high
+   bit of each such byte. x's bytes are the digits' values (0-9) for digits; the low seven bits
+   plus 0x76 reach 0x80 from 10 on and never carry into the next byte. */
+static inline uint64_t non_digits(uint64_t w)
+{
+    const uint64_t x = w ^ 0x3030303030303030ull;
+    return (((x & 0x7F7F7F7F7F7F7F7Full) + 0x7676767676767676ull) | x) & 0x8080808080808080ull;
+}
+
+/* The number the first n (1 to 8) bytes of w spell, all of them digits: moved to the top of
+   the word (zeros below, as leading zeros), then eight_digits' three multiplications. */
+static inline uint64_t digits_of(uint64_t w, int n)
+{
+    const uint64_t keep = ~0ull >> (64 - 8 * n);
+    uint64_t v = ((w & keep) - (0x3030303030303030ull & keep)) << (64 - 8 * n);
+    v = (v * 10) + (v >> 8);
+    return (((v & 0x000000FF000000FFu) * (100 + (1000000ull << 32))) +
+            (((v >> 16) & 0x000000FF000000FFu) * (1 + (10000ull << 32)))) >>
+           32;
+}
+
+/* json_number's usual case without a loop a digit: up to 7 integer digits, then a fraction of
+   1 to 7 digits or none, no exponent, found with two 8-byte loads (16 bytes readable at d0,
+   the first digit). Returns the index after the number, with *man, *exp10 and *integer as
+   json_number's own loops make them; 0 when the number is of another form (json_number then
+   reads it the long way, and decides). The digits' ends were the data-dependent branches a
+   sparse record's numbers missed (random lengths and signs). */
+static inline Py_ssize_t short_decimal(const unsigned char *buf, Py_ssize_t d0, uint64_t *man,
+                                       int64_t *exp10, int *integer)
+{
+    uint64_t w;
+    memcpy(&w, buf + d0, 8);
+    const uint64_t stop = non_digits(w);
+    if (stop == 0)
+        return 0; /* eight digits or more */
+    const int k = __builtin_ctzll(stop) >> 3;
+    if (k == 0 || (k > 1 && buf[d0] == '0'))
+        return 0; /* no digit, or a leading zero: the long way refuses it */
+    const unsigned char after = buf[d0 + k];
+    if (after == 'e' || after == 'E')
+        return 0;
+    if (after != '.') {
+        *man = digits_of(w, k);
+        *exp10 = 0;
+        *integer = 1;
+        return d0 + k;
+    }
+    uint64_t f;
+    memcpy(&f, buf + d0 + k + 1, 8);
+    const uint64_t fstop = non_digits(f);
+    if (fstop == 0)
+        return 0;
+    const int n = __builtin_ctzll(fstop) >> 3;
+    const unsigned char end = buf[d0 + k + 1 + n];
+    if (n == 0 || end == 'e' || end == 'E')
+        return 0;
+    static const uint64_t scale[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+    *man = digits_of(w, k) * scale[n] + digits_of(f, n);
+    *exp10 = -n;
+    *integer = 0;
+    return d0 + k + 1 + n;
+}
+
 /* A JSON number at buf[i] (strict grammar, as scan_jsonl): the index after it, -1 when it is
    not one; *value and *ok (0: left to Python) as scan_jsonl decides them. */
 static inline __attribute__((always_inline)) Py_ssize_t
@@ -1370,6 +1433,17 @@ json_number(const unsigned char *buf, Py_ssize_t i, Py_ssize_t size,
     int neg = buf[i] == '-';
     if (neg)
         i++;
+    if (i + 16 <= size) {
+        uint64_t m;
+        int64_t e;
+        int whole;
+        Py_ssize_t next = short_decimal(buf, i, &m, &e, &whole);
+        if (next > 0) { /* at most 14 digits: never past 19 */
+            *ok = 1;
+            *value = whole && m == 0 ? 0.0 : signed_decimal(m, e, neg, ok);
+            return next;
+        }
+    }
     uint64_t man = 0;
     Py_ssize_t d0 = i;
     if (buf[i] == '0')

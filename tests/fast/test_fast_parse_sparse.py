@@ -246,6 +246,45 @@ def test_the_values_are_the_parsers_floats_to_the_bit():
         assert math.isfinite(value) and struct.pack("<d", value) == struct.pack("<d", expected)
 
 
+def _short_numbers(rng: random.Random) -> list[str]:
+    """JSON numbers (and near misses) of every length around the scanner's short form (up to
+    seven integer digits, up to seven fraction digits, no exponent): 0 to 9 digits each side,
+    with or without a sign, a point, an exponent, leading zeros."""
+
+    def digits(n: int) -> str:
+        return "".join(rng.choice("0123456789") for _ in range(n))
+
+    out = []
+    for k in range(10):
+        for n in (None, 0, 1, 2, 4, 6, 7, 8, 9):  # None: no point
+            text = digits(k) if n is None else f"{digits(k)}.{digits(n)}"
+            out += [sign + text + tail for sign in ("", "-") for tail in ("", "e3", "E-2")]
+    return out + list(_SHORT_EDGES)
+
+
+_SHORT_EDGES = (
+    "0", "-0", "00", "01", "-01", "0.0", "-0.0", "00.5", "0.50", "1.", "-.5", "-", "1.e5",
+    "9999999.9999999", "-1234567.7654321", "10000000.5", "0.00000001",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("room", [True, False], ids=["bytes-after", "at-the-block-end"])
+def test_short_numbers_are_the_parsers_floats_to_the_bit_or_refused_as_parse_refuses(room):
+    """The sparse JSON scanner reads a short decimal with two 8-byte loads when 16 bytes
+    follow its first digit, else digit by digit: both ways give parse()'s float, and what
+    parse() refuses the scanner declines."""
+    rng = random.Random(43)
+    other = b'{"y": 0, "b": 1}'  # another key set: the sparse scanner, not the steady one's
+    for text in _short_numbers(rng):
+        value = text.encode()
+        line = b'{"a": %s, "y": 1, "bbbb": 2}' % value if room else b'{"y": 1, "a": %s}' % value
+        if _reference("jsonl", line) is None:
+            assert _scan("jsonl", [other, line]) is None, text
+        else:
+            assert _check_block("jsonl", [other, line]), text
+            assert isinstance(_scan("jsonl", [other, line])[1], SparseRows)  # type: ignore[index]
+
+
 CSV_TAKEN = [b"1.5,1,", b",0,2e3", b",,", b" 1 ,1,-0", b"1_0,cat,0.5"]
 CSV_DECLINED = [b" ,1,1", b'"1",1,1', b"1,1", b"1,1,1,1", b"nan,1,", b"1e400,,1", b"x,1,"]
 
