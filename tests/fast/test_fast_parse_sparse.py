@@ -285,6 +285,23 @@ def test_short_numbers_are_the_parsers_floats_to_the_bit_or_refused_as_parse_ref
             assert isinstance(_scan("jsonl", [other, line])[1], SparseRows)  # type: ignore[index]
 
 
+@pytest.mark.parametrize("room", [True, False], ids=["bytes-after", "at-the-block-end"])
+def test_short_strings_with_an_escape_or_a_control_character_are_read_as_parse_reads_them(room):
+    """A key or string value ending within eight bytes is found with one 8-byte load when
+    eight bytes follow its opening quote: an escape or a raw control character there still
+    takes the long way (decoded, or refused as parse() refuses it)."""
+    other = b'{"y": 0, "b": 1}'  # another key set: the sparse scanner
+    texts = [b"a", b"abcdefg", b"q\\\"x", b"\\u0061b", b"a\\nb", b"\\\\", b"ab\tc",
+             b"\x01", b"a\x1fb", b"\x7f", b"\xc3\xa9t\xc3\xa9"]
+    for text in texts:
+        tail = b', "bbbbbbbb": 2}' if room else b"}"
+        for line in (b'{"y": 1, "%s": 1' % text + tail, b'{"y": 1, "k": "%s"' % text + tail):
+            if _reference("jsonl", line) is None:
+                assert _scan("jsonl", [other, line]) is None, line
+            else:
+                assert _check_block("jsonl", [other, line]), line
+
+
 CSV_TAKEN = [b"1.5,1,", b",0,2e3", b",,", b" 1 ,1,-0", b"1_0,cat,0.5"]
 CSV_DECLINED = [b" ,1,1", b'"1",1,1', b"1,1", b"1,1,1,1", b"nan,1,", b"1e400,,1", b"x,1,"]
 
