@@ -134,6 +134,16 @@ static inline double signed_decimal(uint64_t man, int64_t exp10, int neg, int *o
     return v;
 }
 
+/* The number of eight digit values (0-9 a byte; little-endian: the first digit is the lowest
+   byte), with three multiplications (fast_float's trick). */
+static inline uint64_t digit_values(uint64_t v)
+{
+    v = (v * 10) + (v >> 8);
+    return (((v & 0x000000FF000000FFu) * (100 + (1000000ull << 32))) +
+            (((v >> 16) & 0x000000FF000000FFu) * (1 + (10000ull << 32)))) >>
+           32;
+}
+
 /* Eight ASCII digits at p, as a number; 0 when they are not all digits (fast_float's trick). */
 static inline int eight_digits(const unsigned char *p, uint64_t *out)
 {
@@ -142,12 +152,7 @@ static inline int eight_digits(const unsigned char *p, uint64_t *out)
     if (((v & 0xF0F0F0F0F0F0F0F0u) | (((v + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) >> 4)) !=
         0x3333333333333333u)
         return 0;
-    v -= 0x3030303030303030u; /* little-endian: the first digit is the lowest byte */
-    v = (v * 10) + (v >> 8);
-    v = (((v & 0x000000FF000000FFu) * (100 + (1000000ull << 32))) +
-         (((v >> 16) & 0x000000FF000000FFu) * (1 + (10000ull << 32)))) >>
-        32;
-    *out = v;
+    *out = digit_values(v - 0x3030303030303030u);
     return 1;
 }
 
@@ -1390,15 +1395,11 @@ static inline uint64_t non_digits(uint64_t w)
 }
 
 /* The number the first n (1 to 8) bytes of w spell, all of them digits: moved to the top of
-   the word (zeros below, as leading zeros), then eight_digits' three multiplications. */
+   the word (zeros below, as leading zeros), then digit_values. */
 static inline uint64_t digits_of(uint64_t w, int n)
 {
     const uint64_t keep = ~0ull >> (64 - 8 * n);
-    uint64_t v = ((w & keep) - (0x3030303030303030ull & keep)) << (64 - 8 * n);
-    v = (v * 10) + (v >> 8);
-    return (((v & 0x000000FF000000FFu) * (100 + (1000000ull << 32))) +
-            (((v >> 16) & 0x000000FF000000FFu) * (1 + (10000ull << 32)))) >>
-           32;
+    return digit_values(((w & keep) - (0x3030303030303030ull & keep)) << (64 - 8 * n));
 }
 
 /* json_number's usual case without a loop a digit: up to 7 integer digits, then a fraction of
